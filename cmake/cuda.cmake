@@ -1,0 +1,15 @@
+# Decides whether the CUDA kernels are built. They need nvcc (CUDA >= 12.3 for sm_90a) and the
+# CUTLASS/CuTe headers installed by scripts/setup.sh into third_party/cutlass.
+set(CM_CUDA_ENABLED OFF)
+if(NOT CM_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    set(CM_CUDA_ENABLED ON)
+  elseif(CM_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "CM_CUDA=ON but no CUDA compiler was found")
+  else()
+    message(STATUS "CompileMask: no CUDA compiler found, GPU kernels are not built")
+  endif()
+endif()

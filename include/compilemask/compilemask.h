@@ -1,0 +1,154 @@
+// CompileMask public C++ API.
+//
+//   auto result = cm::compile(source, "causal.mask");
+//   if (!result) { for (auto& d : result.diagnostics) std::cerr << d.format(); }
+//   cm::Plan plan = result.mask->specialize({{"W", int64_t{4096}}}, {.nq = n, .nk = n});
+//   plan.blob();  // the descriptor (include/compilemask/descriptor.h, docs/descriptor.md)
+#pragma once
+
+#include <compilemask/descriptor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace cm {
+
+namespace ir {
+struct Program;
+}
+
+// A problem found in a mask program, with its position (1-based line and column).
+struct Diagnostic {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string message;
+  std::string source_line;  // the text of the offending line, for the caret display
+
+  // "file:line:col: error: message\n  <source line>\n  <caret>\n"
+  std::string format() const;
+};
+
+// Bad parameters, shapes or tilings given to specialize (or bad tensors given to an attention
+// entry point). The message names the offending parameter and the rule it breaks.
+class Error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// A list of disjoint, sorted half-open token ranges [start, end).
+struct Segments {
+  std::vector<int64_t> starts;
+  std::vector<int64_t> ends;
+
+  // Consecutive segments [b0, b1), [b1, b2), ...; boundaries must not decrease.
+  static Segments from_boundaries(const std::vector<int64_t>& boundaries);
+  // Consecutive segments of these lengths, starting at `origin`.
+  static Segments from_lengths(const std::vector<int64_t>& lengths, int64_t origin = 0);
+  size_t size() const { return starts.size(); }
+};
+
+// A parameter value: an integer, an integer array, or a segment list. A `segment` parameter
+// takes a Segments value holding exactly one segment.
+using ParamValue = std::variant<int64_t, std::vector<int64_t>, Segments>;
+using Params = std::map<std::string, ParamValue>;
+
+// The attention problem a plan is made for.
+struct Dims {
+  int64_t nq = 0;     // query length
+  int64_t nk = 0;     // key length
+  int32_t batch = 1;  // b ranges over [0, batch)
+  int32_t heads = 1;  // h ranges over [0, heads) (query heads)
+};
+
+struct Tiling {
+  int32_t m = 128;  // query rows per tile
+  int32_t n = 128;  // key columns per tile
+};
+
+struct PlanStats {
+  int64_t bytes = 0;            // descriptor size, forward and transposed forms together
+  int32_t instances = 0;        // distinct masks across (b, h)
+  int64_t full_tiles = 0;       // summed over instances
+  int64_t partial_tiles = 0;
+  int64_t empty_tiles = 0;
+  int32_t patterns = 0;
+  int32_t grid_formulas = 0;
+  int64_t visible_pairs = 0;    // summed over instances
+  int64_t computed_pairs = 0;   // pairs inside full and partial tiles, summed over instances
+  double density = 0;           // visible / (nq * nk * instances)
+  double build_seconds = 0;     // wall time of specialize
+
+  std::string format() const;   // human-readable, multi-line
+  std::string to_json() const;
+};
+
+// A compiled mask bound to concrete parameters, shape and tiling: the descriptor plus stats.
+class Plan {
+ public:
+  Plan(std::vector<uint64_t> storage, PlanStats stats, Dims dims, Tiling tiling);
+
+  const void* blob() const { return storage_.data(); }
+  size_t size_bytes() const;
+  const PlanStats& stats() const { return stats_; }
+  const Dims& dims() const { return dims_; }
+  const Tiling& tiling() const { return tiling_; }
+
+  // Row-major nq x nk visibility (1 = visible) of mask (b, h), decoded from the descriptor.
+  // For debugging at small sizes; throws cm::Error above 2^26 elements.
+  std::vector<uint8_t> dense(int32_t b = 0, int32_t h = 0) const;
+
+ private:
+  std::vector<uint64_t> storage_;  // 8-byte aligned blob
+  PlanStats stats_;
+  Dims dims_;
+  Tiling tiling_;
+};
+
+struct ParamInfo {
+  std::string name;
+  std::string type;  // "int", "int[]", "segment", "segments"
+};
+
+// A compiled mask program. Cheap to copy; specialize never re-parses or recompiles.
+class Mask {
+ public:
+  explicit Mask(std::shared_ptr<const ir::Program> program);
+
+  const std::string& name() const;
+  std::vector<ParamInfo> params() const;
+
+  // Binds parameters and builds the descriptor. Throws cm::Error on bad input.
+  Plan specialize(const Params& params, const Dims& dims, const Tiling& tiling = {}) const;
+
+  const ir::Program& program() const { return *program_; }
+
+ private:
+  std::shared_ptr<const ir::Program> program_;
+};
+
+struct CompileResult {
+  std::optional<Mask> mask;
+  std::vector<Diagnostic> diagnostics;
+  explicit operator bool() const { return mask.has_value(); }
+};
+
+struct CompileOptions {
+  // If non-empty, the textual dump of the program after this pass is stored in `dump`.
+  std::string dump_after;
+};
+
+// Parses, checks and compiles a mask program. `file` names the source in diagnostics.
+CompileResult compile(const std::string& source, const std::string& file = "<input>",
+                      const CompileOptions& options = {}, std::string* dump = nullptr);
+
+// The pass names accepted by CompileOptions::dump_after, in pipeline order.
+std::vector<std::string> pass_names();
+
+}  // namespace cm

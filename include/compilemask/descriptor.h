@@ -1,0 +1,280 @@
+// The CompileMask descriptor: a versioned, position-independent binary blob that tells an
+// attention kernel, for every (query tile, key tile) pair, whether it is empty, full or partial,
+// and for partial tiles how to mask elements. One header serves host and device code.
+//
+// Conventions (see docs/descriptor.md for the full format):
+//   * Query row q and key column k are 0-based token indices. Tiles are tile_m queries by
+//     tile_n keys; query tile m covers rows [m*tile_m, min(nq, (m+1)*tile_m)).
+//   * Every interval is half-open [lo, hi). An interval with hi <= lo is empty.
+//   * All offsets are in bytes from the first byte of the blob; every section starts 16-byte
+//     aligned. Integers are little-endian.
+//   * "Forward form": per query tile, runs of key tiles. "Transposed form": per key tile, runs
+//     of query tiles (for the backward pass). Both reference one shared pattern table, and a
+//     pattern is always expressed in (query row, key column) orientation relative to the tile
+//     origin, so a partial tile has the same pattern id in both forms.
+//   * Tiles absent from every run are empty and must never be touched by a kernel.
+#pragma once
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define CM_HD __host__ __device__ __forceinline__
+#else
+#define CM_HD inline
+#endif
+
+namespace cm::desc {
+
+inline constexpr uint32_t kMagic = 0x4B534D43u;  // "CMSK" in little-endian byte order
+inline constexpr uint16_t kVersion = 1;
+inline constexpr int kMaxTileM = 256;  // pattern row indices are stored in 8 bits
+inline constexpr int kMaxTileN = 256;
+inline constexpr int kMaxTiles = 65535;  // tile indices in runs are 16-bit
+
+// The blob starts with this header.
+struct Header {
+  uint32_t magic;         // kMagic
+  uint16_t version;       // kVersion
+  uint16_t header_bytes;  // sizeof(Header), for forward compatibility
+  uint64_t total_bytes;   // size of the whole blob
+  int32_t nq, nk;         // query and key lengths
+  int32_t tile_m, tile_n;
+  int32_t num_q_tiles, num_k_tiles;
+  int32_t batch, heads;   // the (b, h) grid the instance map covers
+  int32_t num_instances;  // distinct masks after deduplication across (b, h)
+  int32_t num_patterns;
+  int32_t num_grid_formulas;
+  int32_t reserved0;
+  uint32_t instance_map_offset;  // int32[batch * heads]: instance index of (b, h) at b*heads + h
+  uint32_t instances_offset;     // Instance[num_instances]
+  uint32_t patterns_offset;      // Pattern[num_patterns]
+  uint32_t grid_formulas_offset; // GridFormula[num_grid_formulas]
+};
+static_assert(sizeof(Header) == 80, "descriptor header layout is part of the format");
+
+// One distinct mask. Offsets point at arrays inside the blob.
+struct Instance {
+  uint32_t q_tiles_offset;   // TileRow[num_q_tiles]: forward form, one row per query tile
+  uint32_t k_tiles_offset;   // TileRow[num_k_tiles]: transposed form, one row per key tile
+  uint32_t fwd_order_offset; // uint16[num_q_tiles]: query tiles by descending cost (LPT order)
+  uint32_t bwd_order_offset; // uint16[num_k_tiles]: key tiles by descending cost
+  uint64_t visible_pairs;    // exact number of visible (q, k) pairs of this mask
+  uint64_t reserved0;
+};
+static_assert(sizeof(Instance) == 32, "descriptor layout");
+
+// The work of one query tile (forward) or key tile (transposed): runs of fully visible tiles
+// (no mask code needed) and runs of partially visible tiles (masked from a pattern).
+struct TileRow {
+  uint32_t full_offset;     // FullRun[full_count]
+  uint32_t partial_offset;  // PartialRun[partial_count]
+  uint16_t full_count;
+  uint16_t partial_count;
+  float cost;  // estimated work in units of one full tile, for load balancing
+};
+static_assert(sizeof(TileRow) == 16, "descriptor layout");
+
+// Tiles [first, first + count) along the other axis, all fully visible.
+struct FullRun {
+  uint16_t first;
+  uint16_t count;
+};
+static_assert(sizeof(FullRun) == 4, "descriptor layout");
+
+// Tiles [first, first + count), all partial and all masked by one pattern.
+struct PartialRun {
+  uint16_t first;
+  uint16_t count;
+  uint32_t pattern;  // index into the pattern table
+};
+static_assert(sizeof(PartialRun) == 8, "descriptor layout");
+
+enum PatternKind : uint8_t {
+  // Affine row bands: data is RowBand[count]. Row r of the tile sees the union, over the bands
+  // that contain r, of the columns [lo(r), hi(r)) clamped to [0, tile_n).
+  kPatternBands = 1,
+  // Bitmap: data is uint32[tile_m * words_per_row], words_per_row = ceil(tile_n / 32); bit c of
+  // row r is word r*words_per_row + c/32, bit c%32. Set means visible.
+  kPatternBitmap = 2,
+  // Grid neighbourhood formula (absolute coordinates) united with a bands residual: data is
+  // RowBand[count] (the residual, possibly count == 0) and `formula` names the GridFormula.
+  kPatternGrid = 3,
+};
+
+struct Pattern {
+  uint8_t kind;      // PatternKind
+  uint8_t reserved;
+  uint16_t count;    // number of RowBand entries (bands and grid kinds)
+  uint32_t data_offset;
+  int32_t formula;   // GridFormula index for kPatternGrid, else -1
+  uint32_t reserved1;
+};
+static_assert(sizeof(Pattern) == 16, "descriptor layout");
+
+// Rows [row_first, row_last] (tile-relative) see [lo0 + lo_slope*(r-row_first),
+// hi0 + hi_slope*(r-row_first)) in tile-relative key columns, clamped to [0, tile_n).
+struct RowBand {
+  uint8_t row_first;
+  uint8_t row_last;
+  int8_t lo_slope;
+  int8_t hi_slope;
+  int16_t lo0;
+  int16_t hi0;
+};
+static_assert(sizeof(RowBand) == 8, "descriptor layout");
+
+enum GridShape : int32_t {
+  kShapeBox = 0,      // |dt| <= rt, |dy| <= ry, |dx| <= rx
+  kShapeEllipse = 1,  // dt²/rt² + dy²/ry² + dx²/rx² < 1 (for 2D grids dt is 0 and rt is 1)
+};
+
+// A neighbourhood on a row-major grid of frames x rows x cols tokens starting at token `start`.
+// Query rows in [q_lo, q_hi) whose position lies on the grid see the grid keys around them.
+// Only the part of the neighbourhood inside the grid is visible.
+struct GridFormula {
+  int32_t q_lo, q_hi;           // query rows the formula applies to
+  int32_t start;                // first token of the grid (keys)
+  int32_t center_start;         // first token of the grid the query's centre lies on
+  int32_t frames, rows, cols;   // grid extent; frames == 1 for 2D grids
+  int32_t shape;                // GridShape
+  int32_t rt, ry, rx;           // radii
+  int32_t reserved;
+};
+static_assert(sizeof(GridFormula) == 48, "descriptor layout");
+
+// ---- Accessors, usable from host and device code -------------------------------------------
+
+template <class T>
+CM_HD const T* at(const void* blob, uint32_t offset) {
+  return reinterpret_cast<const T*>(static_cast<const unsigned char*>(blob) + offset);
+}
+
+CM_HD const Header& header(const void* blob) { return *at<Header>(blob, 0); }
+
+CM_HD int instance_of(const void* blob, int b, int h) {
+  const Header& hd = header(blob);
+  return at<int32_t>(blob, hd.instance_map_offset)[b * hd.heads + h];
+}
+
+CM_HD const Instance& instance(const void* blob, int index) {
+  return at<Instance>(blob, header(blob).instances_offset)[index];
+}
+
+CM_HD const TileRow& q_tile(const void* blob, const Instance& inst, int m) {
+  return at<TileRow>(blob, inst.q_tiles_offset)[m];
+}
+
+CM_HD const TileRow& k_tile(const void* blob, const Instance& inst, int n) {
+  return at<TileRow>(blob, inst.k_tiles_offset)[n];
+}
+
+CM_HD const FullRun* full_runs(const void* blob, const TileRow& row) {
+  return at<FullRun>(blob, row.full_offset);
+}
+
+CM_HD const PartialRun* partial_runs(const void* blob, const TileRow& row) {
+  return at<PartialRun>(blob, row.partial_offset);
+}
+
+CM_HD const Pattern& pattern(const void* blob, uint32_t index) {
+  return at<Pattern>(blob, header(blob).patterns_offset)[index];
+}
+
+CM_HD const GridFormula& grid_formula(const void* blob, int index) {
+  return at<GridFormula>(blob, header(blob).grid_formulas_offset)[index];
+}
+
+CM_HD int clamp_int(long long v, int lo, int hi) {
+  return v < lo ? lo : (v > hi ? hi : static_cast<int>(v));
+}
+
+// Largest w >= 0 with w*w <= v (v >= 0). Exact integer square root.
+CM_HD long long isqrt_floor(long long v) {
+  long long w = static_cast<long long>(__builtin_sqrt(static_cast<double>(v)));
+  while (w * w > v) --w;
+  while ((w + 1) * (w + 1) <= v) ++w;
+  return w;
+}
+
+// Half-width in columns of a grid neighbourhood at frame offset dt and row offset dy, or -1 if
+// that (dt, dy) slice of the neighbourhood is empty.
+CM_HD long long grid_half_width(const GridFormula& f, long long dt, long long dy) {
+  if (f.shape == kShapeBox) {
+    const bool inside = (dt < 0 ? -dt : dt) <= f.rt && (dy < 0 ? -dy : dy) <= f.ry;
+    return inside ? f.rx : -1;
+  }
+  // dt²·(ry·rx)² + dy²·(rt·rx)² + dx²·(rt·ry)² < (rt·ry·rx)²
+  const long long rt = f.rt, ry = f.ry, rx = f.rx;
+  const long long budget =
+      rt * rt * ry * ry * rx * rx - dt * dt * ry * ry * rx * rx - dy * dy * rt * rt * rx * rx;
+  if (budget <= 0) return -1;
+  return isqrt_floor((budget - 1) / (rt * rt * ry * ry));
+}
+
+// Calls emit(lo, hi) for each visible key interval of query row q within the key columns
+// [k0, k1), in increasing order, for a grid formula. Intervals are absolute and non-empty.
+template <class Emit>
+CM_HD void for_each_grid_interval(const GridFormula& f, int q, int k0, int k1, Emit&& emit) {
+  if (q < f.q_lo || q >= f.q_hi) return;
+  const long long plane = static_cast<long long>(f.rows) * f.cols;
+  const long long rel = static_cast<long long>(q) - f.center_start;
+  if (rel < 0 || rel >= plane * f.frames) return;
+  const long long t = rel / plane, y = (rel % plane) / f.cols, x = rel % f.cols;
+  // Walk the grid rows (frame, row) that intersect [k0, k1).
+  long long first = (static_cast<long long>(k0) - f.start);
+  long long last = (static_cast<long long>(k1) - 1 - f.start);
+  if (last < 0 || first >= plane * f.frames) return;
+  if (first < 0) first = 0;
+  if (last >= plane * f.frames) last = plane * f.frames - 1;
+  for (long long line = first / f.cols; line <= last / f.cols; ++line) {
+    const long long kt = line / f.rows, ky = line % f.rows;
+    const long long w = grid_half_width(f, kt - t, ky - y);
+    if (w < 0) continue;
+    const long long base = f.start + line * f.cols;
+    long long lo = base + (x - w < 0 ? 0 : x - w);
+    long long hi = base + (x + w + 1 > f.cols ? f.cols : x + w + 1);
+    if (lo < k0) lo = k0;
+    if (hi > k1) hi = k1;
+    if (lo < hi) emit(static_cast<int>(lo), static_cast<int>(hi));
+  }
+}
+
+// Calls emit(lo, hi) with tile-relative column intervals [lo, hi) ⊆ [0, tile_n) whose union is
+// the visible part of row r (tile-relative) of a partial tile at origin (q0, k0) with pattern p.
+// Intervals may overlap and are not sorted. Bitmap patterns emit one interval per set run.
+template <class Emit>
+CM_HD void for_each_pattern_interval(const void* blob, const Pattern& p, int q0, int k0, int r,
+                                     Emit&& emit) {
+  const Header& hd = header(blob);
+  if (p.kind == kPatternBitmap) {
+    const int words = (hd.tile_n + 31) / 32;
+    const uint32_t* bits = at<uint32_t>(blob, p.data_offset) + r * words;
+    int c = 0;
+    while (c < hd.tile_n) {
+      if (!((bits[c / 32] >> (c % 32)) & 1u)) {
+        ++c;
+        continue;
+      }
+      const int lo = c;
+      while (c < hd.tile_n && ((bits[c / 32] >> (c % 32)) & 1u)) ++c;
+      emit(lo, c);
+    }
+    return;
+  }
+  const RowBand* bands = at<RowBand>(blob, p.data_offset);
+  for (int i = 0; i < p.count; ++i) {
+    const RowBand& band = bands[i];
+    if (r < band.row_first || r > band.row_last) continue;
+    const int d = r - band.row_first;
+    const int lo = clamp_int(band.lo0 + band.lo_slope * d, 0, hd.tile_n);
+    const int hi = clamp_int(band.hi0 + band.hi_slope * d, 0, hd.tile_n);
+    if (lo < hi) emit(lo, hi);
+  }
+  if (p.kind == kPatternGrid) {
+    const GridFormula& f = grid_formula(blob, p.formula);
+    for_each_grid_interval(f, q0 + r, k0, k0 + hd.tile_n,
+                           [&](int lo, int hi) { emit(lo - k0, hi - k0); });
+  }
+}
+
+}  // namespace cm::desc

@@ -1,0 +1,44 @@
+// Reference attention on the CPU, driven only by a descriptor. The oracle for the GPU kernels.
+#pragma once
+
+#include <cstdint>
+
+namespace cm {
+
+// Shapes of a reference attention call. Tensors are dense row-major:
+//   q, out, dout, dq: [batch, heads_q,  nq, head_dim]
+//   k, v, dk, dv:     [batch, heads_kv, nk, head_dim]
+//   lse:              [batch, heads_q,  nq]          (natural log)
+// heads_q must be a multiple of heads_kv (GQA/MQA): query head h reads kv head
+// h / (heads_q / heads_kv). Mask (b, h) is the descriptor's instance for query head h.
+struct AttentionShape {
+  int32_t batch = 1;
+  int32_t heads_q = 1;
+  int32_t heads_kv = 1;
+  int32_t nq = 0;
+  int32_t nk = 0;
+  int32_t head_dim = 0;
+};
+
+enum class Accumulate { kFloat32, kFloat64 };
+
+struct ReferenceOptions {
+  float scale = 0;  // softmax scale; 0 means 1/sqrt(head_dim)
+  Accumulate accumulate = Accumulate::kFloat32;
+  int threads = 0;  // 0 means std::thread::hardware_concurrency()
+};
+
+// O = softmax(scale * Q K^T masked) V and LSE. Fully masked rows give O = 0, LSE = -inf.
+// Throws cm::Error if the shape does not match the descriptor.
+void reference_forward(const void* descriptor, const AttentionShape& shape, const float* q,
+                       const float* k, const float* v, float* out, float* lse,
+                       const ReferenceOptions& options = {});
+
+// dQ, dK, dV for the forward above (out and lse are its results). dK and dV are summed over
+// the query heads of each kv group. Fully masked rows contribute exactly zero.
+void reference_backward(const void* descriptor, const AttentionShape& shape, const float* q,
+                        const float* k, const float* v, const float* out, const float* dout,
+                        const float* lse, float* dq, float* dk, float* dv,
+                        const ReferenceOptions& options = {});
+
+}  // namespace cm
