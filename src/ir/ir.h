@@ -118,6 +118,7 @@ enum class SetOp : uint8_t {
   kDiff,       // a - b
   kSelect,     // cond ? a : b
   kGrid,       // grids[grid]
+  kSegmentUnion,  // the union of the segments of segments parameter `param`
 };
 
 struct SetNode {
@@ -125,6 +126,7 @@ struct SetNode {
   SetId a = kNone, b = kNone;
   ExprId lo = kNone, hi = kNone, cond = kNone;
   int32_t grid = kNone;
+  int32_t param = kNone;
   SourceLoc loc;
 };
 
@@ -141,6 +143,9 @@ struct KeyTerm {
   std::vector<Iterator> iterators;
   ExprId lo = kNone, hi = kNone;
   int32_t grid = kNone;
+  // With exactly one iterator: lo and hi never decrease as the iterator grows, so the gaps
+  // between consecutive members are the complement (what set difference needs).
+  bool monotone = false;
 };
 
 // `for slot in segments_param { ... }`: slot takes the segment numbers 0 .. count-1.
@@ -154,7 +159,7 @@ struct Region {
   SetId query_set = kNone;  // must not depend on q
   SetId key_set = kNone;
   // Filled by `normalize`: the same sets as unions of interval terms.
-  std::vector<KeyTerm> queries;  // terms without iterators and without q
+  std::vector<KeyTerm> queries;  // terms that do not depend on q
   std::vector<KeyTerm> keys;
   SourceLoc loc;
 };

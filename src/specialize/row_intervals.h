@@ -5,7 +5,15 @@
 #include <compilemask/descriptor.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
+
+namespace cm::desc {
+// Formulas are plain records without padding: equal bytes means equal formulas.
+inline bool operator==(const GridFormula& a, const GridFormula& b) {
+  return std::memcmp(&a, &b, sizeof(GridFormula)) == 0;
+}
+}  // namespace cm::desc
 
 namespace cm {
 

@@ -1,0 +1,85 @@
+// cm::Mask: specialize binds parameters, evaluates rows once per distinct (b, h) dependence
+// and builds the descriptor. It never re-parses or recompiles the program.
+#include <compilemask/compilemask.h>
+
+#include "descriptor/build.h"
+#include "specialize/bind.h"
+#include "specialize/evaluator.h"
+#include "specialize/rows.h"
+
+#include <chrono>
+#include <unordered_map>
+
+namespace cm {
+
+namespace {
+
+uint64_t hash_rows(const InstanceRows& rows) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the interval bounds
+  auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull; };
+  for (const Interval& i : rows.all.intervals) {
+    mix(i.lo);
+    mix(i.hi);
+  }
+  for (int64_t o : rows.all.offsets) mix(o);
+  for (int32_t f : rows.row_formula) mix(f);
+  return h;
+}
+
+}  // namespace
+
+Mask::Mask(std::shared_ptr<const ir::Program> program) : program_(std::move(program)) {}
+
+const std::string& Mask::name() const { return program_->name; }
+
+std::vector<ParamInfo> Mask::params() const {
+  std::vector<ParamInfo> out;
+  for (const ir::ParamDecl& p : program_->params) {
+    out.push_back({p.name, ir::param_type_name(p.type)});
+  }
+  return out;
+}
+
+Plan Mask::specialize(const Params& params, const Dims& dims, const Tiling& tiling) const {
+  const auto started = std::chrono::steady_clock::now();
+  const Bindings bindings = bind(*program_, params, dims);
+  const std::vector<RegionCode> regions = compile_regions(*program_);
+  // Only the dimensions the mask reads get separate instances.
+  const int32_t batches = program_->uses_batch ? dims.batch : 1;
+  const int32_t heads = program_->uses_head ? dims.heads : 1;
+  std::vector<InstanceRows> instances;
+  std::unordered_multimap<uint64_t, int32_t> seen;
+  std::vector<int32_t> distinct(static_cast<size_t>(batches) * static_cast<size_t>(heads));
+  for (int32_t b = 0; b < batches; ++b) {
+    for (int32_t h = 0; h < heads; ++h) {
+      InstanceRows rows = evaluate_rows(*program_, regions, bindings, dims, b, h);
+      const uint64_t key = hash_rows(rows);
+      int32_t index = -1;
+      for (auto [it, end] = seen.equal_range(key); it != end && index < 0; ++it) {
+        if (instances[static_cast<size_t>(it->second)] == rows) index = it->second;
+      }
+      if (index < 0) {
+        index = static_cast<int32_t>(instances.size());
+        instances.push_back(std::move(rows));
+        seen.emplace(key, index);
+      }
+      distinct[static_cast<size_t>(b * heads + h)] = index;
+    }
+  }
+  std::vector<int32_t> instance_map(static_cast<size_t>(dims.batch) *
+                                    static_cast<size_t>(dims.heads));
+  for (int32_t b = 0; b < dims.batch; ++b) {
+    for (int32_t h = 0; h < dims.heads; ++h) {
+      const int32_t source = (program_->uses_batch ? b : 0) * heads + (program_->uses_head ? h : 0);
+      instance_map[static_cast<size_t>(b * dims.heads + h)] = distinct[static_cast<size_t>(source)];
+    }
+  }
+  PlanStats stats;
+  std::vector<uint64_t> blob =
+      build_descriptor(instances, instance_map, dims.batch, dims.heads, tiling, stats);
+  stats.build_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return Plan(std::move(blob), stats, dims, tiling);
+}
+
+}  // namespace cm

@@ -1,0 +1,82 @@
+// Test-only example parameter sets (see example_params.h).
+#include "example_params.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace cm::testing {
+
+namespace {
+
+// Lengths that cover n: a mix of empty, one-token and longer segments.
+std::vector<int64_t> ragged_lengths(int64_t n) {
+  const int64_t pattern[] = {0, 1, 7, 2, 13, 0, 5, 31, 1};
+  std::vector<int64_t> lens;
+  int64_t total = 0;
+  for (size_t i = 0; total < n; ++i) {
+    const int64_t len = std::min(pattern[i % 9], n - total);
+    lens.push_back(len);
+    total += len;
+  }
+  return lens;
+}
+
+}  // namespace
+
+std::string example_source(const std::string& name) {
+  std::ifstream in(std::string(CM_SOURCE_DIR) + "/examples/" + name + ".mask");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<ExampleCase> example_cases(int64_t n) {
+  const Dims d{n, n, 1, 1};
+  const std::vector<int64_t> lens = ragged_lengths(n);
+  std::vector<int64_t> ctx, targets;
+  for (int64_t len : lens) {
+    ctx.push_back(std::min<int64_t>(2, len / 4));
+    targets.push_back(len == 0 ? 0 : std::max<int64_t>(1, len / 8));
+  }
+  const int64_t prompt = n / 4;
+  const int64_t side = 5;
+  std::vector<ExampleCase> cases = {
+      {"causal", {}, d},
+      {"causal", {}, Dims{n, n + 3, 1, 1}},
+      {"causal", {}, Dims{n + 5, n, 1, 1}},
+      {"sliding_window", {{"W", int64_t{9}}}, d},
+      {"sliding_window", {{"W", int64_t{1}}}, Dims{n, n + 7, 1, 1}},
+      {"chunked_causal", {{"C", int64_t{6}}}, d},
+      {"prefix_lm", {{"P", int64_t{n / 3}}}, d},
+      {"sinks_window", {{"S", int64_t{2}}, {"W", int64_t{5}}}, d},
+      {"doc_causal", {{"docs", Segments::from_lengths(lens)}}, d},
+      {"shared_prefix",
+       {{"prompt", Segments::from_lengths({prompt})},
+        {"responses", Segments::from_lengths(ragged_lengths(n - prompt), prompt)}},
+       d},
+      {"hstu",
+       {{"seqs", Segments::from_lengths(lens)}, {"ctx", ctx}, {"targets", targets}},
+       d},
+      {"clear",
+       {{"text", std::min<int64_t>(n, 4)}, {"s", side}, {"r", int64_t{2}}},
+       Dims{std::min<int64_t>(n, 4) + side * side, std::min<int64_t>(n, 4) + side * side, 1, 1}},
+      {"block_causal_video", {{"F", int64_t{4}}}, d},
+      {"neighbourhood_2d",
+       {{"rows", int64_t{4}}, {"cols", int64_t{6}}, {"ry", int64_t{1}}, {"rx", int64_t{2}},
+        {"shape", int64_t{0}}},
+       Dims{24, 24, 1, 1}},
+      {"neighbourhood_2d",
+       {{"rows", int64_t{7}}, {"cols", int64_t{5}}, {"ry", int64_t{3}}, {"rx", int64_t{2}},
+        {"shape", int64_t{1}}},
+       Dims{35, 35, 1, 1}},
+      {"cross_attention",
+       {{"queries", Segments::from_lengths(lens)},
+        {"keys", Segments::from_lengths(std::vector<int64_t>(lens.size(), 3))}},
+       Dims{n, static_cast<int64_t>(lens.size()) * 3, 1, 1}},
+      {"per_head_window", {{"windows", std::vector<int64_t>{1, 4, 4, 0}}}, Dims{n, n, 2, 4}},
+  };
+  return cases;
+}
+
+}  // namespace cm::testing

@@ -1,0 +1,17 @@
+// Test-only oracle: evaluates a compiled program's original set trees (before normalization)
+// for every (q, k) pair, straight from the IR semantics in src/ir/ir.h. It shares no code with
+// the normalize pass, the row evaluator or the descriptor, so it can catch their mistakes.
+#pragma once
+
+#include <compilemask/compilemask.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace cm::testing {
+
+// Row-major nq x nk visibility of mask (b, h). Throws cm::Error on evaluation errors.
+std::vector<uint8_t> brute_force_dense(const Mask& mask, const Params& params, const Dims& dims,
+                                       int32_t b, int32_t h);
+
+}  // namespace cm::testing
