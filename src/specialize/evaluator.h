@@ -60,7 +60,10 @@ class Machine {
     if (poison_[static_cast<size_t>(reg)] != 0) raise(reg);
     return regs_[static_cast<size_t>(reg)];
   }
-  const Bindings& bindings() const { return bindings_; }
+  // Raw register access for analyses that handle poison themselves.
+  int64_t value(int32_t reg) const { return regs_[static_cast<size_t>(reg)]; }
+  bool poisoned(int32_t reg) const { return poison_[static_cast<size_t>(reg)] != 0; }
+  size_t registers() const { return regs_.size(); }
 
  private:
   [[noreturn]] void raise(int32_t reg) const;

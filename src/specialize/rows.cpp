@@ -1,8 +1,11 @@
 // Row evaluation (see rows.h).
 #include "specialize/rows.h"
 
+#include "specialize/affine.h"
+
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 namespace cm {
 
@@ -133,27 +136,63 @@ class RowEvaluator {
       });
     }
     std::vector<int32_t> term_formula(r.keys.size(), -1);
+    std::vector<const TermCode*> interpreted;
     for (const Interval& rows : query_rows) {
+      interpreted.clear();
+      std::optional<AffineRows> affine;
       for (size_t i = 0; i < r.keys.size(); ++i) {
-        const int32_t grid = r.keys[i].grid;
+        const TermCode& term = r.keys[i];
+        const int32_t grid = term.grid;
         term_formula[i] =
             use_formulas_ && grid != ir::kNone ? make_formula(r, grid, rows.lo, rows.hi) : -1;
+        if (term_formula[i] >= 0) {
+          emit_formula(formulas_[static_cast<size_t>(term_formula[i])], term_formula[i]);
+          continue;
+        }
+        if (term.iterator_slots.empty()) {
+          if (!affine) affine.emplace(r.row, machine_, machine_.registers(), rows.lo, rows.hi);
+          // Copied: form() reuses one scratch for every constant it returns.
+          const Affine* lo_form = affine->form(term.lo);
+          const Affine lo = lo_form != nullptr ? *lo_form : Affine{};
+          const Affine* hi = lo_form != nullptr ? affine->form(term.hi) : nullptr;
+          if (hi != nullptr) {
+            emit_affine(lo, *hi, rows.hi);
+            continue;
+          }
+        }
+        interpreted.push_back(&term);
       }
+      if (interpreted.empty()) continue;
       for (int32_t q = rows.lo; q < rows.hi; ++q) {
         machine_.set_slot(ir::kSlotQ, q);
         machine_.run(r.row);
-        for (size_t i = 0; i < r.keys.size(); ++i) {
-          const int32_t formula = term_formula[i];
-          enumerate(r.keys[i], 0, [&](int64_t lo, int64_t hi) {
-            lo = std::max<int64_t>(lo, 0);
-            hi = std::min<int64_t>(hi, nk_);
-            if (lo < hi) {
-              emitted_.push_back(
-                  {q, static_cast<int32_t>(lo), static_cast<int32_t>(hi), formula});
-            }
-          });
+        for (const TermCode* term : interpreted) {
+          enumerate(*term, 0, [&](int64_t lo, int64_t hi) { emit(q, lo, hi, -1); });
         }
       }
+    }
+  }
+
+  void emit(int32_t q, int64_t lo, int64_t hi, int32_t formula) {
+    lo = std::max<int64_t>(lo, 0);
+    hi = std::min<int64_t>(hi, nk_);
+    if (lo < hi) emitted_.push_back({q, static_cast<int32_t>(lo), static_cast<int32_t>(hi), formula});
+  }
+
+  // Rows of a term whose bounds are piecewise affine in q, without interpretation.
+  void emit_affine(const Affine& lo, const Affine& hi, int64_t end) {
+    refine<2>({&lo, &hi}, end, [&](int64_t b, int64_t e, const auto& p) {
+      for (int64_t q = b; q < e; ++q) {
+        emit(static_cast<int32_t>(q), p[0].slope * q + p[0].offset, p[1].slope * q + p[1].offset,
+             -1);
+      }
+    });
+  }
+
+  // Rows of a neighbourhood term, straight from its closed-form formula.
+  void emit_formula(const desc::GridFormula& f, int32_t formula) {
+    for (int32_t q = f.q_lo; q < f.q_hi; ++q) {
+      desc::for_each_grid_interval(f, q, 0, nk_, [&](int lo, int hi) { emit(q, lo, hi, formula); });
     }
   }
 

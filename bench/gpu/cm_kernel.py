@@ -1,0 +1,155 @@
+"""Python access to the CompileMask sm90 forward kernel, for the GPU tests and benchmarks.
+
+  kernel = Kernel("build/kernels/libcompilemask_cuda.so")
+  desc = compile_descriptor("build/tools/cli/compilemask", "examples/causal.mask", {}, nq=n, nk=n)
+  kernel.forward(desc, q, k, v, out, lse, layout="bshd")
+
+Tensors are torch CUDA tensors; the call runs on torch's current stream, in this process, so
+the kernel can be timed beside FlexAttention and cuDNN. Descriptors come from the project's CLI
+(`compilemask compile ... --emit descriptor`), never from Python code.
+"""
+import ctypes
+import math
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import torch
+
+_DTYPES = {torch.bfloat16: 0, torch.float16: 1}
+
+
+class Descriptor:
+    """A descriptor blob in host memory (validation) and on the device (the kernel)."""
+
+    def __init__(self, blob: bytes):
+        self.host = np.frombuffer(blob, dtype=np.uint8).copy()
+        self.device = torch.from_numpy(self.host).cuda()
+        header = np.frombuffer(blob[:80], dtype=np.int32)
+        # Header fields as int32 words: magic, version|header_bytes, total_bytes (2 words),
+        # nq, nk, tile_m, tile_n, num_q_tiles, num_k_tiles, batch, heads, ...
+        self.nq, self.nk = int(header[4]), int(header[5])
+        self.batch, self.heads = int(header[10]), int(header[11])
+
+    def host_ptr(self):
+        return self.host.ctypes.data
+
+
+def compile_descriptor(cli, mask_file, params, nq, nk, batch=1, heads=1):
+    """Runs `compilemask compile MASK -p k=v ... --emit descriptor` and loads the blob.
+
+    params maps parameter names to CLI values: an int, a list of ints (int[]), or a string
+    already in CLI form (e.g. "len:100,200" for segments, "0:128" for a segment)."""
+    args = [cli, "compile", mask_file, "--nq", str(nq), "--nk", str(nk), "--batch", str(batch),
+            "--heads", str(heads), "--emit", "descriptor"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, value in params.items():
+            if isinstance(value, (list, tuple)):
+                text = ",".join(str(int(x)) for x in value)
+                if len(text) > 2000:  # long lists travel through a file (@FILE)
+                    path = os.path.join(tmp, name + ".txt")
+                    with open(path, "w") as f:
+                        f.write(text)
+                    text = "@" + path
+            else:
+                text = str(value)
+            args += ["-p", f"{name}={text}"]
+        out = os.path.join(tmp, "descriptor.bin")
+        args += ["-o", out]
+        done = subprocess.run(args, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+        with open(out, "rb") as f:
+            return Descriptor(f.read())
+
+
+def workload_mask(name, prm):
+    """The example mask file and CLI parameters equal to a workloads.py workload's params."""
+    N = prm["N"]
+    if name == "causal":
+        return "causal.mask", {}
+    if name == "sliding":
+        return "sliding_window.mask", {"W": prm["W"]}
+    if name == "doc_causal":
+        return "doc_causal.mask", {"docs": "len:" + ",".join(map(str, prm["lens"]))}
+    if name == "shared_prefix":
+        bounds = [prm["prompt"]]
+        for r in prm["responses"]:
+            bounds.append(bounds[-1] + r)
+        assert bounds[-1] == N
+        return "shared_prefix.mask", {"prompt": f"0:{prm['prompt']}",
+                                      "responses": ",".join(map(str, bounds))}
+    if name == "hstu":
+        return "hstu.mask", {"seqs": "len:" + ",".join(map(str, prm["lens"])),
+                             "ctx": list(prm["ctx"]), "targets": list(prm["targets"])}
+    if name == "clear":
+        s = prm["grid"][0]
+        return "clear.mask", {"text": prm["text"], "s": s, "r": prm["r"]}
+    raise KeyError(name)
+
+
+def strides_bsh(t, layout):
+    """Element strides {batch, row, head} of a tensor in layout bshd, bhsd or thd (packed)."""
+    if layout == "bshd":
+        return (t.stride(0), t.stride(1), t.stride(2))
+    if layout == "bhsd":
+        return (t.stride(0), t.stride(2), t.stride(1))
+    if layout == "thd":
+        return (0, t.stride(0), t.stride(1))
+    raise ValueError(layout)
+
+
+class KernelError(RuntimeError):
+    pass
+
+
+class Kernel:
+    def __init__(self, library_path):
+        self.lib = ctypes.CDLL(library_path)
+        f = self.lib.cm_cuda_forward
+        p, i, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)
+        f.argtypes = [p, p, i, i, i, i, i, i, i, ctypes.c_float,
+                      p, i64p, p, i64p, p, i64p, p, i64p, p, i64p,
+                      p, p, ctypes.c_int64, ctypes.c_int64, p, ctypes.c_size_t, p,
+                      ctypes.c_char_p, ctypes.c_size_t]
+        f.restype = ctypes.c_int
+        self.lib.cm_cuda_forward_workspace_bytes.restype = ctypes.c_size_t
+        nbytes = self.lib.cm_cuda_forward_workspace_bytes()
+        self.workspace = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        self._keep = []
+
+    def forward(self, desc, q, k, v, out, lse, layout="bshd", scale=0.0,
+                q_offsets=None, k_offsets=None):
+        """Runs the kernel. q/k/v/out: [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd,
+        with int32 device q_offsets/k_offsets of length B). lse: float32 [B,H,S] or [H,T]."""
+        if layout == "thd":
+            batch = q_offsets.numel()
+            heads_q, heads_kv, head_dim = q.shape[1], k.shape[1], q.shape[2]
+            lse_strides = (0, lse.stride(0))
+            total_q, total_k = q.shape[0], k.shape[0]
+        else:
+            batch, head_dim = q.shape[0], q.shape[3]
+            hidx = 2 if layout == "bshd" else 1
+            heads_q, heads_kv = q.shape[hidx], k.shape[hidx]
+            lse_strides = (lse.stride(0), lse.stride(1))
+            total_q = total_k = 0
+        arr = lambda s: (ctypes.c_int64 * len(s))(*s)
+        strides = [arr(strides_bsh(t, layout)) for t in (q, k, v, out)] + [arr(lse_strides)]
+        err = ctypes.create_string_buffer(1024)
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.cm_cuda_forward(
+            desc.host_ptr(), desc.device.data_ptr(), _DTYPES[q.dtype], batch, heads_q, heads_kv,
+            desc.nq, desc.nk, head_dim, scale,
+            q.data_ptr(), strides[0], k.data_ptr(), strides[1], v.data_ptr(), strides[2],
+            out.data_ptr(), strides[3], lse.data_ptr(), strides[4],
+            q_offsets.data_ptr() if q_offsets is not None else None,
+            k_offsets.data_ptr() if k_offsets is not None else None,
+            total_q, total_k, self.workspace.data_ptr(), self.workspace.numel(), stream,
+            err, len(err))
+        if rc != 0:
+            raise KernelError(err.value.decode())
+
+
+def default_scale(head_dim):
+    return 1.0 / math.sqrt(head_dim)

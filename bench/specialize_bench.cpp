@@ -1,0 +1,85 @@
+// Times Mask::specialize (parameter binding, row evaluation and descriptor building) through
+// the public API for the bundled examples, at N = 32768 and 262144 with 128 x 128 tiles.
+// Parameters follow ../shared/reference/workloads.py (see workload_params.h).
+#include <compilemask/compilemask.h>
+
+#include "workload_params.h"
+
+#include <benchmark/benchmark.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace cm::bench {
+namespace {
+
+Mask compile_example(const std::string& name) {
+  const std::string path = CM_SOURCE_DIR "/examples/" + name + ".mask";
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  std::stringstream source;
+  source << in.rdbuf();
+  CompileResult result = compile(source.str(), path);
+  if (!result) {
+    std::string message;
+    for (const Diagnostic& d : result.diagnostics) message += d.format();
+    throw std::runtime_error(message);
+  }
+  return *result.mask;
+}
+
+// The parameters of `example` at size n, and the sequence length (clear rounds N down to
+// text + s*s).
+std::pair<Params, int64_t> example_params(const std::string& example, int64_t n) {
+  if (example == "causal") return {{}, n};
+  if (example == "sliding_window") return {{{"W", int64_t{4096}}}, n};
+  if (example == "doc_causal")
+    return {{{"docs", Segments::from_lengths(doc_causal_lengths(n))}}, n};
+  if (example == "shared_prefix") {
+    const SharedPrefixParams p = shared_prefix_params(n);
+    return {{{"prompt", Segments::from_lengths({p.prompt})},
+             {"responses", Segments::from_lengths(p.responses, p.prompt)}},
+            n};
+  }
+  if (example == "hstu") {
+    const HstuParams p = hstu_params(n);
+    return {{{"seqs", Segments::from_lengths(p.lens)}, {"ctx", p.ctx}, {"targets", p.targets}}, n};
+  }
+  if (example == "clear") {
+    const int64_t text = 512, s = clear_side(n, text);
+    return {{{"text", text}, {"s", s}, {"r", int64_t{16}}}, text + s * s};
+  }
+  throw std::invalid_argument("no benchmark parameters for example " + example);
+}
+
+void specialize(benchmark::State& state, const std::string& example, int64_t n) {
+  const Mask mask = compile_example(example);
+  const auto [params, length] = example_params(example, n);
+  const Dims dims{.nq = length, .nk = length};
+  PlanStats stats;
+  for (auto _ : state) {
+    Plan plan = mask.specialize(params, dims, Tiling{128, 128});
+    benchmark::DoNotOptimize(plan.blob());
+    stats = plan.stats();
+  }
+  state.counters["bytes"] = static_cast<double>(stats.bytes);
+  state.counters["patterns"] = stats.patterns;
+  state.counters["partial_tiles"] = static_cast<double>(stats.partial_tiles);
+}
+
+const bool registered = [] {
+  for (const char* example :
+       {"causal", "sliding_window", "doc_causal", "shared_prefix", "hstu", "clear"}) {
+    for (int64_t n : {int64_t{32768}, int64_t{262144}}) {
+      benchmark::RegisterBenchmark(
+          ("specialize/" + std::string(example) + "/" + std::to_string(n)).c_str(), specialize,
+          std::string(example), n)
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace cm::bench

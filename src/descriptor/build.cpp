@@ -1,0 +1,197 @@
+// The descriptor builder: validates the inputs, stores identical instances once, encodes each
+// distinct instance's tiles, and lays out the blob (see build.h and docs/descriptor.md).
+#include "descriptor/build.h"
+
+#include "descriptor/blob_writer.h"
+#include "descriptor/input_checks.h"
+#include "descriptor/instance_tiles.h"
+#include "descriptor/pattern_table.h"
+#include "descriptor/tile_runs.h"
+
+#include <cstring>
+#include <span>
+#include <unordered_map>
+
+namespace cm {
+namespace {
+
+using descriptor::BlobWriter;
+using descriptor::RunForm;
+
+// Word-wise hash of a vector of plain values; equal vectors hash equally.
+template <class T>
+uint64_t hash_words(const std::vector<T>& values, uint64_t h) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  const size_t size = values.size() * sizeof(T);
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, bytes + i, 8);
+    h = (h ^ word) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+  }
+  for (; i < size; ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  return h ^ size;
+}
+
+uint64_t hash_instance(const InstanceRows& instance) {
+  uint64_t h = hash_words(instance.all.offsets, 1);
+  h = hash_words(instance.all.intervals, h);
+  h = hash_words(instance.formulas, h);
+  h = hash_words(instance.row_formula, h);
+  h = hash_words(instance.residual.offsets, h);
+  return hash_words(instance.residual.intervals, h);
+}
+
+// InstanceRows' defaulted operator== is deleted (GridFormula has none), so compare by parts.
+bool same_instance(const InstanceRows& a, const InstanceRows& b) {
+  return a.all == b.all && a.row_formula == b.row_formula && a.residual == b.residual &&
+         a.formulas.size() == b.formulas.size() &&
+         (a.formulas.empty() || std::memcmp(a.formulas.data(), b.formulas.data(),
+                                            a.formulas.size() * sizeof(desc::GridFormula)) == 0);
+}
+
+// distinct[i] is the input index of the i-th distinct instance; remap[j] the distinct index of
+// input instance j.
+struct DistinctInstances {
+  std::vector<size_t> distinct;
+  std::vector<int32_t> remap;
+};
+
+DistinctInstances find_distinct(const std::vector<InstanceRows>& instances) {
+  DistinctInstances out;
+  out.remap.resize(instances.size());
+  std::unordered_multimap<uint64_t, int32_t> seen;
+  for (size_t j = 0; j < instances.size(); ++j) {
+    const uint64_t h = instances.size() > 1 ? hash_instance(instances[j]) : 0;
+    int32_t match = -1;
+    const auto [begin, end] = seen.equal_range(h);
+    for (auto it = begin; it != end && match < 0; ++it) {
+      if (same_instance(instances[out.distinct[static_cast<size_t>(it->second)]], instances[j])) {
+        match = it->second;
+      }
+    }
+    if (match < 0) {
+      match = static_cast<int32_t>(out.distinct.size());
+      out.distinct.push_back(j);
+      seen.emplace(h, match);
+    }
+    out.remap[j] = match;
+  }
+  return out;
+}
+
+// Places one form's runs and TileRows; returns the TileRow array offset and the order offset.
+struct PlacedForm {
+  uint32_t rows_offset;
+  uint32_t order_offset;
+};
+
+PlacedForm place_form(BlobWriter& writer, RunForm form) {
+  const uint32_t full = writer.append(std::span<const desc::FullRun>(form.full));
+  const uint32_t partial = writer.append(std::span<const desc::PartialRun>(form.partial));
+  for (desc::TileRow& row : form.rows) {
+    row.full_offset = full + row.full_offset * static_cast<uint32_t>(sizeof(desc::FullRun));
+    row.partial_offset =
+        partial + row.partial_offset * static_cast<uint32_t>(sizeof(desc::PartialRun));
+  }
+  const uint32_t rows = writer.append(std::span<const desc::TileRow>(form.rows));
+  const uint32_t order = writer.append(std::span<const uint16_t>(form.order));
+  return {rows, order};
+}
+
+}  // namespace
+
+std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instances,
+                                       const std::vector<int32_t>& instance_map, int32_t batch,
+                                       int32_t heads, const Tiling& tiling, PlanStats& stats) {
+  if (instances.empty()) throw Error("descriptor: at least one mask instance is needed");
+  const int32_t nq = instances.front().all.nq;
+  const int32_t nk = instances.front().all.nk;
+  descriptor::check_tiling(tiling, nq, nk);
+  descriptor::check_instance_map(instance_map, batch, heads, instances.size());
+  for (size_t i = 0; i < instances.size(); ++i) descriptor::check_instance(instances[i], nq, nk, i);
+
+  const int32_t num_q_tiles = (nq + tiling.m - 1) / tiling.m;
+  const int32_t num_k_tiles = (nk + tiling.n - 1) / tiling.n;
+  const DistinctInstances unique = find_distinct(instances);
+
+  descriptor::PatternTable table;
+  std::vector<descriptor::EncodedInstance> encoded;
+  encoded.reserve(unique.distinct.size());
+  for (size_t index : unique.distinct) {
+    encoded.push_back(descriptor::encode_instance(instances[index], tiling, table));
+  }
+
+  BlobWriter writer;
+  const uint32_t header_offset = writer.reserve(sizeof(desc::Header));
+  std::vector<int32_t> map(instance_map.size());
+  for (size_t i = 0; i < map.size(); ++i)
+    map[i] = unique.remap[static_cast<size_t>(instance_map[i])];
+  const uint32_t map_offset = writer.append(std::span<const int32_t>(map));
+  const uint32_t instances_offset = writer.reserve(sizeof(desc::Instance) * encoded.size());
+  const uint32_t formulas_offset =
+      writer.append(std::span<const desc::GridFormula>(table.formulas()));
+  const uint32_t data_offset = writer.append(std::span<const unsigned char>(table.data()));
+  std::vector<desc::Pattern> patterns = table.patterns();
+  for (desc::Pattern& p : patterns) p.data_offset += data_offset;
+  const uint32_t patterns_offset = writer.append(std::span<const desc::Pattern>(patterns));
+
+  stats = PlanStats{};
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    const descriptor::EncodedInstance& e = encoded[i];
+    const PlacedForm fwd = place_form(writer, descriptor::make_runs(e.forward));
+    const PlacedForm bwd =
+        place_form(writer, descriptor::make_runs(descriptor::transpose(e.forward, num_k_tiles)));
+    desc::Instance inst{};
+    inst.q_tiles_offset = fwd.rows_offset;
+    inst.k_tiles_offset = bwd.rows_offset;
+    inst.fwd_order_offset = fwd.order_offset;
+    inst.bwd_order_offset = bwd.order_offset;
+    inst.visible_pairs = static_cast<uint64_t>(e.visible_pairs);
+    writer.write(instances_offset + static_cast<uint32_t>(i * sizeof(desc::Instance)), inst);
+
+    stats.full_tiles += e.full_tiles;
+    stats.partial_tiles += e.partial_tiles;
+    stats.visible_pairs += e.visible_pairs;
+    stats.computed_pairs += e.computed_pairs;
+  }
+
+  desc::Header header{};
+  header.magic = desc::kMagic;
+  header.version = desc::kVersion;
+  header.header_bytes = sizeof(desc::Header);
+  header.nq = nq;
+  header.nk = nk;
+  header.tile_m = tiling.m;
+  header.tile_n = tiling.n;
+  header.num_q_tiles = num_q_tiles;
+  header.num_k_tiles = num_k_tiles;
+  header.batch = batch;
+  header.heads = heads;
+  header.num_instances = static_cast<int32_t>(encoded.size());
+  header.num_patterns = static_cast<int32_t>(patterns.size());
+  header.num_grid_formulas = static_cast<int32_t>(table.formulas().size());
+  header.instance_map_offset = map_offset;
+  header.instances_offset = instances_offset;
+  header.patterns_offset = patterns_offset;
+  header.grid_formulas_offset = formulas_offset;
+  std::vector<uint64_t> blob = writer.finish();
+  header.total_bytes = blob.size() * sizeof(uint64_t);
+  std::memcpy(reinterpret_cast<unsigned char*>(blob.data()) + header_offset, &header,
+              sizeof(header));
+
+  const auto num_instances = static_cast<int64_t>(encoded.size());
+  stats.bytes = static_cast<int64_t>(header.total_bytes);
+  stats.instances = header.num_instances;
+  stats.empty_tiles =
+      int64_t{num_q_tiles} * num_k_tiles * num_instances - stats.full_tiles - stats.partial_tiles;
+  stats.patterns = header.num_patterns;
+  stats.grid_formulas = header.num_grid_formulas;
+  const double area =
+      static_cast<double>(nq) * static_cast<double>(nk) * static_cast<double>(num_instances);
+  stats.density = area > 0 ? static_cast<double>(stats.visible_pairs) / area : 0.0;
+  return blob;
+}
+
+}  // namespace cm

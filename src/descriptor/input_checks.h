@@ -1,0 +1,31 @@
+// Validation of the descriptor builder's inputs: tiling limits and the RowIntervals invariants.
+// Every failure throws cm::Error naming the place and the rule it breaks.
+#pragma once
+
+#include <compilemask/compilemask.h>
+
+#include "specialize/row_intervals.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cm::descriptor {
+
+// Tile sizes must be multiples of 16 in [16, 256]; nq and nk must be >= 0 and give at most
+// desc::kMaxTiles tiles along each axis.
+void check_tiling(const Tiling& tiling, int32_t nq, int32_t nk);
+
+// Checks one instance: CSR shape, sorted/disjoint/non-adjacent non-empty intervals inside
+// [0, nk), and, when formulas are present, row_formula and residual shapes and indices.
+void check_instance(const InstanceRows& instance, int32_t nq, int32_t nk, size_t index);
+
+// Returns "" if the formula is well-formed (extents >= 1, a known shape, radii in range for
+// exact 64-bit arithmetic), else the rule it breaks.
+std::string grid_formula_problem(const desc::GridFormula& formula);
+
+// Checks that the (b, h) map has batch*heads entries, each a valid instance index.
+void check_instance_map(const std::vector<int32_t>& instance_map, int32_t batch, int32_t heads,
+                        size_t num_instances);
+
+}  // namespace cm::descriptor

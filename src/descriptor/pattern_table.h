@@ -1,0 +1,41 @@
+// The deduplicated pattern table and grid formula table shared by all instances and both
+// forms of a descriptor. Identical patterns (same kind, formula and data bytes) and identical
+// formulas get one index each; lookups hash the bytes.
+#pragma once
+
+#include <compilemask/descriptor.h>
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace cm::descriptor {
+
+class PatternTable {
+ public:
+  // Returns the table index of `formula` (its reserved field is ignored).
+  int32_t add_formula(const desc::GridFormula& formula);
+
+  // Returns the index of the pattern (kind, formula, data). `count` is the RowBand count for
+  // band and grid kinds, 0 for bitmaps. Pattern::data_offset holds the offset into data().
+  uint32_t add(desc::PatternKind kind, int32_t formula, uint16_t count,
+               std::span<const unsigned char> data);
+
+  const std::vector<desc::Pattern>& patterns() const { return patterns_; }
+  const std::vector<unsigned char>& data() const { return data_; }
+  const std::vector<desc::GridFormula>& formulas() const { return formulas_; }
+
+ private:
+  bool same(const desc::Pattern& p, int32_t formula, uint8_t kind,
+            std::span<const unsigned char> data) const;
+
+  std::vector<desc::Pattern> patterns_;
+  std::vector<size_t> data_sizes_;
+  std::vector<unsigned char> data_;  // each pattern's data starts 8-byte aligned
+  std::unordered_multimap<uint64_t, uint32_t> pattern_index_;
+  std::vector<desc::GridFormula> formulas_;
+  std::unordered_multimap<uint64_t, int32_t> formula_index_;
+};
+
+}  // namespace cm::descriptor

@@ -1,0 +1,237 @@
+// Structural verification of descriptor blobs (see decode.h). Every read is bounds-checked
+// before it happens, so a corrupt blob yields a cm::Error, never a crash.
+#include <compilemask/compilemask.h>
+#include <compilemask/descriptor.h>
+
+#include "descriptor/decode.h"
+#include "descriptor/input_checks.h"
+#include "descriptor/pattern_encode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace cm {
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+  throw Error("descriptor verification: " + message);
+}
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+class Verifier {
+ public:
+  Verifier(const void* blob, size_t size) : blob_(blob), size_(size) {}
+
+  void run() {
+    check_header();
+    check_instance_map();
+    check_formulas();
+    check_patterns();
+    for (int32_t i = 0; i < hd().num_instances; ++i) check_instance(i);
+  }
+
+ private:
+  // Tile (major, other) of one form with its pattern (kFull for full tiles).
+  using Tile = std::tuple<int32_t, int32_t, uint32_t>;
+  static constexpr uint32_t kFull = 0xFFFFFFFFu;
+
+  const desc::Header& hd() const { return desc::header(blob_); }
+
+  // `count` objects of `elem` bytes at `offset` must lie inside the blob, `align`-aligned.
+  void require_array(uint64_t offset, uint64_t count, uint64_t elem, uint64_t align,
+                     const std::string& what) const {
+    if (offset % align != 0)
+      fail(what + " offset " + str(int64_t(offset)) + " is not " + str(int64_t(align)) +
+           "-byte aligned");
+    if (offset > size_ || count * elem > size_ - offset) {
+      fail(what + " [" + str(int64_t(offset)) + ", +" + str(int64_t(count * elem)) +
+           ") runs past the end of the " + str(int64_t(size_)) + "-byte blob");
+    }
+  }
+
+  void check_header() const {
+    if (reinterpret_cast<uintptr_t>(blob_) % 8 != 0) fail("the blob must be 8-byte aligned");
+    if (size_ < sizeof(desc::Header)) fail("the blob is smaller than its 80-byte header");
+    const desc::Header& h = hd();
+    if (h.magic != desc::kMagic) fail("bad magic (expected \"CMSK\")");
+    if (h.version != desc::kVersion) {
+      fail("version " + str(h.version) + " is not the supported version " + str(desc::kVersion));
+    }
+    if (h.header_bytes != sizeof(desc::Header)) fail("header_bytes must be 80");
+    if (h.total_bytes != size_) {
+      fail("total_bytes " + str(int64_t(h.total_bytes)) + " differs from the blob size " +
+           str(int64_t(size_)));
+    }
+    for (const auto& [name, tile, limit] : {std::tuple{"tile_m", h.tile_m, desc::kMaxTileM},
+                                            std::tuple{"tile_n", h.tile_n, desc::kMaxTileN}}) {
+      if (tile < 16 || tile > limit || tile % 16 != 0) {
+        fail(std::string(name) + " = " + str(tile) + " must be a multiple of 16 in [16, " +
+             str(limit) + "]");
+      }
+    }
+    if (h.nq < 0 || h.nk < 0) fail("nq and nk must be >= 0");
+    if (h.num_q_tiles != (int64_t{h.nq} + h.tile_m - 1) / h.tile_m ||
+        h.num_k_tiles != (int64_t{h.nk} + h.tile_n - 1) / h.tile_n) {
+      fail("num_q_tiles / num_k_tiles must equal ceil(nq / tile_m) / ceil(nk / tile_n)");
+    }
+    if (h.num_q_tiles > desc::kMaxTiles || h.num_k_tiles > desc::kMaxTiles) {
+      fail("at most 65535 tiles per axis");
+    }
+    if (h.batch < 1 || h.heads < 1 || h.num_instances < 1) {
+      fail("batch, heads and num_instances must be >= 1");
+    }
+    if (h.num_patterns < 0 || h.num_grid_formulas < 0) fail("negative table size");
+    require_array(h.instance_map_offset, uint64_t(h.batch) * uint64_t(h.heads), 4, 16,
+                  "instance map");
+    require_array(h.instances_offset, uint64_t(h.num_instances), sizeof(desc::Instance), 16,
+                  "instance table");
+    require_array(h.patterns_offset, uint64_t(h.num_patterns), sizeof(desc::Pattern), 16,
+                  "pattern table");
+    require_array(h.grid_formulas_offset, uint64_t(h.num_grid_formulas), sizeof(desc::GridFormula),
+                  16, "grid formula table");
+  }
+
+  void check_instance_map() const {
+    const desc::Header& h = hd();
+    const int32_t* map = desc::at<int32_t>(blob_, h.instance_map_offset);
+    for (int64_t i = 0; i < int64_t{h.batch} * h.heads; ++i) {
+      if (map[i] < 0 || map[i] >= h.num_instances) {
+        fail("instance map entry " + str(i) + " = " + str(map[i]) + " is not an instance index");
+      }
+    }
+  }
+
+  void check_formulas() const {
+    for (int32_t i = 0; i < hd().num_grid_formulas; ++i) {
+      const std::string problem = descriptor::grid_formula_problem(desc::grid_formula(blob_, i));
+      if (!problem.empty()) fail("grid formula " + str(i) + ": " + problem);
+    }
+  }
+
+  void check_patterns() const {
+    const desc::Header& h = hd();
+    for (int32_t i = 0; i < h.num_patterns; ++i) {
+      const desc::Pattern& p = desc::pattern(blob_, static_cast<uint32_t>(i));
+      const std::string name = "pattern " + str(i);
+      if (p.kind == desc::kPatternBitmap) {
+        if (p.formula != -1) fail(name + ": a bitmap pattern must have formula -1");
+        require_array(p.data_offset, 1, descriptor::bitmap_bytes(h.tile_m, h.tile_n), 4,
+                      name + " bitmap");
+        continue;
+      }
+      if (p.kind != desc::kPatternBands && p.kind != desc::kPatternGrid) {
+        fail(name + ": unknown kind " + str(p.kind));
+      }
+      if (p.kind == desc::kPatternGrid && (p.formula < 0 || p.formula >= h.num_grid_formulas)) {
+        fail(name + ": grid formula index " + str(p.formula) + " is out of range");
+      }
+      if (p.kind == desc::kPatternBands && p.formula != -1) {
+        fail(name + ": a bands pattern must have formula -1");
+      }
+      require_array(p.data_offset, p.count, sizeof(desc::RowBand), 4, name + " bands");
+      const desc::RowBand* bands = desc::at<desc::RowBand>(blob_, p.data_offset);
+      for (int b = 0; b < p.count; ++b) {
+        if (bands[b].row_first > bands[b].row_last || bands[b].row_last >= h.tile_m) {
+          fail(name + " band " + str(b) + ": rows must satisfy row_first <= row_last < tile_m");
+        }
+      }
+    }
+  }
+
+  // Checks one form's TileRows and runs, and returns its tiles as (m, n, pattern).
+  std::vector<Tile> check_form(uint32_t rows_offset, uint32_t order_offset, int32_t num_major,
+                               int32_t num_other, bool forward, const std::string& name) const {
+    require_array(rows_offset, uint64_t(num_major), sizeof(desc::TileRow), 4, name + " tile rows");
+    require_array(order_offset, uint64_t(num_major), 2, 2, name + " order");
+    const desc::TileRow* rows = desc::at<desc::TileRow>(blob_, rows_offset);
+    const uint16_t* order = desc::at<uint16_t>(blob_, order_offset);
+    std::vector<uint8_t> seen(static_cast<size_t>(num_major), 0);
+    for (int32_t i = 0; i < num_major; ++i) {
+      if (order[i] >= num_major || seen[order[i]])
+        fail(name + " order is not a permutation of the tiles");
+      seen[order[i]] = 1;
+      if (i > 0 && rows[order[i - 1]].cost < rows[order[i]].cost) {
+        fail(name + " order is not by descending cost");
+      }
+    }
+    std::vector<Tile> tiles;
+    std::vector<std::pair<int32_t, int32_t>> spans;
+    for (int32_t t = 0; t < num_major; ++t) {
+      const desc::TileRow& row = rows[t];
+      const std::string where = name + " tile " + str(t);
+      if (!std::isfinite(row.cost) || row.cost < 0) fail(where + ": cost must be finite and >= 0");
+      require_array(row.full_offset, row.full_count, sizeof(desc::FullRun), 4,
+                    where + " full runs");
+      require_array(row.partial_offset, row.partial_count, sizeof(desc::PartialRun), 4,
+                    where + " partial runs");
+      spans.clear();
+      auto add_run = [&](int32_t first, int32_t count, uint32_t pattern, const char* kind) {
+        if (count < 1 || first + count > num_other) {
+          fail(where + ": " + kind + " run [" + str(first) + ", +" + str(count) +
+               ") is empty or out of range");
+        }
+        spans.emplace_back(first, count);
+        for (int32_t o = first; o < first + count; ++o) {
+          tiles.emplace_back(forward ? t : o, forward ? o : t, pattern);
+        }
+      };
+      const desc::FullRun* full = desc::full_runs(blob_, row);
+      for (int i = 0; i < row.full_count; ++i) {
+        if (i > 0 && full[i].first < full[i - 1].first) fail(where + ": full runs are not sorted");
+        add_run(full[i].first, full[i].count, kFull, "full");
+      }
+      const desc::PartialRun* partial = desc::partial_runs(blob_, row);
+      for (int i = 0; i < row.partial_count; ++i) {
+        if (i > 0 && partial[i].first < partial[i - 1].first)
+          fail(where + ": partial runs are not sorted");
+        if (partial[i].pattern >= uint32_t(hd().num_patterns)) {
+          fail(where + ": partial run pattern " + str(partial[i].pattern) + " is out of range");
+        }
+        add_run(partial[i].first, partial[i].count, partial[i].pattern, "partial");
+      }
+      std::sort(spans.begin(), spans.end());
+      for (size_t i = 1; i < spans.size(); ++i) {
+        if (spans[i - 1].first + spans[i - 1].second > spans[i].first)
+          fail(where + ": runs overlap");
+      }
+    }
+    std::sort(tiles.begin(), tiles.end());
+    return tiles;
+  }
+
+  void check_instance(int32_t index) const {
+    const desc::Header& h = hd();
+    const desc::Instance& inst = desc::instance(blob_, index);
+    const std::string name = "instance " + str(index);
+    const auto fwd = check_form(inst.q_tiles_offset, inst.fwd_order_offset, h.num_q_tiles,
+                                h.num_k_tiles, true, name + " forward");
+    const auto bwd = check_form(inst.k_tiles_offset, inst.bwd_order_offset, h.num_k_tiles,
+                                h.num_q_tiles, false, name + " transposed");
+    if (fwd != bwd) fail(name + ": the forward and transposed forms list different tiles");
+    uint64_t area = 0;
+    for (const auto& [m, n, pattern] : fwd) {
+      area += uint64_t(std::min(h.nq, (m + 1) * h.tile_m) - m * h.tile_m) *
+              uint64_t(std::min(h.nk, (n + 1) * h.tile_n) - n * h.tile_n);
+    }
+    if (inst.visible_pairs > area)
+      fail(name + ": visible_pairs exceeds the area of its visible tiles");
+  }
+
+  const void* blob_;
+  size_t size_;
+};
+
+}  // namespace
+
+void verify_descriptor(const void* blob, size_t size) {
+  Verifier(blob, size).run();
+}
+
+}  // namespace cm

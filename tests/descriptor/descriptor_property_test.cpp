@@ -1,0 +1,169 @@
+// Randomized round trips: random rows -> build -> verify -> dense decode of both forms must
+// equal the input exactly, and the stats must match counts taken from the dense input.
+#include <compilemask/compilemask.h>
+
+#include "descriptor/build.h"
+#include "descriptor/decode.h"
+#include "mask_fixtures.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+
+namespace cm {
+namespace {
+
+using testing::Dense;
+using testing::RandomInstance;
+
+constexpr std::array<Tiling, 6> kTilings = {Tiling{16, 16}, Tiling{64, 128},  Tiling{128, 64},
+                                            Tiling{32, 48}, Tiling{128, 128}, Tiling{48, 16}};
+
+struct TileCounts {
+  int64_t full = 0, partial = 0, empty = 0, computed = 0, visible = 0;
+};
+
+// Tile classes and pair counts straight from the dense mask.
+TileCounts count_tiles(const Dense& d, const Tiling& t) {
+  TileCounts c;
+  for (int32_t q0 = 0; q0 < d.nq; q0 += t.m) {
+    for (int32_t k0 = 0; k0 < d.nk; k0 += t.n) {
+      const int32_t q1 = std::min(d.nq, q0 + t.m), k1 = std::min(d.nk, k0 + t.n);
+      int64_t seen = 0;
+      for (int32_t q = q0; q < q1; ++q) {
+        for (int32_t k = k0; k < k1; ++k) seen += d.at(q, k);
+      }
+      const int64_t area = int64_t{q1 - q0} * (k1 - k0);
+      c.visible += seen;
+      if (seen == 0) {
+        ++c.empty;
+        continue;
+      }
+      ++(seen == area ? c.full : c.partial);
+      c.computed += area;
+    }
+  }
+  return c;
+}
+
+void expect_decodes_to(const std::vector<uint64_t>& blob, int32_t b, int32_t h,
+                       const Dense& expected, const std::string& context) {
+  for (DescriptorForm form : {DescriptorForm::kForward, DescriptorForm::kTransposed}) {
+    const std::vector<uint8_t> dense = decode_dense(blob.data(), b, h, form);
+    ASSERT_EQ(dense.size(), expected.cells.size()) << context;
+    for (int32_t q = 0; q < expected.nq; ++q) {
+      for (int32_t k = 0; k < expected.nk; ++k) {
+        ASSERT_EQ(dense[static_cast<size_t>(q) * expected.nk + k], expected.at(q, k))
+            << context << " form " << (form == DescriptorForm::kForward ? "forward" : "transposed")
+            << " at (q, k) = (" << q << ", " << k << ")";
+      }
+    }
+  }
+}
+
+TEST(DescriptorProperty, RandomRowsRoundTripExactly) {
+  std::mt19937 rng(12345);
+  std::array<int, 4> patterns_of_kind{};  // the inputs must exercise every pattern kind
+  for (int iteration = 0; iteration < 300; ++iteration) {
+    const int32_t nq = std::uniform_int_distribution<int32_t>(1, 300)(rng);
+    const int32_t nk = std::uniform_int_distribution<int32_t>(1, 300)(rng);
+    const Tiling tiling = kTilings[static_cast<size_t>(iteration) % kTilings.size()];
+    const bool with_formulas = iteration % 2 == 1;
+    const RandomInstance inst = testing::random_instance(rng, nq, nk, with_formulas);
+    const std::string context = "iteration " + std::to_string(iteration) +
+                                " nq=" + std::to_string(nq) + " nk=" + std::to_string(nk) +
+                                " tile " + std::to_string(tiling.m) + "x" +
+                                std::to_string(tiling.n);
+
+    PlanStats stats;
+    const std::vector<uint64_t> blob = build_descriptor({inst.rows}, {0}, 1, 1, tiling, stats);
+    ASSERT_NO_THROW(verify_descriptor(blob.data(), blob.size() * 8)) << context;
+    expect_decodes_to(blob, 0, 0, inst.expected, context);
+
+    const TileCounts c = count_tiles(inst.expected, tiling);
+    EXPECT_EQ(stats.visible_pairs, c.visible) << context;
+    EXPECT_EQ(stats.full_tiles, c.full) << context;
+    EXPECT_EQ(stats.partial_tiles, c.partial) << context;
+    EXPECT_EQ(stats.empty_tiles, c.empty) << context;
+    EXPECT_EQ(stats.computed_pairs, c.computed) << context;
+    EXPECT_EQ(stats.instances, 1);
+    EXPECT_EQ(stats.bytes, static_cast<int64_t>(blob.size() * 8));
+    EXPECT_EQ(desc::instance(blob.data(), 0).visible_pairs, static_cast<uint64_t>(c.visible));
+    for (int32_t i = 0; i < stats.patterns; ++i) {
+      ++patterns_of_kind[desc::pattern(blob.data(), static_cast<uint32_t>(i)).kind];
+    }
+  }
+  EXPECT_GT(patterns_of_kind[desc::kPatternBands], 0);
+  EXPECT_GT(patterns_of_kind[desc::kPatternBitmap], 0);
+  EXPECT_GT(patterns_of_kind[desc::kPatternGrid], 0);
+}
+
+TEST(DescriptorProperty, InstanceMapsStoreEqualInstancesOnce) {
+  std::mt19937 rng(777);
+  for (int iteration = 0; iteration < 40; ++iteration) {
+    const int32_t nq = std::uniform_int_distribution<int32_t>(1, 200)(rng);
+    const int32_t nk = std::uniform_int_distribution<int32_t>(1, 200)(rng);
+    const int32_t batch = std::uniform_int_distribution<int32_t>(1, 3)(rng);
+    const int32_t heads = std::uniform_int_distribution<int32_t>(1, 4)(rng);
+    const Tiling tiling = kTilings[static_cast<size_t>(iteration) % kTilings.size()];
+
+    // A few distinct random instances, then copies of them.
+    const int originals = std::uniform_int_distribution<int>(1, 3)(rng);
+    std::vector<RandomInstance> made;
+    for (int i = 0; i < originals; ++i)
+      made.push_back(testing::random_instance(rng, nq, nk, i % 2 == 1));
+    std::vector<InstanceRows> instances;
+    std::vector<size_t> source;  // which original each input instance copies
+    for (int i = 0; i < originals * 2; ++i) {
+      const size_t from = static_cast<size_t>(i % originals);
+      instances.push_back(made[from].rows);
+      source.push_back(from);
+    }
+    std::vector<int32_t> map(static_cast<size_t>(batch * heads));
+    for (int32_t& entry : map) {
+      entry = std::uniform_int_distribution<int32_t>(
+          0, static_cast<int32_t>(instances.size()) - 1)(rng);
+    }
+    // Originals that happen to be equal (e.g. two empty masks) count once.
+    int distinct = 0;
+    TileCounts expected_totals;
+    for (int i = 0; i < originals; ++i) {
+      bool repeat = false;
+      for (int j = 0; j < i; ++j) {
+        const InstanceRows &a = made[static_cast<size_t>(i)].rows,
+                           &b = made[static_cast<size_t>(j)].rows;
+        repeat |= a.all == b.all && a.residual == b.residual && a.row_formula == b.row_formula &&
+                  a.formulas.size() == b.formulas.size() &&
+                  std::memcmp(a.formulas.data(), b.formulas.data(),
+                              a.formulas.size() * sizeof(desc::GridFormula)) == 0;
+      }
+      if (repeat) continue;
+      ++distinct;
+      const TileCounts c = count_tiles(made[static_cast<size_t>(i)].expected, tiling);
+      expected_totals.visible += c.visible;
+      expected_totals.full += c.full;
+      expected_totals.partial += c.partial;
+    }
+
+    PlanStats stats;
+    const auto blob = build_descriptor(instances, map, batch, heads, tiling, stats);
+    ASSERT_NO_THROW(verify_descriptor(blob.data(), blob.size() * 8));
+    EXPECT_EQ(stats.instances, distinct);
+    EXPECT_EQ(desc::header(blob.data()).num_instances, distinct);
+    EXPECT_EQ(stats.visible_pairs, expected_totals.visible);
+    EXPECT_EQ(stats.full_tiles, expected_totals.full);
+    EXPECT_EQ(stats.partial_tiles, expected_totals.partial);
+    for (int32_t b = 0; b < batch; ++b) {
+      for (int32_t h = 0; h < heads; ++h) {
+        const size_t from = source[static_cast<size_t>(map[static_cast<size_t>(b * heads + h)])];
+        expect_decodes_to(blob, b, h, made[from].expected,
+                          "iteration " + std::to_string(iteration) + " (b, h) = (" +
+                              std::to_string(b) + ", " + std::to_string(h) + ")");
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cm

@@ -1,0 +1,261 @@
+// Unit tests of the descriptor builder and readers: a hand-checked causal layout, pattern kinds,
+// input validation, corruption detection and the JSON dump.
+#include <compilemask/compilemask.h>
+
+#include "descriptor/build.h"
+#include "descriptor/decode.h"
+#include "mask_fixtures.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+namespace cm {
+namespace {
+
+using testing::Dense;
+
+Dense dense_of(int32_t nq, int32_t nk, const std::function<bool(int32_t, int32_t)>& visible) {
+  Dense d(nq, nk);
+  for (int32_t q = 0; q < nq; ++q) {
+    for (int32_t k = 0; k < nk; ++k) d.at(q, k) = visible(q, k) ? 1 : 0;
+  }
+  return d;
+}
+
+std::vector<uint64_t> build_one(const Dense& d, const Tiling& tiling, PlanStats& stats) {
+  InstanceRows rows;
+  rows.all = testing::rows_from_dense(d);
+  return build_descriptor({rows}, {0}, 1, 1, tiling, stats);
+}
+
+void expect_equal_dense(const std::vector<uint64_t>& blob, const Dense& expected) {
+  for (DescriptorForm form : {DescriptorForm::kForward, DescriptorForm::kTransposed}) {
+    EXPECT_EQ(decode_dense(blob.data(), 0, 0, form), expected.cells);
+  }
+}
+
+TEST(DescriptorUnit, CausalAt512HasTheExpectedRunsCostsAndOrder) {
+  const Dense causal = dense_of(512, 512, [](int32_t q, int32_t k) { return k <= q; });
+  PlanStats stats;
+  const auto blob = build_one(causal, {128, 128}, stats);
+  verify_descriptor(blob.data(), blob.size() * 8);
+  expect_equal_dense(blob, causal);
+
+  EXPECT_EQ(stats.full_tiles, 6);     // below the diagonal
+  EXPECT_EQ(stats.partial_tiles, 4);  // the diagonal, all one triangle pattern
+  EXPECT_EQ(stats.empty_tiles, 6);
+  EXPECT_EQ(stats.patterns, 1);
+  EXPECT_EQ(stats.visible_pairs, 512 * 513 / 2);
+
+  const void* b = blob.data();
+  const desc::Instance& inst = desc::instance(b, 0);
+  for (int m = 0; m < 4; ++m) {
+    const desc::TileRow& row = desc::q_tile(b, inst, m);
+    ASSERT_EQ(row.full_count, m == 0 ? 0 : 1);
+    if (m > 0) {
+      EXPECT_EQ(desc::full_runs(b, row)[0].first, 0);
+      EXPECT_EQ(desc::full_runs(b, row)[0].count, m);
+    }
+    ASSERT_EQ(row.partial_count, 1);
+    EXPECT_EQ(desc::partial_runs(b, row)[0].first, m);
+    EXPECT_EQ(desc::partial_runs(b, row)[0].count, 1);
+    EXPECT_FLOAT_EQ(row.cost, static_cast<float>(m) + 1.25f);
+    // Key tile n is partial on query tile n and full on the 3 - n tiles below it.
+    const desc::TileRow& col = desc::k_tile(b, inst, m);
+    EXPECT_EQ(col.full_count, m == 3 ? 0 : 1);
+    EXPECT_FLOAT_EQ(col.cost, static_cast<float>(3 - m) + 1.25f);
+  }
+  const uint16_t* order = desc::at<uint16_t>(b, inst.fwd_order_offset);
+  EXPECT_EQ((std::vector<uint16_t>(order, order + 4)), (std::vector<uint16_t>{3, 2, 1, 0}));
+  const uint16_t* bwd = desc::at<uint16_t>(b, inst.bwd_order_offset);
+  EXPECT_EQ((std::vector<uint16_t>(bwd, bwd + 4)), (std::vector<uint16_t>{0, 1, 2, 3}));
+
+  // The triangle: row r sees [0, r + 1), one band of slope (0, 1).
+  const desc::Pattern& p = desc::pattern(b, 0);
+  ASSERT_EQ(p.kind, desc::kPatternBands);
+  ASSERT_EQ(p.count, 1);
+  const desc::RowBand& band = *desc::at<desc::RowBand>(b, p.data_offset);
+  EXPECT_EQ(band.row_first, 0);
+  EXPECT_EQ(band.row_last, 127);
+  EXPECT_EQ(band.lo0, 0);
+  EXPECT_EQ(band.lo_slope, 0);
+  EXPECT_EQ(band.hi0, 1);
+  EXPECT_EQ(band.hi_slope, 1);
+}
+
+TEST(DescriptorUnit, CheckerboardTileUsesABitmap) {
+  const Dense board = dense_of(16, 16, [](int32_t q, int32_t k) { return (q + k) % 2 == 0; });
+  PlanStats stats;
+  const auto blob = build_one(board, {16, 16}, stats);
+  verify_descriptor(blob.data(), blob.size() * 8);
+  ASSERT_EQ(stats.patterns, 1);
+  EXPECT_EQ(desc::pattern(blob.data(), 0).kind, desc::kPatternBitmap);
+  expect_equal_dense(blob, board);
+}
+
+TEST(DescriptorUnit, GridRowsUseGridPatternsAndDecodeExactly) {
+  // CLEAR-like: 16 text tokens see and are seen by everything; a 12 x 12 image sees a disk.
+  const int32_t text = 16, s = 12, n = text + s * s;
+  desc::GridFormula disk{};
+  disk.q_lo = text;
+  disk.q_hi = n;
+  disk.start = disk.center_start = text;
+  disk.frames = 1;
+  disk.rows = disk.cols = s;
+  disk.shape = desc::kShapeEllipse;
+  disk.rt = 1;
+  disk.ry = disk.rx = 3;
+  const Dense all = dense_of(n, n, [&](int32_t q, int32_t k) {
+    return q < text || k < text || testing::formula_sees(disk, q, k);
+  });
+  const Dense residual = dense_of(n, n, [&](int32_t q, int32_t k) { return q < text || k < text; });
+  InstanceRows rows;
+  rows.all = testing::rows_from_dense(all);
+  rows.formulas = {disk};
+  rows.row_formula.assign(static_cast<size_t>(n), -1);
+  for (int32_t q = text; q < n; ++q) rows.row_formula[static_cast<size_t>(q)] = 0;
+  rows.residual = testing::rows_from_dense(residual);
+
+  PlanStats stats;
+  const auto blob = build_descriptor({rows}, {0}, 1, 1, {16, 16}, stats);
+  verify_descriptor(blob.data(), blob.size() * 8);
+  expect_equal_dense(blob, all);
+  EXPECT_EQ(stats.grid_formulas, 1);
+  int grid_patterns = 0;
+  for (int32_t i = 0; i < stats.patterns; ++i) {
+    grid_patterns +=
+        desc::pattern(blob.data(), static_cast<uint32_t>(i)).kind == desc::kPatternGrid;
+  }
+  EXPECT_GE(grid_patterns, 1);
+}
+
+TEST(DescriptorUnit, RejectsBadTilings) {
+  InstanceRows rows;
+  rows.all = testing::rows_from_dense(Dense(4, 4));
+  PlanStats stats;
+  for (const Tiling& bad : {Tiling{20, 128}, Tiling{128, 0}, Tiling{272, 128}, Tiling{128, 8}}) {
+    try {
+      build_descriptor({rows}, {0}, 1, 1, bad, stats);
+      ADD_FAILURE() << "tiling " << bad.m << "x" << bad.n << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("must be a multiple of 16 in [16, 256]"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  InstanceRows tall;
+  tall.all.nq = 16 * 65536;
+  tall.all.nk = 16;
+  EXPECT_THROW(build_descriptor({tall}, {0}, 1, 1, {16, 16}, stats), Error);
+}
+
+TEST(DescriptorUnit, RejectsMalformedRowsAndMaps) {
+  InstanceRows rows;
+  rows.all = testing::rows_from_dense(Dense(2, 8));
+  rows.all.intervals = {{4, 6}, {1, 3}};
+  rows.all.offsets = {0, 2, 2};
+  PlanStats stats;
+  try {
+    build_descriptor({rows}, {0}, 1, 1, {16, 16}, stats);
+    ADD_FAILURE() << "unsorted intervals were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 0: intervals must be sorted"), std::string::npos)
+        << e.what();
+  }
+  rows.all.intervals = {{1, 3}, {4, 9}};
+  EXPECT_THROW(build_descriptor({rows}, {0}, 1, 1, {16, 16}, stats), Error);
+  rows.all.intervals = {{1, 3}, {4, 6}};
+  EXPECT_THROW(build_descriptor({rows}, {1}, 1, 1, {16, 16}, stats), Error);
+  EXPECT_THROW(build_descriptor({rows}, {0, 0}, 1, 1, {16, 16}, stats), Error);
+  EXPECT_NO_THROW(build_descriptor({rows}, {0, 0}, 1, 2, {16, 16}, stats));
+}
+
+// Builds causal 512 / 128x128, lets `corrupt` damage a copy, and expects verification to fail
+// naming `rule`.
+void expect_verify_failure(const std::function<void(std::vector<uint64_t>&)>& corrupt,
+                           const std::string& rule) {
+  PlanStats stats;
+  auto blob =
+      build_one(dense_of(512, 512, [](int32_t q, int32_t k) { return k <= q; }), {128, 128}, stats);
+  corrupt(blob);
+  try {
+    verify_descriptor(blob.data(), blob.size() * 8);
+    ADD_FAILURE() << "corruption not detected: " << rule;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+  }
+}
+
+template <class T>
+T* mutable_at(std::vector<uint64_t>& blob, uint32_t offset) {
+  return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(blob.data()) + offset);
+}
+
+TEST(DescriptorUnit, VerifyNamesTheBrokenRule) {
+  expect_verify_failure([](auto& b) { mutable_at<desc::Header>(b, 0)->magic = 0; }, "bad magic");
+  expect_verify_failure([](auto& b) { mutable_at<desc::Header>(b, 0)->version = 9; }, "version 9");
+  expect_verify_failure(
+      [](auto& b) {
+        b.pop_back();
+        b.pop_back();
+      },
+      "total_bytes");
+  expect_verify_failure([](auto& b) { mutable_at<desc::Header>(b, 0)->patterns_offset = 1u << 30; },
+                        "runs past the end");
+  auto first_row = [](std::vector<uint64_t>& b) {
+    const desc::Instance& inst = desc::instance(b.data(), 0);
+    return mutable_at<desc::TileRow>(b, inst.q_tiles_offset + 3 * sizeof(desc::TileRow));
+  };
+  expect_verify_failure(
+      [&](auto& b) { mutable_at<desc::FullRun>(b, first_row(b)->full_offset)->count = 9; },
+      "out of range");
+  expect_verify_failure(
+      [&](auto& b) { mutable_at<desc::FullRun>(b, first_row(b)->full_offset)->count = 0; },
+      "is empty or out of range");
+  expect_verify_failure(
+      [&](auto& b) { mutable_at<desc::PartialRun>(b, first_row(b)->partial_offset)->pattern = 7; },
+      "pattern 7 is out of range");
+  expect_verify_failure(
+      [&](auto& b) { mutable_at<desc::PartialRun>(b, first_row(b)->partial_offset)->first = 2; },
+      "runs overlap");
+  expect_verify_failure(
+      [&](auto& b) { mutable_at<desc::FullRun>(b, first_row(b)->full_offset)->count = 2; },
+      "forward and transposed forms list different tiles");
+  expect_verify_failure([&](auto& b) { first_row(b)->cost = 0.5f; }, "descending cost");
+  expect_verify_failure(
+      [](auto& b) {
+        const uint32_t p = desc::header(b.data()).patterns_offset;
+        mutable_at<desc::Pattern>(b, p)->kind = 7;
+      },
+      "unknown kind 7");
+}
+
+TEST(DescriptorUnit, JsonDumpShowsHeaderPatternsAndRuns) {
+  PlanStats stats;
+  const auto blob =
+      build_one(dense_of(512, 512, [](int32_t q, int32_t k) { return k <= q; }), {128, 128}, stats);
+  const std::string json = descriptor_to_json(blob.data());
+  for (const char* needle :
+       {"\"nq\": 512", "\"num_patterns\": 1", "\"kind\": \"bands\"",
+        "\"lo0\": 0, \"lo_slope\": 0, \"hi0\": 1, \"hi_slope\": 1", "\"visible_pairs\": 131328",
+        "\"full\": [[0, 3]], \"partial\": [[3, 1, 0]]"}) {
+    EXPECT_NE(json.find(needle), std::string::npos) << needle << "\n" << json;
+  }
+}
+
+TEST(DescriptorUnit, StatsRenderTheirFields) {
+  PlanStats stats;
+  stats.bytes = 2048;
+  stats.full_tiles = 6;
+  stats.partial_tiles = 4;
+  stats.empty_tiles = 6;
+  stats.visible_pairs = 131328;
+  EXPECT_NE(stats.format().find("6 full (37.5%)"), std::string::npos) << stats.format();
+  EXPECT_NE(stats.to_json().find("\"visible_pairs\": 131328"), std::string::npos);
+  EXPECT_NE(stats.to_json().find("\"bytes\": 2048"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cm
