@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace cm {
 
@@ -26,6 +27,9 @@ struct ReferenceOptions {
   float scale = 0;  // softmax scale; 0 means 1/sqrt(head_dim)
   Accumulate accumulate = Accumulate::kFloat32;
   int threads = 0;  // 0 means std::thread::hardware_concurrency()
+  // If set, called from the calling thread with the completed fraction in (0, 1], at most 20
+  // times per call (the CLI draws a progress bar with it).
+  std::function<void(double)> progress;
 };
 
 // O = softmax(scale * Q K^T masked) V and LSE. Fully masked rows give O = 0, LSE = -inf.

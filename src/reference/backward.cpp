@@ -1,0 +1,205 @@
+// Reference attention, backward pass. dQ: one work item per (b, h, query tile) over the forward
+// form. dK and dV: one work item per (b, kv head, key tile) over the transposed form, summing
+// the query heads of the kv group, so every output row has exactly one writer.
+#include <compilemask/reference.h>
+
+#include "reference/parallel_for.h"
+#include "reference/problem.h"
+#include "reference/row_math.h"
+#include "reference/visible_columns.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace cm {
+
+namespace {
+
+using reference::Problem;
+
+struct BackwardTensors {
+  const float* q;
+  const float* k;
+  const float* v;
+  const float* out;
+  const float* dout;
+  const float* lse;
+  float* dq;
+  float* dk;
+  float* dv;
+};
+
+template <class Acc>
+class BackwardWorker {
+ public:
+  BackwardWorker(const Problem& p, const BackwardTensors& t)
+      : p_(p),
+        t_(t),
+        columns_(p.blob),
+        dq_acc_(static_cast<size_t>(p.shape.head_dim)),
+        dk_acc_(static_cast<size_t>(p.tile_n) * p.shape.head_dim),
+        dv_acc_(dk_acc_.size()) {}
+
+  // Postcondition: rows of query tile m of dQ for (b, h) are written.
+  void run_dq(int b, int h, int m) {
+    const desc::Instance& inst = desc::instance(p_.blob, desc::instance_of(p_.blob, b, h));
+    const desc::TileRow& tile_row = desc::q_tile(p_.blob, inst, m);
+    const int q_end = std::min(p_.shape.nq, (m + 1) * p_.tile_m);
+    for (int q = m * p_.tile_m; q < q_end; ++q) dq_row(b, h, q, columns_.row(tile_row, q));
+  }
+
+  // Postcondition: rows of key tile n of dK and dV for (b, hkv) are written.
+  void run_dkv(int b, int hkv, int n) {
+    std::fill(dk_acc_.begin(), dk_acc_.end(), Acc{0});
+    std::fill(dv_acc_.begin(), dv_acc_.end(), Acc{0});
+    const int k0 = n * p_.tile_n;
+    for (int h = hkv * p_.group; h < (hkv + 1) * p_.group; ++h) {
+      const desc::Instance& inst = desc::instance(p_.blob, desc::instance_of(p_.blob, b, h));
+      const desc::TileRow& tile_col = desc::k_tile(p_.blob, inst, n);
+      const desc::FullRun* full = desc::full_runs(p_.blob, tile_col);
+      for (int i = 0; i < tile_col.full_count; ++i) {
+        for (int m = full[i].first; m < full[i].first + full[i].count; ++m) {
+          dkv_query_tile(b, h, m, nullptr, k0);
+        }
+      }
+      const desc::PartialRun* partial = desc::partial_runs(p_.blob, tile_col);
+      for (int i = 0; i < tile_col.partial_count; ++i) {
+        const desc::Pattern& pattern = desc::pattern(p_.blob, partial[i].pattern);
+        for (int m = partial[i].first; m < partial[i].first + partial[i].count; ++m) {
+          dkv_query_tile(b, h, m, &pattern, k0);
+        }
+      }
+    }
+    const int d = p_.shape.head_dim;
+    const int k_end = std::min(p_.shape.nk, k0 + p_.tile_n);
+    const int64_t base = p_.kv_offset(b, hkv) + static_cast<int64_t>(k0) * d;
+    for (int64_t i = 0; i < static_cast<int64_t>(k_end - k0) * d; ++i) {
+      t_.dk[base + i] = static_cast<float>(static_cast<Acc>(p_.scale) * dk_acc_[i]);
+      t_.dv[base + i] = static_cast<float>(dv_acc_[i]);
+    }
+  }
+
+ private:
+  // Per query row: its tensors and the softmax statistics the gradients need.
+  struct Row {
+    const float* q;
+    const float* dout;
+    Acc lse;
+    Acc delta;  // dO · O, the row term of the softmax Jacobian
+  };
+
+  Row row_at(int b, int h, int q) const {
+    const int d = p_.shape.head_dim;
+    const int64_t offset = p_.q_offset(b, h) + static_cast<int64_t>(q) * d;
+    return {t_.q + offset, t_.dout + offset, static_cast<Acc>(t_.lse[p_.lse_offset(b, h) + q]),
+            reference::dot<Acc>(t_.dout + offset, t_.out + offset, d)};
+  }
+
+  // P and dS = P * (dP - delta) of row `row` against key j of kv head hkv.
+  void probabilities(const Row& row, const float* k_row, const float* v_row, Acc& prob,
+                     Acc& dscore) const {
+    const int d = p_.shape.head_dim;
+    prob = std::exp(static_cast<Acc>(p_.scale) * reference::dot<Acc>(row.q, k_row, d) - row.lse);
+    dscore = prob * (reference::dot<Acc>(row.dout, v_row, d) - row.delta);
+  }
+
+  void dq_row(int b, int h, int q, const std::vector<Interval>& visible) {
+    const int d = p_.shape.head_dim;
+    float* dq_out = t_.dq + p_.q_offset(b, h) + static_cast<int64_t>(q) * d;
+    if (visible.empty()) {  // fully masked: lse is -inf, so never form P
+      std::fill(dq_out, dq_out + d, 0.0f);
+      return;
+    }
+    const Row row = row_at(b, h, q);
+    const float* k_head = t_.k + p_.kv_offset(b, h / p_.group);
+    const float* v_head = t_.v + p_.kv_offset(b, h / p_.group);
+    std::fill(dq_acc_.begin(), dq_acc_.end(), Acc{0});
+    for (const Interval& iv : visible) {
+      for (int j = iv.lo; j < iv.hi; ++j) {
+        Acc prob, dscore;
+        probabilities(row, k_head + static_cast<int64_t>(j) * d,
+                      v_head + static_cast<int64_t>(j) * d, prob, dscore);
+        reference::add_scaled(dq_acc_.data(), dscore, k_head + static_cast<int64_t>(j) * d, d);
+      }
+    }
+    for (int i = 0; i < d; ++i)
+      dq_out[i] = static_cast<float>(static_cast<Acc>(p_.scale) * dq_acc_[i]);
+  }
+
+  // Adds the contributions of the rows of query tile m (query head h) to the key tile at k0.
+  void dkv_query_tile(int b, int h, int m, const desc::Pattern* pattern, int k0) {
+    const int d = p_.shape.head_dim;
+    const int hkv = h / p_.group;
+    const float* k_head = t_.k + p_.kv_offset(b, hkv);
+    const float* v_head = t_.v + p_.kv_offset(b, hkv);
+    const int q_end = std::min(p_.shape.nq, (m + 1) * p_.tile_m);
+    for (int q = m * p_.tile_m; q < q_end; ++q) {
+      const std::vector<Interval>& visible = columns_.tile(pattern, q, k0);
+      if (visible.empty()) continue;
+      const Row row = row_at(b, h, q);
+      for (const Interval& iv : visible) {
+        for (int j = iv.lo; j < iv.hi; ++j) {
+          Acc prob, dscore;
+          probabilities(row, k_head + static_cast<int64_t>(j) * d,
+                        v_head + static_cast<int64_t>(j) * d, prob, dscore);
+          const size_t local = static_cast<size_t>(j - k0) * d;
+          reference::add_scaled(dv_acc_.data() + local, prob, row.dout, d);
+          reference::add_scaled(dk_acc_.data() + local, dscore, row.q, d);
+        }
+      }
+    }
+  }
+
+  const Problem& p_;
+  BackwardTensors t_;
+  reference::VisibleColumns columns_;
+  std::vector<Acc> dq_acc_;
+  std::vector<Acc> dk_acc_;  // one key tile, tile_n x head_dim
+  std::vector<Acc> dv_acc_;
+};
+
+template <class Acc>
+void backward(const Problem& p, const BackwardTensors& t, const ReferenceOptions& options) {
+  // Items [0, dq_count) are (query tile, b, h); the rest are (key tile, b, kv head). Tile index
+  // outermost so the heads of one tile spread over the workers.
+  const int64_t q_heads = static_cast<int64_t>(p.shape.batch) * p.shape.heads_q;
+  const int64_t kv_heads = static_cast<int64_t>(p.shape.batch) * p.shape.heads_kv;
+  const int64_t dq_count = q_heads * p.num_q_tiles;
+  const int64_t count = dq_count + kv_heads * p.num_k_tiles;
+  const int workers = reference::resolve_workers(options.threads, count);
+  std::vector<BackwardWorker<Acc>> state(static_cast<size_t>(workers), BackwardWorker<Acc>(p, t));
+  reference::parallel_for(count, workers, options.progress, [&](int64_t item, int worker) {
+    BackwardWorker<Acc>& w = state[static_cast<size_t>(worker)];
+    if (item < dq_count) {
+      const int64_t bh = item % q_heads;
+      w.run_dq(static_cast<int>(bh / p.shape.heads_q), static_cast<int>(bh % p.shape.heads_q),
+               static_cast<int>(item / q_heads));
+    } else {
+      const int64_t rest = item - dq_count;
+      const int64_t bh = rest % kv_heads;
+      w.run_dkv(static_cast<int>(bh / p.shape.heads_kv), static_cast<int>(bh % p.shape.heads_kv),
+                static_cast<int>(rest / kv_heads));
+    }
+  });
+}
+
+}  // namespace
+
+void reference_backward(const void* descriptor, const AttentionShape& shape, const float* q,
+                        const float* k, const float* v, const float* out, const float* dout,
+                        const float* lse, float* dq, float* dk, float* dv,
+                        const ReferenceOptions& options) {
+  const Problem p = reference::make_problem(descriptor, shape, options);
+  const void* tensors[] = {q, k, v, out, dout, lse, dq, dk, dv};
+  const char* names[] = {"q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv"};
+  for (int i = 0; i < 9; ++i) reference::require_tensor(tensors[i], names[i]);
+  const BackwardTensors t{q, k, v, out, dout, lse, dq, dk, dv};
+  if (options.accumulate == Accumulate::kFloat64) {
+    backward<double>(p, t, options);
+  } else {
+    backward<float>(p, t, options);
+  }
+}
+
+}  // namespace cm

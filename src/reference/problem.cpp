@@ -1,0 +1,76 @@
+// Argument checking for the reference attention entry points.
+#include "reference/problem.h"
+
+#include <compilemask/compilemask.h>
+
+#include <cmath>
+#include <string>
+
+namespace cm::reference {
+
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw Error("reference attention: " + message);
+}
+
+std::string value_of(const char* name, int64_t value) {
+  return std::string(name) + " = " + std::to_string(value);
+}
+
+}  // namespace
+
+void require_tensor(const void* pointer, const char* name) {
+  require(pointer != nullptr, std::string(name) + " must not be null");
+}
+
+Problem make_problem(const void* descriptor, const AttentionShape& shape,
+                     const ReferenceOptions& options) {
+  require_tensor(descriptor, "descriptor");
+  const desc::Header& hd = desc::header(descriptor);
+  require(hd.magic == desc::kMagic, "descriptor does not start with the CMSK magic number");
+  require(hd.version == desc::kVersion, "descriptor version " + std::to_string(hd.version) +
+                                            " is not the supported version " +
+                                            std::to_string(desc::kVersion));
+  require(hd.tile_m > 0 && hd.tile_m <= desc::kMaxTileM && hd.tile_n > 0 &&
+              hd.tile_n <= desc::kMaxTileN,
+          "descriptor tiling " + std::to_string(hd.tile_m) + "x" + std::to_string(hd.tile_n) +
+              " is outside 1..256");
+  const auto tiles = [](int64_t length, int32_t tile) { return (length + tile - 1) / tile; };
+  require(hd.nq >= 0 && hd.nk >= 0 && hd.num_q_tiles == tiles(hd.nq, hd.tile_m) &&
+              hd.num_k_tiles == tiles(hd.nk, hd.tile_n),
+          "descriptor tile counts do not match its lengths and tiling");
+
+  require(shape.nq == hd.nq, "shape." + value_of("nq", shape.nq) +
+                                 " must equal the descriptor's nq = " + std::to_string(hd.nq));
+  require(shape.nk == hd.nk, "shape." + value_of("nk", shape.nk) +
+                                 " must equal the descriptor's nk = " + std::to_string(hd.nk));
+  require(shape.batch == hd.batch,
+          "shape." + value_of("batch", shape.batch) +
+              " must equal the descriptor's batch = " + std::to_string(hd.batch));
+  require(shape.heads_q == hd.heads,
+          "shape." + value_of("heads_q", shape.heads_q) +
+              " must equal the descriptor's heads = " + std::to_string(hd.heads));
+  require(shape.heads_kv > 0, "shape." + value_of("heads_kv", shape.heads_kv) + " must be > 0");
+  require(shape.heads_q % shape.heads_kv == 0, "shape." + value_of("heads_q", shape.heads_q) +
+                                                   " must be a multiple of shape." +
+                                                   value_of("heads_kv", shape.heads_kv));
+  require(shape.head_dim > 0, "shape." + value_of("head_dim", shape.head_dim) + " must be > 0");
+  require(std::isfinite(options.scale) && options.scale >= 0,
+          "options.scale must be finite and >= 0 (0 means 1/sqrt(head_dim))");
+  require(options.threads >= 0,
+          "options." + value_of("threads", options.threads) + " must be >= 0 (0 means all cores)");
+
+  Problem p;
+  p.blob = descriptor;
+  p.shape = shape;
+  p.scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(double{1.0} * shape.head_dim);
+  p.group = shape.heads_q / shape.heads_kv;
+  p.tile_m = hd.tile_m;
+  p.tile_n = hd.tile_n;
+  p.num_q_tiles = hd.num_q_tiles;
+  p.num_k_tiles = hd.num_k_tiles;
+  return p;
+}
+
+}  // namespace cm::reference

@@ -1,0 +1,78 @@
+// Visible-column decoding for the reference attention. Partial tiles go through
+// desc::for_each_pattern_interval, whose intervals may overlap and come unsorted, so each tile
+// row is first marked into a column mask and then read back as runs.
+#include "reference/visible_columns.h"
+
+#include <algorithm>
+
+namespace cm::reference {
+
+VisibleColumns::VisibleColumns(const void* blob)
+    : blob_(blob),
+      tile_m_(desc::header(blob).tile_m),
+      tile_n_(desc::header(blob).tile_n),
+      nk_(desc::header(blob).nk),
+      column_mask_(static_cast<size_t>(tile_n_)) {}
+
+void VisibleColumns::append_tile(const desc::Pattern* pattern, int q, int k0) {
+  const int width = std::min(tile_n_, nk_ - k0);  // the last key tile may be cut by nk
+  if (width <= 0) return;
+  if (pattern == nullptr) {
+    intervals_.push_back({k0, k0 + width});
+    return;
+  }
+  std::fill(column_mask_.begin(), column_mask_.end(), uint8_t{0});
+  const int q0 = q - q % tile_m_;
+  desc::for_each_pattern_interval(blob_, *pattern, q0, k0, q - q0, [&](int lo, int hi) {
+    std::fill(column_mask_.begin() + std::max(lo, 0), column_mask_.begin() + std::min(hi, width),
+              uint8_t{1});
+  });
+  for (int c = 0; c < width;) {
+    if (!column_mask_[static_cast<size_t>(c)]) {
+      ++c;
+      continue;
+    }
+    const int lo = c;
+    while (c < width && column_mask_[static_cast<size_t>(c)]) ++c;
+    intervals_.push_back({k0 + lo, k0 + c});
+  }
+}
+
+const std::vector<Interval>& VisibleColumns::tile(const desc::Pattern* pattern, int q, int k0) {
+  intervals_.clear();
+  append_tile(pattern, q, k0);
+  return intervals_;
+}
+
+const std::vector<Interval>& VisibleColumns::row(const desc::TileRow& tile_row, int q) {
+  intervals_.clear();
+  const desc::FullRun* full = desc::full_runs(blob_, tile_row);
+  for (int i = 0; i < tile_row.full_count; ++i) {
+    for (int n = full[i].first; n < full[i].first + full[i].count; ++n) {
+      append_tile(nullptr, q, n * tile_n_);
+    }
+  }
+  const desc::PartialRun* partial = desc::partial_runs(blob_, tile_row);
+  for (int i = 0; i < tile_row.partial_count; ++i) {
+    const desc::Pattern& pattern = desc::pattern(blob_, partial[i].pattern);
+    for (int n = partial[i].first; n < partial[i].first + partial[i].count; ++n) {
+      append_tile(&pattern, q, n * tile_n_);
+    }
+  }
+  // Tiles are disjoint, so sorting by start orders the row; merging touching intervals keeps
+  // the inner loops long.
+  std::sort(intervals_.begin(), intervals_.end(),
+            [](const Interval& a, const Interval& b) { return a.lo < b.lo; });
+  size_t kept = 0;
+  for (const Interval& iv : intervals_) {
+    if (kept > 0 && intervals_[kept - 1].hi == iv.lo) {
+      intervals_[kept - 1].hi = iv.hi;
+    } else {
+      intervals_[kept++] = iv;
+    }
+  }
+  intervals_.resize(kept);
+  return intervals_;
+}
+
+}  // namespace cm::reference

@@ -1,0 +1,38 @@
+// Decodes the visible key columns of one query row from the descriptor, in either form: the
+// whole row from the forward form, or one (query tile, key tile) pair from the transposed form.
+#pragma once
+
+#include <compilemask/descriptor.h>
+
+#include "specialize/row_intervals.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace cm::reference {
+
+// Reusable per-thread decoder. Results are absolute key columns in [0, nk), as sorted,
+// disjoint, non-empty half-open intervals.
+class VisibleColumns {
+ public:
+  explicit VisibleColumns(const void* blob);
+
+  // All visible columns of query row q, whose query tile has forward-form row `tile_row`.
+  // Precondition: q lies in that query tile.
+  const std::vector<Interval>& row(const desc::TileRow& tile_row, int q);
+
+  // Visible columns of query row q inside the key tile starting at column k0. `pattern` is the
+  // partial pattern of the (query tile of q, key tile at k0) pair, or nullptr for a full tile.
+  const std::vector<Interval>& tile(const desc::Pattern* pattern, int q, int k0);
+
+ private:
+  // Appends the visible columns of row q in the tile at k0 to intervals_, in increasing order.
+  void append_tile(const desc::Pattern* pattern, int q, int k0);
+
+  const void* blob_;
+  int tile_m_, tile_n_, nk_;
+  std::vector<uint8_t> column_mask_;  // one tile row; pattern intervals may overlap
+  std::vector<Interval> intervals_;
+};
+
+}  // namespace cm::reference

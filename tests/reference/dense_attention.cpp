@@ -1,0 +1,82 @@
+// Naive dense attention in float64: scores for every (q, k) pair, masked by the dense mask.
+// The backward uses D = sum_j P_ij dP_ij, not dO . O, to stay independent of the forward output.
+#include "dense_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace cm::test {
+
+DenseResult dense_attention(
+    const AttentionShape& shape, double scale,
+    const std::function<const std::vector<uint8_t>&(int32_t b, int32_t h)>& mask_of,
+    const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+    const std::vector<float>& dout) {
+  const int64_t nq = shape.nq, nk = shape.nk, d = shape.head_dim;
+  DenseResult r;
+  r.out.assign(q.size(), 0.0);
+  r.dq.assign(q.size(), 0.0);
+  r.lse.assign(static_cast<size_t>(shape.batch * shape.heads_q * nq), 0.0);
+  r.dk.assign(k.size(), 0.0);
+  r.dv.assign(v.size(), 0.0);
+  const int32_t group = shape.heads_q / shape.heads_kv;
+  std::vector<double> p(static_cast<size_t>(nk)), dp(static_cast<size_t>(nk));
+
+  for (int32_t b = 0; b < shape.batch; ++b) {
+    for (int32_t h = 0; h < shape.heads_q; ++h) {
+      const std::vector<uint8_t>& mask = mask_of(b, h);
+      const int64_t qh = (static_cast<int64_t>(b) * shape.heads_q + h) * nq;
+      const int64_t kh = (static_cast<int64_t>(b) * shape.heads_kv + h / group) * nk;
+      const auto at = [d](int64_t row, int64_t i) { return static_cast<size_t>(row * d + i); };
+      for (int64_t i = 0; i < nq; ++i) {
+        const auto visible = [&](int64_t j) { return mask[static_cast<size_t>(i * nk + j)] != 0; };
+        double max_score = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < nk; ++j) {
+          if (!visible(j)) continue;
+          double s = 0;
+          for (int64_t c = 0; c < d; ++c) s += double{q[at(qh + i, c)]} * k[at(kh + j, c)];
+          p[static_cast<size_t>(j)] = s * scale;
+          max_score = std::max(max_score, s * scale);
+        }
+        double& lse = r.lse[static_cast<size_t>(qh + i)];
+        if (max_score == -std::numeric_limits<double>::infinity()) {
+          lse = max_score;
+          continue;
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < nk; ++j) {
+          if (visible(j)) sum += std::exp(p[static_cast<size_t>(j)] - max_score);
+        }
+        lse = max_score + std::log(sum);
+        // P, O, dP and D = sum_j P dP.
+        double delta = 0;
+        for (int64_t j = 0; j < nk; ++j) {
+          if (!visible(j)) continue;
+          double& pj = p[static_cast<size_t>(j)];
+          pj = std::exp(pj - lse);
+          double dpj = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            r.out[at(qh + i, c)] += pj * v[at(kh + j, c)];
+            dpj += double{dout[at(qh + i, c)]} * v[at(kh + j, c)];
+          }
+          dp[static_cast<size_t>(j)] = dpj;
+          delta += pj * dpj;
+        }
+        for (int64_t j = 0; j < nk; ++j) {
+          if (!visible(j)) continue;
+          const double pj = p[static_cast<size_t>(j)];
+          const double ds = pj * (dp[static_cast<size_t>(j)] - delta);
+          for (int64_t c = 0; c < d; ++c) {
+            r.dq[at(qh + i, c)] += scale * ds * k[at(kh + j, c)];
+            r.dk[at(kh + j, c)] += scale * ds * q[at(qh + i, c)];
+            r.dv[at(kh + j, c)] += pj * dout[at(qh + i, c)];
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace cm::test

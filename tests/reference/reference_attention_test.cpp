@@ -1,0 +1,170 @@
+// The descriptor-driven reference attention against a naive float64 dense attention, over
+// random masks of several kinds, odd lengths, Nq != Nk, GQA/MQA and three tilings.
+#include <compilemask/reference.h>
+
+#include "dense_attention.h"
+#include "mask_cases.h"
+#include "tensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+
+namespace cm::test {
+namespace {
+
+struct Lengths {
+  int32_t nq, nk;
+};
+
+using Case = std::tuple<Lengths, Tiling, MaskKind>;
+
+struct HeadConfig {
+  int32_t heads_q, heads_kv;  // ratios 1, 2, 4 and MQA
+  float scale;                // softmax scale option; 0 means 1/sqrt(head_dim)
+};
+constexpr HeadConfig kHeadConfigs[] = {{2, 2, 0.0f}, {4, 2, 0.0f}, {8, 2, 0.0f}, {4, 1, 0.37f}};
+constexpr int32_t kBatch = 2;
+constexpr int32_t kHeadDim = 21;  // not a multiple of 8, so the dot products' tails run
+constexpr double kFloat32Tolerance = 2e-4;
+constexpr double kFloat64Tolerance = 2e-6;
+
+struct Inputs {
+  AttentionShape shape;
+  std::vector<float> q, k, v, dout;
+};
+
+Inputs random_inputs(const AttentionShape& shape, std::mt19937& rng) {
+  const size_t q_size =
+      static_cast<size_t>(shape.batch * shape.heads_q) * shape.nq * shape.head_dim;
+  const size_t k_size =
+      static_cast<size_t>(shape.batch * shape.heads_kv) * shape.nk * shape.head_dim;
+  return {shape, random_tensor(q_size, rng), random_tensor(k_size, rng), random_tensor(k_size, rng),
+          random_tensor(q_size, rng)};
+}
+
+struct Outputs {
+  std::vector<float> out, lse, dq, dk, dv;
+};
+
+Outputs run_reference(const MaskSet& set, const Inputs& in, float scale, Accumulate accumulate) {
+  ReferenceOptions options;
+  options.scale = scale;
+  options.accumulate = accumulate;
+  Outputs o{poisoned(in.q.size()),
+            poisoned(static_cast<size_t>(in.shape.batch) * in.shape.heads_q * in.shape.nq),
+            poisoned(in.q.size()), poisoned(in.k.size()), poisoned(in.v.size())};
+  reference_forward(set.blob.data(), in.shape, in.q.data(), in.k.data(), in.v.data(), o.out.data(),
+                    o.lse.data(), options);
+  reference_backward(set.blob.data(), in.shape, in.q.data(), in.k.data(), in.v.data(), o.out.data(),
+                     in.dout.data(), o.lse.data(), o.dq.data(), o.dk.data(), o.dv.data(), options);
+  return o;
+}
+
+// Fully masked rows: O and dQ exactly 0, LSE -inf. Keys no query of the kv group sees: dK and
+// dV exactly 0. Everything else finite.
+void expect_exact_masked_values(const MaskSet& set, const Inputs& in, const Outputs& o) {
+  const AttentionShape& s = in.shape;
+  const int32_t group = s.heads_q / s.heads_kv;
+  std::vector<uint8_t> key_seen(static_cast<size_t>(s.batch * s.heads_kv) * s.nk);
+  for (int32_t b = 0; b < s.batch; ++b) {
+    for (int32_t h = 0; h < s.heads_q; ++h) {
+      const std::vector<uint8_t>& mask = set.dense_of(b, h, s.heads_q);
+      for (int32_t i = 0; i < s.nq; ++i) {
+        bool any = false;
+        for (int32_t j = 0; j < s.nk; ++j) {
+          if (!mask[static_cast<size_t>(i) * s.nk + j]) continue;
+          any = true;
+          key_seen[static_cast<size_t>(b * s.heads_kv + h / group) * s.nk + j] = 1;
+        }
+        const size_t row = static_cast<size_t>(b * s.heads_q + h) * s.nq + i;
+        ASSERT_TRUE(any ? std::isfinite(o.lse[row])
+                        : o.lse[row] == -std::numeric_limits<float>::infinity())
+            << "lse of row " << i << " head " << h << " batch " << b << " is " << o.lse[row];
+        for (int32_t c = 0; c < s.head_dim; ++c) {
+          const size_t e = row * s.head_dim + c;
+          ASSERT_TRUE(any ? std::isfinite(o.out[e]) && std::isfinite(o.dq[e])
+                          : o.out[e] == 0.0f && o.dq[e] == 0.0f)
+              << "row " << i << " head " << h << " batch " << b << ": out " << o.out[e] << " dq "
+              << o.dq[e];
+        }
+      }
+    }
+  }
+  for (size_t key = 0; key < key_seen.size(); ++key) {
+    for (int32_t c = 0; c < s.head_dim; ++c) {
+      const size_t e = key * s.head_dim + c;
+      ASSERT_TRUE(key_seen[key] ? std::isfinite(o.dk[e]) && std::isfinite(o.dv[e])
+                                : o.dk[e] == 0.0f && o.dv[e] == 0.0f)
+          << "key row " << key << ": dk " << o.dk[e] << " dv " << o.dv[e];
+    }
+  }
+}
+
+void expect_close(const Outputs& got, const DenseResult& want, double tolerance) {
+  EXPECT_LE(relative_error(got.out, want.out), tolerance) << "O";
+  EXPECT_LE(relative_error(got.lse, want.lse), tolerance) << "LSE";
+  EXPECT_LE(relative_error(got.dq, want.dq), tolerance) << "dQ";
+  EXPECT_LE(relative_error(got.dk, want.dk), tolerance) << "dK";
+  EXPECT_LE(relative_error(got.dv, want.dv), tolerance) << "dV";
+}
+
+class ReferenceMatchesDense : public testing::TestWithParam<Case> {};
+
+TEST_P(ReferenceMatchesDense, ForwardAndBackward) {
+  const auto [lengths, tiling, kind] = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(lengths.nq * 7919 + lengths.nk * 104729 + tiling.m * 31 +
+                                         tiling.n + static_cast<int>(kind)));
+  for (const HeadConfig& heads : kHeadConfigs) {
+    SCOPED_TRACE("heads_q " + std::to_string(heads.heads_q) + " heads_kv " +
+                 std::to_string(heads.heads_kv));
+    const MaskSet set =
+        make_mask_set(kind, lengths.nq, lengths.nk, kBatch, heads.heads_q, tiling, rng);
+    const AttentionShape shape{kBatch,     heads.heads_q, heads.heads_kv,
+                               lengths.nq, lengths.nk,    kHeadDim};
+    const Inputs in = random_inputs(shape, rng);
+    const DenseResult want = dense_attention(
+        shape, heads.scale > 0 ? double{heads.scale} : 1.0 / std::sqrt(double{kHeadDim}),
+        [&](int32_t b, int32_t h) -> const std::vector<uint8_t>& {
+          return set.dense_of(b, h, heads.heads_q);
+        },
+        in.q, in.k, in.v, in.dout);
+
+    const Outputs f32 = run_reference(set, in, heads.scale, Accumulate::kFloat32);
+    const Outputs f64 = run_reference(set, in, heads.scale, Accumulate::kFloat64);
+    expect_exact_masked_values(set, in, f32);
+    expect_exact_masked_values(set, in, f64);
+    {
+      SCOPED_TRACE("float32 accumulation");
+      expect_close(f32, want, kFloat32Tolerance);
+    }
+    {
+      SCOPED_TRACE("float64 accumulation");
+      expect_close(f64, want, kFloat64Tolerance);
+    }
+    EXPECT_LE(relative_error(f32.dk, f64.dk), kFloat32Tolerance) << "float32 vs float64 dK";
+    if (HasFailure()) return;
+  }
+}
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  const auto& [lengths, tiling, kind] = info.param;
+  return to_string(kind) + "_" + std::to_string(lengths.nq) + "x" + std::to_string(lengths.nk) +
+         "_tile" + std::to_string(tiling.m) + "x" + std::to_string(tiling.n);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Masks, ReferenceMatchesDense,
+    testing::Combine(testing::Values(Lengths{1, 1}, Lengths{17, 17}, Lengths{113, 113},
+                                     Lengths{255, 255}, Lengths{1, 255}, Lengths{17, 113},
+                                     Lengths{255, 64}, Lengths{113, 17}),
+                     testing::Values(Tiling{16, 16}, Tiling{32, 64}, Tiling{128, 128}),
+                     testing::Values(MaskKind::kCausal, MaskKind::kWindow, MaskKind::kRandom,
+                                     MaskKind::kMixed, MaskKind::kGrid)),
+    case_name);
+
+}  // namespace
+}  // namespace cm::test
