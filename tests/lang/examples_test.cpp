@@ -1,0 +1,208 @@
+// Every example in examples/ is compiled and its lowered IR evaluated at small sizes against the
+// mask's definition, written independently here (the benchmark masks follow
+// ../shared/reference/workloads.py line by line).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "ir_eval.h"
+#include "test_util.h"
+
+namespace cm::lang::testing {
+namespace {
+
+using Predicate = std::function<bool(int64_t q, int64_t k)>;
+
+ir::Program example(const std::string& name) {
+  const std::string path = std::string(CM_SOURCE_DIR) + "/examples/" + name + ".mask";
+  const std::string source = read_file(path);
+  EXPECT_FALSE(source.empty()) << path;
+  return compile_ok(source, path);
+}
+
+void expect_mask(const ir::Program& p, const std::vector<ParamValue>& values, int64_t nq,
+                 int64_t nk, const Predicate& want, int64_t h = 0) {
+  IrEval eval(p, values, nq, nk, 0, h);
+  for (int64_t q = 0; q < nq; ++q) {
+    for (int64_t k = 0; k < nk; ++k) {
+      ASSERT_EQ(eval.visible(q, k), want(q, k))
+          << p.name << " nq=" << nq << " nk=" << nk << " h=" << h << " q=" << q << " k=" << k;
+    }
+  }
+}
+
+// Segment number of each token, as workloads.py's _segment_ids.
+std::vector<int64_t> segment_ids(const std::vector<int64_t>& lens) {
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < lens.size(); ++i)
+    ids.insert(ids.end(), static_cast<size_t>(lens[i]), static_cast<int64_t>(i));
+  return ids;
+}
+
+const std::vector<std::vector<int64_t>> kLengthLists = {
+    {1}, {5}, {3, 1, 4}, {2, 7, 1, 1, 9}, {12, 12}};
+
+int64_t total(const std::vector<int64_t>& lens) {
+  int64_t n = 0;
+  for (int64_t l : lens) n += l;
+  return n;
+}
+
+TEST(Examples, Causal) {
+  const ir::Program p = example("causal");
+  for (int64_t n : {1, 2, 7, 20})
+    expect_mask(p, {}, n, n, [](int64_t q, int64_t k) { return q >= k; });
+  // Bottom-right alignment.
+  expect_mask(p, {}, 5, 9, [](int64_t q, int64_t k) { return k <= q + 4; });
+  expect_mask(p, {}, 9, 5, [](int64_t q, int64_t k) { return k <= q - 4; });
+}
+
+TEST(Examples, SlidingWindow) {
+  const ir::Program p = example("sliding_window");
+  for (int64_t w : {1, 3, 8, 50}) {
+    expect_mask(p, {w}, 20, 20, [w](int64_t q, int64_t k) { return q >= k && q - k < w; });
+  }
+}
+
+TEST(Examples, ChunkedCausal) {
+  const ir::Program p = example("chunked_causal");
+  for (int64_t c : {1, 4, 7}) {
+    expect_mask(p, {c}, 23, 23, [c](int64_t q, int64_t k) { return q / c == k / c && k <= q; });
+  }
+}
+
+TEST(Examples, PrefixLm) {
+  const ir::Program p = example("prefix_lm");
+  for (int64_t pre : {0, 1, 6, 30}) {
+    expect_mask(p, {pre}, 20, 20, [pre](int64_t q, int64_t k) { return k < pre || k <= q; });
+  }
+}
+
+TEST(Examples, SinksWindow) {
+  const ir::Program p = example("sinks_window");
+  for (int64_t s : {0, 2}) {
+    for (int64_t w : {1, 4}) {
+      expect_mask(p, {s, w}, 20, 20,
+                  [s, w](int64_t q, int64_t k) { return k <= q && (k < s || q - k < w); });
+    }
+  }
+}
+
+TEST(Examples, DocCausal) {
+  const ir::Program p = example("doc_causal");
+  for (const auto& lens : kLengthLists) {
+    const std::vector<int64_t> doc = segment_ids(lens);
+    const int64_t n = total(lens);
+    expect_mask(p, {segments_of(lens)}, n, n, [&](int64_t q, int64_t k) {
+      return doc[static_cast<size_t>(q)] == doc[static_cast<size_t>(k)] && q >= k;
+    });
+  }
+}
+
+TEST(Examples, SharedPrefix) {
+  const ir::Program p = example("shared_prefix");
+  for (int64_t n : {8, 21, 40}) {
+    const int64_t g = 3;
+    const int64_t prompt = n / 4;
+    const int64_t r = (n - prompt) / g;
+    const std::vector<int64_t> lens = {prompt, r, r, n - prompt - r * (g - 1)};
+    const std::vector<int64_t> seg = segment_ids(lens);
+    const std::vector<int64_t> responses(lens.begin() + 1, lens.end());
+    expect_mask(p, {segments_of({prompt}), segments_of(responses, prompt)}, n, n,
+                [&](int64_t q, int64_t k) {
+                  const int64_t sq = seg[static_cast<size_t>(q)], sk = seg[static_cast<size_t>(k)];
+                  return q >= k && (sq == sk || sk == 0);
+                });
+  }
+}
+
+TEST(Examples, Hstu) {
+  const ir::Program p = example("hstu");
+  for (const auto& lens : std::vector<std::vector<int64_t>>{{1}, {4, 12, 20}, {9, 33, 2, 17}}) {
+    const int64_t ctx = 3;
+    std::vector<int64_t> kind, first_target, ctxs, targets;
+    int64_t start = 0;
+    for (int64_t len : lens) {
+      const int64_t c = std::min(ctx, len / 4);
+      // Python's round() rounds halves to even, as nearbyint does in the default mode.
+      const int64_t t = std::max<int64_t>(
+          1, static_cast<int64_t>(std::nearbyint(0.125 * static_cast<double>(len))));
+      kind.insert(kind.end(), static_cast<size_t>(c), 0);
+      kind.insert(kind.end(), static_cast<size_t>(len - c - t), 1);
+      kind.insert(kind.end(), static_cast<size_t>(t), 2);
+      first_target.insert(first_target.end(), static_cast<size_t>(len), start + len - t);
+      ctxs.push_back(c);
+      targets.push_back(t);
+      start += len;
+    }
+    const std::vector<int64_t> seg = segment_ids(lens);
+    expect_mask(p, {segments_of(lens), ctxs, targets}, start, start, [&](int64_t q, int64_t k) {
+      const auto uq = static_cast<size_t>(q), uk = static_cast<size_t>(k);
+      const int64_t kq = kind[uq], kk = kind[uk];
+      const bool context_row = kq == 0 && kk != 2;
+      const bool history_row = kq == 1 && (kk == 0 || (kk == 1 && k <= q));
+      const bool target_row = kq == 2 && (k < first_target[uq] || k == q);
+      return seg[uq] == seg[uk] && (context_row || history_row || target_row);
+    });
+  }
+}
+
+TEST(Examples, Clear) {
+  const ir::Program p = example("clear");
+  for (int64_t r : {1, 2, 3}) {
+    const int64_t text = 5, s = 6;
+    const int64_t n = text + s * s;
+    expect_mask(p, {text, s, r}, n, n, [&](int64_t q, int64_t k) {
+      const int64_t qi = std::max<int64_t>(q - text, 0), ki = std::max<int64_t>(k - text, 0);
+      const int64_t dy = qi / s - ki / s, dx = qi % s - ki % s;
+      return q < text || k < text || dy * dy + dx * dx < r * r;
+    });
+  }
+}
+
+TEST(Examples, BlockCausalVideo) {
+  const ir::Program p = example("block_causal_video");
+  for (int64_t f : {1, 3, 8}) {
+    expect_mask(p, {f}, 25, 25, [f](int64_t q, int64_t k) { return k / f <= q / f; });
+  }
+}
+
+TEST(Examples, Neighbourhood2d) {
+  const ir::Program p = example("neighbourhood_2d");
+  const int64_t rows = 5, cols = 7;
+  for (int64_t shape : {0, 1}) {
+    for (const auto& radii : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 3}, {2, 2}}) {
+      const int64_t ry = radii.first, rx = radii.second;
+      expect_mask(p, {rows, cols, ry, rx, shape}, rows * cols, rows * cols,
+                  [&](int64_t q, int64_t k) {
+                    const int64_t dy = q / cols - k / cols, dx = q % cols - k % cols;
+                    if (shape == 0) return std::abs(dy) <= ry && std::abs(dx) <= rx;
+                    return dy * dy * rx * rx + dx * dx * ry * ry < ry * ry * rx * rx;
+                  });
+    }
+  }
+}
+
+TEST(Examples, CrossAttention) {
+  const ir::Program p = example("cross_attention");
+  const std::vector<int64_t> qlens = {2, 5, 1}, klens = {7, 1, 4};
+  const std::vector<int64_t> qseg = segment_ids(qlens), kseg = segment_ids(klens);
+  expect_mask(p, {segments_of(qlens), segments_of(klens)}, total(qlens), total(klens),
+              [&](int64_t q, int64_t k) {
+                return qseg[static_cast<size_t>(q)] == kseg[static_cast<size_t>(k)];
+              });
+}
+
+TEST(Examples, PerHeadWindow) {
+  const ir::Program p = example("per_head_window");
+  const std::vector<int64_t> windows = {1, 4, 100};
+  for (int64_t h = 0; h < 3; ++h) {
+    const int64_t w = windows[static_cast<size_t>(h)];
+    expect_mask(
+        p, {windows}, 15, 15, [w](int64_t q, int64_t k) { return q >= k && q - k < w; }, h);
+  }
+}
+
+}  // namespace
+}  // namespace cm::lang::testing
