@@ -73,19 +73,19 @@ struct Tiling {
 };
 
 struct PlanStats {
-  int64_t bytes = 0;            // descriptor size, forward and transposed forms together
-  int32_t instances = 0;        // distinct masks across (b, h)
-  int64_t full_tiles = 0;       // summed over instances
+  int64_t bytes = 0;       // descriptor size, forward and transposed forms together
+  int32_t instances = 0;   // distinct masks across (b, h)
+  int64_t full_tiles = 0;  // summed over instances
   int64_t partial_tiles = 0;
   int64_t empty_tiles = 0;
   int32_t patterns = 0;
   int32_t grid_formulas = 0;
-  int64_t visible_pairs = 0;    // summed over instances
-  int64_t computed_pairs = 0;   // pairs inside full and partial tiles, summed over instances
-  double density = 0;           // visible / (nq * nk * instances)
-  double build_seconds = 0;     // wall time of specialize
+  int64_t visible_pairs = 0;   // summed over instances
+  int64_t computed_pairs = 0;  // pairs inside full and partial tiles, summed over instances
+  double density = 0;          // visible / (nq * nk * instances)
+  double build_seconds = 0;    // wall time of specialize
 
-  std::string format() const;   // human-readable, multi-line
+  std::string format() const;  // human-readable, multi-line
   std::string to_json() const;
 };
 

@@ -30,7 +30,9 @@ uint64_t hash_rows(const InstanceRows& rows) {
 
 Mask::Mask(std::shared_ptr<const ir::Program> program) : program_(std::move(program)) {}
 
-const std::string& Mask::name() const { return program_->name; }
+const std::string& Mask::name() const {
+  return program_->name;
+}
 
 std::vector<ParamInfo> Mask::params() const {
   std::vector<ParamInfo> out;

@@ -175,8 +175,12 @@ class Printer {
 
 }  // namespace
 
-std::string print(const Program& program) { return Printer(program).program(); }
+std::string print(const Program& program) {
+  return Printer(program).program();
+}
 
-std::string print_expr(const Program& program, ExprId id) { return Printer(program).expr(id); }
+std::string print_expr(const Program& program, ExprId id) {
+  return Printer(program).expr(id);
+}
 
 }  // namespace cm::ir

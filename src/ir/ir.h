@@ -85,10 +85,18 @@ struct ExprPool {
     return static_cast<ExprId>(nodes.size() - 1);
   }
   const Expr& operator[](ExprId id) const { return nodes[static_cast<size_t>(id)]; }
-  ExprId constant(int64_t v, SourceLoc loc = {}) { return add({Op::kConst, kNone, kNone, kNone, kNone, v, loc}); }
-  ExprId var(int32_t slot, SourceLoc loc = {}) { return add({Op::kVar, slot, kNone, kNone, kNone, 0, loc}); }
-  ExprId unary(Op op, ExprId a, SourceLoc loc = {}) { return add({op, kNone, a, kNone, kNone, 0, loc}); }
-  ExprId binary(Op op, ExprId a, ExprId b, SourceLoc loc = {}) { return add({op, kNone, a, b, kNone, 0, loc}); }
+  ExprId constant(int64_t v, SourceLoc loc = {}) {
+    return add({Op::kConst, kNone, kNone, kNone, kNone, v, loc});
+  }
+  ExprId var(int32_t slot, SourceLoc loc = {}) {
+    return add({Op::kVar, slot, kNone, kNone, kNone, 0, loc});
+  }
+  ExprId unary(Op op, ExprId a, SourceLoc loc = {}) {
+    return add({op, kNone, a, kNone, kNone, 0, loc});
+  }
+  ExprId binary(Op op, ExprId a, ExprId b, SourceLoc loc = {}) {
+    return add({op, kNone, a, b, kNone, 0, loc});
+  }
   ExprId select(ExprId cond, ExprId a, ExprId b, SourceLoc loc = {}) {
     return add({Op::kSelect, kNone, cond, a, b, 0, loc});
   }
@@ -112,12 +120,12 @@ struct GridNeighbourhood {
 
 enum class SetOp : uint8_t {
   kEmpty,
-  kInterval,   // [lo, hi)
-  kUnion,      // a | b
-  kIntersect,  // a & b
-  kDiff,       // a - b
-  kSelect,     // cond ? a : b
-  kGrid,       // grids[grid]
+  kInterval,      // [lo, hi)
+  kUnion,         // a | b
+  kIntersect,     // a & b
+  kDiff,          // a - b
+  kSelect,        // cond ? a : b
+  kGrid,          // grids[grid]
   kSegmentUnion,  // the union of the segments of segments parameter `param`
 };
 

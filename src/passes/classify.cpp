@@ -64,7 +64,8 @@ bool classify(ir::Program& program, std::vector<Diagnostic>& diagnostics) {
     }
     for (KeyTerm& t : r.keys) {
       for_each_expr(t, note);
-      if (t.grid != kNone && !formula_capable(program, program.grids[static_cast<size_t>(t.grid)])) {
+      if (t.grid != kNone &&
+          !formula_capable(program, program.grids[static_cast<size_t>(t.grid)])) {
         t.grid = kNone;
       }
     }

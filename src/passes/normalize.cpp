@@ -143,8 +143,8 @@ class Normalizer {
     if (ellipse) {
       const ExprId ryrx = mul(g.ry, g.rx), rtrx = mul(g.rt, g.rx), rtry = mul(g.rt, g.ry);
       const ExprId all = mul(mul(g.rt, ryrx), mul(g.rt, ryrx));
-      const ExprId budget = sub(sub(all, mul(mul(dt, dt), mul(ryrx, ryrx))),
-                                mul(mul(dy, dy), mul(rtrx, rtrx)));
+      const ExprId budget =
+          sub(sub(all, mul(mul(dt, dt), mul(ryrx, ryrx))), mul(mul(dy, dy), mul(rtrx, rtrx)));
       // Clamped so that the unused branch of the select below stays defined (ry = 0 or a
       // negative budget).
       const ExprId ratio = div(sub(budget, c(1)), max(c(1), mul(rtry, rtry)));
@@ -227,8 +227,8 @@ class Normalizer {
     KeyTerm after{{}, select(non_empty, at(b.hi, last), c(kFar)), c(kFar), kNone, false};
     const int32_t slot = fresh_slot(p_.slot_names[static_cast<size_t>(it.slot)] + "'");
     const ExprId j = e_.var(slot);
-    KeyTerm gaps{{ir::Iterator{slot, it.lo, last}}, at(b.hi, j), at(b.lo, add(j, c(1))), kNone,
-                 true};
+    KeyTerm gaps{
+        {ir::Iterator{slot, it.lo, last}}, at(b.hi, j), at(b.lo, add(j, c(1))), kNone, true};
     return {before, gaps, after};
   }
 

@@ -38,7 +38,9 @@ class Simplifier {
 
   bool is_empty(SetId id) const { return p_.sets[static_cast<size_t>(id)].op == SetOp::kEmpty; }
 
-  SetId empty(ir::SourceLoc loc) { return p_.add_set({SetOp::kEmpty, kNone, kNone, kNone, kNone, kNone, kNone, kNone, loc}); }
+  SetId empty(ir::SourceLoc loc) {
+    return p_.add_set({SetOp::kEmpty, kNone, kNone, kNone, kNone, kNone, kNone, kNone, loc});
+  }
 
   SetId set(SetId id) {
     if (auto it = memo_.find(id); it != memo_.end()) return it->second;
@@ -100,6 +102,8 @@ class Simplifier {
 
 }  // namespace
 
-void simplify(ir::Program& program) { Simplifier(program).run(); }
+void simplify(ir::Program& program) {
+  Simplifier(program).run();
+}
 
 }  // namespace cm::passes

@@ -19,7 +19,9 @@ int64_t floor_div(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return -floor_div(-a, b);
+}
 
 void push(Affine& out, int64_t begin, int64_t slope, int64_t offset) {
   if (!out.empty() && out.back().slope == slope && out.back().offset == offset) return;
@@ -105,9 +107,8 @@ std::optional<Affine> AffineRows::analyse(const Instr& in) {
   }
   Affine out;
   auto each2 = [&](auto&& f) {
-    refine<2>({&ops[0], &ops[1]}, q_end_, [&](int64_t b, int64_t e, const auto& p) {
-      f(b, e, p[0], p[1]);
-    });
+    refine<2>({&ops[0], &ops[1]}, q_end_,
+              [&](int64_t b, int64_t e, const auto& p) { f(b, e, p[0], p[1]); });
   };
   switch (in.op) {
     case Op::kAdd:

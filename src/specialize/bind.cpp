@@ -88,8 +88,7 @@ Bindings bind(const ir::Program& program, const Params& params, const Dims& dims
     }
     const ParamValue& v = it->second;
     auto wrong_kind = [&](const char* expected) {
-      return Error("parameter '" + decl.name + "' must be " + expected + ", got " +
-                   value_kind(v));
+      return Error("parameter '" + decl.name + "' must be " + expected + ", got " + value_kind(v));
     };
     switch (decl.type) {
       case ir::ParamType::kInt:

@@ -200,15 +200,13 @@ void Machine::raise(int32_t reg) const {
     case Op::kArrayAt:
       what = "index out of range for parameter '" +
              program_.params[static_cast<size_t>(e.index)].name + "' (" +
-             std::to_string(bindings_.arrays[static_cast<size_t>(e.index)].size()) +
-             " elements)";
+             std::to_string(bindings_.arrays[static_cast<size_t>(e.index)].size()) + " elements)";
       break;
     case Op::kSegStart:
     case Op::kSegEnd:
       what = "segment number out of range for parameter '" +
              program_.params[static_cast<size_t>(e.index)].name + "' (" +
-             std::to_string(bindings_.segments[static_cast<size_t>(e.index)].size()) +
-             " segments)";
+             std::to_string(bindings_.segments[static_cast<size_t>(e.index)].size()) + " segments)";
       break;
     default:
       what = "integer overflow";

@@ -36,8 +36,9 @@ TEST(Api, EveryPassCanBeDumped) {
 }
 
 TEST(Api, ParameterErrorsNameTheParameterAndRule) {
-  const Mask m = must_compile("mask m(docs: segments, W: int, A: int[], p: segment) {\n"
-                              "  for d in docs { q in d: k in [d.start, q] | p }\n}\n");
+  const Mask m = must_compile(
+      "mask m(docs: segments, W: int, A: int[], p: segment) {\n"
+      "  for d in docs { q in d: k in [d.start, q] | p }\n}\n");
   const Segments one = Segments::from_lengths({4});
   const Params good{{"docs", Segments::from_lengths({3, 5})},
                     {"W", int64_t{2}},
@@ -47,13 +48,15 @@ TEST(Api, ParameterErrorsNameTheParameterAndRule) {
   EXPECT_NO_THROW(m.specialize(good, dims));
   Params missing = good;
   missing.erase("W");
-  EXPECT_NE(specialize_error(m, missing, dims).find("missing parameter 'W' (int)"), std::string::npos);
+  EXPECT_NE(specialize_error(m, missing, dims).find("missing parameter 'W' (int)"),
+            std::string::npos);
   Params extra = good;
   extra["X"] = int64_t{1};
   EXPECT_NE(specialize_error(m, extra, dims).find("unknown parameter 'X'"), std::string::npos);
   Params wrong = good;
   wrong["W"] = std::vector<int64_t>{1};
-  EXPECT_NE(specialize_error(m, wrong, dims).find("parameter 'W' must be an integer, got an integer array"),
+  EXPECT_NE(specialize_error(m, wrong, dims)
+                .find("parameter 'W' must be an integer, got an integer array"),
             std::string::npos);
   Params overlap = good;
   overlap["docs"] = Segments{{0, 3}, {4, 6}};
@@ -64,10 +67,12 @@ TEST(Api, ParameterErrorsNameTheParameterAndRule) {
   EXPECT_NE(specialize_error(m, reversed, dims).find("ends before it starts"), std::string::npos);
   Params two = good;
   two["p"] = Segments::from_lengths({1, 1});
-  EXPECT_NE(specialize_error(m, two, dims).find("takes exactly one segment, got 2"), std::string::npos);
+  EXPECT_NE(specialize_error(m, two, dims).find("takes exactly one segment, got 2"),
+            std::string::npos);
   EXPECT_NE(specialize_error(m, good, Dims{-1, 8, 1, 1}).find("nq must be in [0, 2^31-1], got -1"),
             std::string::npos);
-  EXPECT_NE(specialize_error(m, good, Dims{8, 8, 0, 1}).find("batch must be >= 1"), std::string::npos);
+  EXPECT_NE(specialize_error(m, good, Dims{8, 8, 0, 1}).find("batch must be >= 1"),
+            std::string::npos);
   EXPECT_NE(specialize_error(m, good, dims, Tiling{100, 128}), "no error");
   EXPECT_THROW(Segments::from_boundaries({0, 5, 3}), Error);
   EXPECT_THROW(Segments::from_lengths({2, -1}), Error);
@@ -75,22 +80,24 @@ TEST(Api, ParameterErrorsNameTheParameterAndRule) {
 
 TEST(Api, EvaluationErrorsCarryTheSourcePosition) {
   const Mask m = must_compile("mask m(z: int, A: int[]) {\n  q in all: k in [0, q / z]\n}\n");
-  const std::string div = specialize_error(m, {{"z", int64_t{0}}, {"A", std::vector<int64_t>{}}},
-                                           Dims{4, 4, 1, 1});
+  const std::string div =
+      specialize_error(m, {{"z", int64_t{0}}, {"A", std::vector<int64_t>{}}}, Dims{4, 4, 1, 1});
   EXPECT_NE(div.find("test.mask:2:"), std::string::npos) << div;
   EXPECT_NE(div.find("division by zero"), std::string::npos) << div;
   const Mask a = must_compile("mask m(A: int[]) {\n  q in all: k in [0, A[q]]\n}\n");
   const std::string oob =
       specialize_error(a, {{"A", std::vector<int64_t>{1, 2}}}, Dims{4, 4, 1, 1});
-  EXPECT_NE(oob.find("index out of range for parameter 'A' (2 elements)"), std::string::npos) << oob;
+  EXPECT_NE(oob.find("index out of range for parameter 'A' (2 elements)"), std::string::npos)
+      << oob;
   // The unused branch of a conditional is never an error.
-  const Mask guarded = must_compile(
-      "mask m(z: int) {\n  q in all: k in [0, if z == 0 then q else q / z]\n}\n");
+  const Mask guarded =
+      must_compile("mask m(z: int) {\n  q in all: k in [0, if z == 0 then q else q / z]\n}\n");
   EXPECT_NO_THROW(guarded.specialize({{"z", int64_t{0}}}, Dims{4, 4, 1, 1}));
 }
 
 TEST(Api, MasksSharedAcrossHeadsAreStoredOnce) {
-  const Mask m = must_compile("mask m(windows: int[]) {\n  q in all: k in (q - windows[h], q]\n}\n");
+  const Mask m =
+      must_compile("mask m(windows: int[]) {\n  q in all: k in (q - windows[h], q]\n}\n");
   const Dims dims{64, 64, 2, 4};
   const Plan same = m.specialize({{"windows", std::vector<int64_t>{5, 5, 5, 5}}}, dims, {16, 16});
   EXPECT_EQ(same.stats().instances, 1);
@@ -109,7 +116,8 @@ TEST(Api, PathologicalProgramsGetDiagnostics) {
   CompileResult r = compile(deep, "deep.mask");
   ASSERT_FALSE(r);
   EXPECT_FALSE(r.diagnostics.empty());
-  CompileResult sub = compile("mask m() {\n  let v = grid(0, 2, 3, 4)\n  q in all: k in all - v.ball(q, 1)\n}\n", "s.mask");
+  CompileResult sub = compile(
+      "mask m() {\n  let v = grid(0, 2, 3, 4)\n  q in all: k in all - v.ball(q, 1)\n}\n", "s.mask");
   ASSERT_FALSE(sub);
   EXPECT_EQ(sub.diagnostics[0].line, 3);
   EXPECT_NE(sub.diagnostics[0].message.find("cannot subtract"), std::string::npos);

@@ -14,7 +14,8 @@ TEST(ExamplesAgree, WithBruteForceAtOddLengthsAndTilings) {
     for (const ExampleCase& c : example_cases(n)) {
       CompileResult compiled = compile(example_source(c.example), c.example + ".mask");
       ASSERT_TRUE(compiled) << c.example << ": "
-                            << (compiled.diagnostics.empty() ? "" : compiled.diagnostics[0].format());
+                            << (compiled.diagnostics.empty() ? ""
+                                                             : compiled.diagnostics[0].format());
       for (const Tiling& t : tilings) {
         EXPECT_EQ(disagreement(*compiled.mask, c.params, c.dims, t), "")
             << c.example << " n=" << n << " tile " << t.m << "x" << t.n;

@@ -39,12 +39,18 @@ class ProgramGenerator {
  private:
   std::string query_set() {
     switch (pick(0, in_loop_ ? 5 : 3)) {
-      case 0: return "all";
-      case 1: return bracket(std::to_string(pick(-3, 40)), "Nq - " + std::to_string(pick(0, 30)));
-      case 2: return "docs";
-      case 3: return "g";
-      case 4: return "d";
-      default: return "[d.start + 1, d.end)";
+      case 0:
+        return "all";
+      case 1:
+        return bracket(std::to_string(pick(-3, 40)), "Nq - " + std::to_string(pick(0, 30)));
+      case 2:
+        return "docs";
+      case 3:
+        return "g";
+      case 4:
+        return "d";
+      default:
+        return "[d.start + 1, d.end)";
     }
   }
 
@@ -52,20 +58,34 @@ class ProgramGenerator {
   std::string row_expr() {
     const std::string c = std::to_string(pick(0, 25));
     switch (pick(0, in_loop_ ? 13 : 11)) {
-      case 0: return "q";
-      case 1: return "q - " + c;
-      case 2: return "q + " + c;
-      case 3: return c;
-      case 4: return "diag";
-      case 5: return "min(q, " + c + ")";
-      case 6: return "max(q - " + c + ", n)";
-      case 7: return "q / " + std::to_string(pick(1, 5)) + " * 2";
-      case 8: return "q % " + std::to_string(pick(1, 7)) + " + " + c;
-      case 9: return "W[h] + q";
-      case 10: return "clamp(q * 2 - " + c + ", 0, Nk)";
-      case 11: return "let t = q - " + c + " in if t < n then n else t";
-      case 12: return "d.start + " + c;
-      default: return "max(d.end - " + c + ", q)";
+      case 0:
+        return "q";
+      case 1:
+        return "q - " + c;
+      case 2:
+        return "q + " + c;
+      case 3:
+        return c;
+      case 4:
+        return "diag";
+      case 5:
+        return "min(q, " + c + ")";
+      case 6:
+        return "max(q - " + c + ", n)";
+      case 7:
+        return "q / " + std::to_string(pick(1, 5)) + " * 2";
+      case 8:
+        return "q % " + std::to_string(pick(1, 7)) + " + " + c;
+      case 9:
+        return "W[h] + q";
+      case 10:
+        return "clamp(q * 2 - " + c + ", 0, Nk)";
+      case 11:
+        return "let t = q - " + c + " in if t < n then n else t";
+      case 12:
+        return "d.start + " + c;
+      default:
+        return "max(d.end - " + c + ", q)";
     }
   }
 
@@ -78,10 +98,14 @@ class ProgramGenerator {
   // Sets that can be subtracted: intervals, segment lists, 2D neighbourhoods.
   std::string subtractable() {
     switch (pick(0, 3)) {
-      case 0: return bracket(row_expr(), row_expr());
-      case 1: return "docs";
-      case 2: return "g.disk(q, " + std::to_string(pick(0, 4)) + ")";
-      default: return "g.box(q, " + std::to_string(pick(0, 2)) + ", " + std::to_string(pick(0, 3)) + ")";
+      case 0:
+        return bracket(row_expr(), row_expr());
+      case 1:
+        return "docs";
+      case 2:
+        return "g.disk(q, " + std::to_string(pick(0, 4)) + ")";
+      default:
+        return "g.box(q, " + std::to_string(pick(0, 2)) + ", " + std::to_string(pick(0, 3)) + ")";
     }
   }
 
@@ -89,18 +113,28 @@ class ProgramGenerator {
     const int choice = depth <= 0 ? pick(0, 4) : pick(0, 10);
     switch (choice) {
       case 0:
-      case 1: return bracket(row_expr(), row_expr());
-      case 2: return "g.ellipse(q, " + std::to_string(pick(0, 4)) + ", " + std::to_string(pick(1, 5)) + ")";
-      case 3: return subtractable();
-      case 4: return in_loop_ ? "d" : "v.ball(q, " + std::to_string(pick(1, 3)) + ")";
+      case 1:
+        return bracket(row_expr(), row_expr());
+      case 2:
+        return "g.ellipse(q, " + std::to_string(pick(0, 4)) + ", " + std::to_string(pick(1, 5)) +
+               ")";
+      case 3:
+        return subtractable();
+      case 4:
+        return in_loop_ ? "d" : "v.ball(q, " + std::to_string(pick(1, 3)) + ")";
       case 5:
-      case 6: return "(" + key_set(depth - 1) + " | " + key_set(depth - 1) + ")";
-      case 7: return "(" + key_set(depth - 1) + " & " + key_set(depth - 1) + ")";
-      case 8: return "(" + key_set(depth - 1) + " - " + subtractable() + ")";
+      case 6:
+        return "(" + key_set(depth - 1) + " | " + key_set(depth - 1) + ")";
+      case 7:
+        return "(" + key_set(depth - 1) + " & " + key_set(depth - 1) + ")";
+      case 8:
+        return "(" + key_set(depth - 1) + " - " + subtractable() + ")";
       case 9:
         return "(if q % " + std::to_string(pick(2, 4)) + " == 0 then " + key_set(depth - 1) +
                " else " + key_set(depth - 1) + ")";
-      default: return "v.box(q, 1, " + std::to_string(pick(0, 1)) + ", " + std::to_string(pick(0, 2)) + ")";
+      default:
+        return "v.box(q, 1, " + std::to_string(pick(0, 1)) + ", " + std::to_string(pick(0, 2)) +
+               ")";
     }
   }
 
@@ -133,7 +167,8 @@ TEST(RandomPrograms, AgreeWithBruteForce) {
     const Tiling tiling = tilings[gen.pick(0, 4)];
     EXPECT_EQ(disagreement(*compiled.mask, params, dims, tiling), "")
         << "seed " << seed << " nq=" << nq << " nk=" << nk << " tile " << tiling.m << "x"
-        << tiling.n << "\n" << source;
+        << tiling.n << "\n"
+        << source;
   }
 }
 

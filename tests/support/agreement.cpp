@@ -49,9 +49,11 @@ std::string disagreement(const Mask& mask, const Params& params, const Dims& dim
     for (int32_t h = 0; h < dims.heads; ++h) {
       const std::vector<uint8_t> want = brute_force_dense(mask, params, dims, b, h);
       const InstanceRows rows = evaluate_rows(mask.program(), regions, bindings, dims, b, h);
-      std::string d = first_difference("row intervals", dense_from_rows(rows.all), want, dims, b, h);
+      std::string d =
+          first_difference("row intervals", dense_from_rows(rows.all), want, dims, b, h);
       if (d.empty()) {
-        d = first_difference("descriptor (forward)", decode_dense(plan.blob(), b, h), want, dims, b, h);
+        d = first_difference("descriptor (forward)", decode_dense(plan.blob(), b, h), want, dims, b,
+                             h);
       }
       if (d.empty()) {
         d = first_difference("descriptor (transposed)",

@@ -29,15 +29,21 @@ class Oracle {
     const ir::Expr& e = p_.exprs[id];
     auto fail = [&](const char* what) -> int64_t { throw Error(std::string("oracle: ") + what); };
     switch (e.op) {
-      case Op::kConst: return e.value;
-      case Op::kVar: return slots_[static_cast<size_t>(e.index)];
-      case Op::kParam: return bind_.ints[static_cast<size_t>(e.index)];
-      case Op::kArrayLen: return static_cast<int64_t>(bind_.arrays[static_cast<size_t>(e.index)].size());
-      case Op::kSegCount: return static_cast<int64_t>(bind_.segments[static_cast<size_t>(e.index)].size());
+      case Op::kConst:
+        return e.value;
+      case Op::kVar:
+        return slots_[static_cast<size_t>(e.index)];
+      case Op::kParam:
+        return bind_.ints[static_cast<size_t>(e.index)];
+      case Op::kArrayLen:
+        return static_cast<int64_t>(bind_.arrays[static_cast<size_t>(e.index)].size());
+      case Op::kSegCount:
+        return static_cast<int64_t>(bind_.segments[static_cast<size_t>(e.index)].size());
       case Op::kArrayAt: {
         const auto& a = bind_.arrays[static_cast<size_t>(e.index)];
         const int64_t i = eval(e.a);
-        return i >= 0 && i < static_cast<int64_t>(a.size()) ? a[static_cast<size_t>(i)] : fail("index");
+        return i >= 0 && i < static_cast<int64_t>(a.size()) ? a[static_cast<size_t>(i)]
+                                                            : fail("index");
       }
       case Op::kSegStart:
       case Op::kSegEnd: {
@@ -46,9 +52,12 @@ class Oracle {
         if (i < 0 || i >= static_cast<int64_t>(s.size())) return fail("segment");
         return (e.op == Op::kSegStart ? s.starts : s.ends)[static_cast<size_t>(i)];
       }
-      case Op::kSelect: return eval(e.a) != 0 ? eval(e.b) : eval(e.c);
-      case Op::kNeg: return -eval(e.a);
-      case Op::kNot: return eval(e.a) == 0;
+      case Op::kSelect:
+        return eval(e.a) != 0 ? eval(e.b) : eval(e.c);
+      case Op::kNeg:
+        return -eval(e.a);
+      case Op::kNot:
+        return eval(e.a) == 0;
       case Op::kIsqrt: {
         const int64_t a = eval(e.a);
         if (a < 0) return fail("isqrt");
@@ -57,13 +66,17 @@ class Oracle {
         while ((r + 1) * (r + 1) <= a) ++r;
         return r;
       }
-      default: break;
+      default:
+        break;
     }
     const int64_t a = eval(e.a), b = eval(e.b);
     switch (e.op) {
-      case Op::kAdd: return a + b;
-      case Op::kSub: return a - b;
-      case Op::kMul: return a * b;
+      case Op::kAdd:
+        return a + b;
+      case Op::kSub:
+        return a - b;
+      case Op::kMul:
+        return a * b;
       case Op::kDiv:
       case Op::kMod: {
         if (b == 0) return fail("division by zero");
@@ -71,27 +84,42 @@ class Oracle {
         const int64_t fq = static_cast<int64_t>(q);
         return e.op == Op::kDiv ? fq : a - fq * b;
       }
-      case Op::kMin: return a < b ? a : b;
-      case Op::kMax: return a > b ? a : b;
-      case Op::kLt: return a < b;
-      case Op::kLe: return a <= b;
-      case Op::kEq: return a == b;
-      case Op::kNe: return a != b;
-      case Op::kAnd: return (a != 0) && (b != 0);
-      case Op::kOr: return (a != 0) || (b != 0);
-      default: return fail("unknown op");
+      case Op::kMin:
+        return a < b ? a : b;
+      case Op::kMax:
+        return a > b ? a : b;
+      case Op::kLt:
+        return a < b;
+      case Op::kLe:
+        return a <= b;
+      case Op::kEq:
+        return a == b;
+      case Op::kNe:
+        return a != b;
+      case Op::kAnd:
+        return (a != 0) && (b != 0);
+      case Op::kOr:
+        return (a != 0) || (b != 0);
+      default:
+        return fail("unknown op");
     }
   }
 
   bool contains(SetId id, int64_t x) const {
     const ir::SetNode& s = p_.sets[static_cast<size_t>(id)];
     switch (s.op) {
-      case SetOp::kEmpty: return false;
-      case SetOp::kInterval: return eval(s.lo) <= x && x < eval(s.hi);
-      case SetOp::kUnion: return contains(s.a, x) || contains(s.b, x);
-      case SetOp::kIntersect: return contains(s.a, x) && contains(s.b, x);
-      case SetOp::kDiff: return contains(s.a, x) && !contains(s.b, x);
-      case SetOp::kSelect: return eval(s.cond) != 0 ? contains(s.a, x) : contains(s.b, x);
+      case SetOp::kEmpty:
+        return false;
+      case SetOp::kInterval:
+        return eval(s.lo) <= x && x < eval(s.hi);
+      case SetOp::kUnion:
+        return contains(s.a, x) || contains(s.b, x);
+      case SetOp::kIntersect:
+        return contains(s.a, x) && contains(s.b, x);
+      case SetOp::kDiff:
+        return contains(s.a, x) && !contains(s.b, x);
+      case SetOp::kSelect:
+        return eval(s.cond) != 0 ? contains(s.a, x) : contains(s.b, x);
       case SetOp::kSegmentUnion: {
         const Segments& seg = bind_.segments[static_cast<size_t>(s.param)];
         for (size_t i = 0; i < seg.size(); ++i) {
@@ -99,7 +127,8 @@ class Oracle {
         }
         return false;
       }
-      case SetOp::kGrid: return in_neighbourhood(p_.grids[static_cast<size_t>(s.grid)], x);
+      case SetOp::kGrid:
+        return in_neighbourhood(p_.grids[static_cast<size_t>(s.grid)], x);
     }
     return false;
   }
