@@ -175,9 +175,8 @@ void for_each_binding(const ir::Program& p, const Bindings& bind, const ir::Regi
 
 }  // namespace
 
-std::vector<uint8_t> brute_force_dense(const Mask& mask, const Params& params, const Dims& dims,
+std::vector<uint8_t> brute_force_dense(const ir::Program& p, const Params& params, const Dims& dims,
                                        int32_t b, int32_t h) {
-  const ir::Program& p = mask.program();
   const Bindings bindings = bind(p, params, dims);
   Oracle oracle(p, bindings, dims);
   oracle.slots()[ir::kSlotB] = b;
