@@ -1,0 +1,147 @@
+"""cm.attention: argument checks, then the compilemask::attention_forward operator.
+
+Every check reads only shapes, strides, dtypes and devices, so it costs no host sync, traces
+under torch.compile without a graph break, and runs before anything reaches the GPU: bad
+input raises TypeError or ValueError naming the argument and the rule, never a CUDA error."""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from . import _torch_ops
+from ._plan import Plan
+
+_KERNEL_DTYPES = (torch.bfloat16, torch.float16)
+_KERNEL_HEAD_DIMS = (64, 128)
+_KERNEL_TILE = (128, 128)
+_ALIGN = 8  # elements of 16 bytes (2-byte types): the kernel's TMA and store granularity
+
+
+def _check_tensor(name: str, x: Any, device: torch.device) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.device != device:
+        raise ValueError(f"{name} is on {x.device}, but the plan is on {device}; all of q, k, v "
+                         "and the plan must be on one CUDA device")
+    if x.dtype not in _KERNEL_DTYPES:
+        raise TypeError(f"{name} has dtype {x.dtype}; cm.attention needs torch.bfloat16 or "
+                        "torch.float16")
+    if x.dim() not in (3, 4):
+        raise ValueError(f"{name} must be 4-D ([B, S, H, D] or [B, H, S, D]) or 3-D jagged "
+                         f"[T, H, D], got shape {tuple(x.shape)}")
+    if x.stride(-1) != 1:
+        raise ValueError(f"{name}: the last (head) dimension must be contiguous (stride 1), got "
+                         f"stride {x.stride(-1)}; call .contiguous()")
+    if any(s % _ALIGN for s in x.stride()[:-1]) or x.storage_offset() % _ALIGN:
+        raise ValueError(f"{name}: strides {tuple(x.stride())} and storage offset "
+                         f"{x.storage_offset()} must be multiples of {_ALIGN} elements (16 "
+                         "bytes) for the kernel's tensor loads; call .contiguous()")
+
+
+def _check_offsets(name: str, offsets: Any, batch: int, device: torch.device) -> None:
+    if not isinstance(offsets, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of int32 start rows, got "
+                        f"{type(offsets).__name__}")
+    if offsets.dtype != torch.int32 or offsets.device != device:
+        raise TypeError(f"{name} must be an int32 tensor on {device}, got {offsets.dtype} on "
+                        f"{offsets.device}")
+    if offsets.dim() != 1 or offsets.shape[0] != batch or not offsets.is_contiguous():
+        raise ValueError(f"{name} must be a contiguous 1-D tensor of {batch} start rows (one per "
+                         f"sequence), got shape {tuple(offsets.shape)}")
+
+
+def _split(x: Tensor, layout: str) -> tuple[int, int, int, int]:
+    """(batch, rows, heads, head_dim) of a 4-D tensor, or (1, T, heads, head_dim) of 3-D."""
+    if x.dim() == 3:
+        return 1, x.shape[0], x.shape[1], x.shape[2]
+    if layout == "bhsd":
+        return x.shape[0], x.shape[2], x.shape[1], x.shape[3]
+    return x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float] = None,
+              return_lse: bool = False, *, layout: str = "bshd",
+              offsets: Optional[Tensor] = None,
+              k_offsets: Optional[Tensor] = None) -> Any:
+    """softmax(scale * q kᵀ, masked by `plan`) v on torch CUDA tensors (bf16 or fp16, head dim
+    64 or 128), differentiable.
+
+    Layouts: 4-D q [B, Sq, Hq, D] with k, v [B, Sk, Hkv, D] (layout="bshd", the default) or
+    [B, H, S, D] (layout="bhsd"); Hq a multiple of Hkv (GQA/MQA). Or jagged 3-D [T, H, D]:
+    without offsets one sequence of T rows; with `offsets` (int32 CUDA tensor of B start rows)
+    sequence b is rows offsets[b] + [0, plan.nq) of q and k_offsets[b] + [0, plan.nk) of k and
+    v (k_offsets defaults to offsets); those ranges must lie inside T (not checked: reading the
+    offsets would need a host sync). Rows of a jagged q outside every sequence give 0.
+
+    The plan must be specialized for these lengths with tile (128, 128), batch 1 or B and heads
+    1 or Hq, and be on q's device (specialize(device=...) or plan.to(device)).
+    scale defaults to 1/sqrt(D). Returns out (q's shape and dtype), and with return_lse also
+    the float32 natural-log LSE ([B, Hq, Sq], or [Hq, T] for 3-D; -inf where a row sees no
+    key)."""
+    if not isinstance(plan, Plan):
+        raise TypeError(f"plan must be a compilemask.Plan, got {type(plan).__name__}")
+    if plan.device is None:
+        raise ValueError("plan is not on a CUDA device: specialize(..., device='cuda') or use "
+                         "plan.to(device) once, before calling cm.attention")
+    if _torch_ops._cuda is None:
+        raise RuntimeError("this compilemask build has no CUDA kernels (built without nvcc or "
+                           "CUTLASS, or with CM_CUDA=OFF)")
+    if layout not in ("bshd", "bhsd"):
+        raise ValueError(f"layout must be 'bshd' or 'bhsd', got {layout!r}")
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _check_tensor(name, x, plan.device)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k and v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.dim() == k.dim() == v.dim()):
+        raise ValueError(f"q, k and v must have the same number of dimensions, got {q.dim()}, "
+                         f"{k.dim()}, {v.dim()}")
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have one shape, got {tuple(k.shape)} and "
+                         f"{tuple(v.shape)}")
+    batch, nq, heads_q, dim = _split(q, layout)
+    k_batch, nk, heads_kv, k_dim = _split(k, layout)
+    if dim not in _KERNEL_HEAD_DIMS:
+        raise ValueError(f"q has head dim {dim}; the kernel supports {_KERNEL_HEAD_DIMS}")
+    if k_dim != dim:
+        raise ValueError(f"k and v have head dim {k_dim} but q has {dim}")
+    if heads_q % heads_kv:
+        raise ValueError(f"q's {heads_q} heads must be a multiple of k's and v's {heads_kv}")
+    if k_batch != batch:
+        raise ValueError(f"q has batch {batch} but k and v have {k_batch}")
+
+    jagged = q.dim() == 3 and offsets is not None
+    if q.dim() == 4 and (offsets is not None or k_offsets is not None):
+        raise ValueError("offsets and k_offsets are for jagged 3-D [T, H, D] inputs only")
+    if q.dim() == 3 and offsets is None and k_offsets is not None:
+        raise ValueError("k_offsets needs offsets")
+    if jagged:
+        k_offsets = offsets if k_offsets is None else k_offsets
+        batch = offsets.shape[0] if isinstance(offsets, Tensor) else 0
+        _check_offsets("offsets", offsets, batch, plan.device)
+        _check_offsets("k_offsets", k_offsets, batch, plan.device)
+        if nq < plan.nq or nk < plan.nk:
+            raise ValueError(f"jagged q has {nq} rows and k {nk}, fewer than one sequence of the "
+                             f"plan (nq={plan.nq}, nk={plan.nk})")
+    elif (plan.nq, plan.nk) != (nq, nk):
+        raise ValueError(f"the plan was specialized for nq={plan.nq}, nk={plan.nk}, but q has "
+                         f"{nq} rows and k has {nk}")
+    if plan.batch not in (1, batch):
+        raise ValueError(f"the plan was specialized for batch={plan.batch}; the inputs have "
+                         f"batch {batch} (plans of batch 1 serve any batch)")
+    if plan.heads not in (1, heads_q):
+        raise ValueError(f"the plan was specialized for heads={plan.heads}; q has {heads_q} heads "
+                         "(plans of heads 1 serve any head count)")
+    if plan.tile != _KERNEL_TILE:
+        raise ValueError(f"the plan has tile {plan.tile}; the sm90 kernel needs tile=(128, 128)")
+    if scale is None:
+        scale = 1.0 / math.sqrt(dim)
+    elif not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+
+    out, lse = torch.ops.compilemask.attention_forward(
+        q, k, v, plan._desc_host, plan._desc_device, plan._tiles, offsets if jagged else None,
+        k_offsets if jagged else None, layout == "bhsd", plan.nq, plan.nk, float(scale))
+    return (out, lse) if return_lse else out

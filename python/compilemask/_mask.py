@@ -1,0 +1,108 @@
+"""compile(), Mask and BoundMask: the Python face of the mask compiler."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from . import _core
+from ._errors import Diagnostic, MaskError
+from ._params import convert
+from ._plan import Plan
+
+
+def _read_source(source_or_path: str | os.PathLike) -> tuple[str, str]:
+    """(source text, file name for diagnostics). A path-like object, or a one-line string that
+    names an existing file, is read; any other string is the program itself."""
+    if isinstance(source_or_path, os.PathLike):
+        path = Path(source_or_path)
+        return path.read_text(), str(path)
+    if not isinstance(source_or_path, str):
+        raise TypeError(
+            f"compile takes mask source text or a path, got {type(source_or_path).__name__}"
+        )
+    if "\n" not in source_or_path and "{" not in source_or_path and Path(source_or_path).is_file():
+        return Path(source_or_path).read_text(), source_or_path
+    return source_or_path, "<input>"
+
+
+def compile(source_or_path: str | os.PathLike) -> "Mask":  # noqa: A001 (the API's name)
+    """Compiles a mask program (source text or a path to a .mask file). Raises MaskError with
+    every diagnostic (line, column, caret) if it does not compile."""
+    source, file = _read_source(source_or_path)
+    core, diagnostics = _core.compile(source, file)
+    if core is None:
+        raise MaskError([Diagnostic(*d) for d in diagnostics])
+    return Mask(core)
+
+
+class Mask:
+    """A compiled mask program. `specialize` binds parameter values and shapes; it never
+    re-parses or recompiles."""
+
+    def __init__(self, core: _core.Mask):
+        self._core = core
+        self.name: str = core.name
+        self.params: dict[str, str] = dict(core.params())  # name -> "int", "int[]", "segment(s)"
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{n}: {t}" for n, t in self.params.items())
+        return f"<compilemask.Mask {self.name}({params})>"
+
+    def bind(self, **params: Any) -> "BoundMask":
+        """This mask with some parameters fixed; the rest are given to specialize."""
+        convert(self.params, self.name, params)  # rejects unknown names and bad kinds now
+        return BoundMask(self, params)
+
+    def specialize(
+        self,
+        *,
+        nq: int,
+        nk: int | None = None,
+        batch: int = 1,
+        heads: int = 1,
+        tile: tuple[int, int] = (128, 128),
+        device: Any = None,
+        **params: Any,
+    ) -> Plan:
+        """Binds `params` for an nq x nk problem (nk defaults to nq) over batch x heads masks,
+        cut into tile = (tile_m, tile_n) tiles. With `device` (a torch CUDA device), the plan
+        is also uploaded for cm.attention. Raises TypeError or ValueError naming the parameter
+        and the rule when a value does not fit."""
+        ints, arrays, segs = convert(self.params, self.name, params)
+        tile_m, tile_n = _tile(tile)
+        core = self._core.specialize(
+            ints, arrays, segs, _count(nq, "nq"), _count(nq if nk is None else nk, "nk"),
+            _count(batch, "batch"), _count(heads, "heads"), tile_m, tile_n,
+        )
+        plan = Plan(core, self.name)
+        return plan if device is None else plan.to(device)
+
+
+class BoundMask:
+    """A Mask with some parameters already given (what the cm.masks helpers return)."""
+
+    def __init__(self, mask: Mask, params: dict[str, Any]):
+        self.mask = mask
+        self.bound = params
+
+    def __repr__(self) -> str:
+        return f"<compilemask.BoundMask {self.mask.name} bound={sorted(self.bound)}>"
+
+    def specialize(self, **kwargs: Any) -> Plan:
+        """Mask.specialize with the bound parameters added (a parameter given again wins)."""
+        return self.mask.specialize(**{**self.bound, **kwargs})
+
+
+def _count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    return int(value)
+
+
+def _tile(tile: Any) -> tuple[int, int]:
+    try:
+        tile_m, tile_n = tile
+    except (TypeError, ValueError):
+        raise TypeError(f"tile must be a (tile_m, tile_n) pair, got {tile!r}") from None
+    return _count(tile_m, "tile[0]"), _count(tile_n, "tile[1]")

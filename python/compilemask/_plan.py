@@ -1,0 +1,78 @@
+"""Plan: a mask bound to parameters, lengths and tiling, with its descriptor and stats."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from . import _core
+
+
+class Plan:
+    """The descriptor of one specialized mask, plus its shape and (after `to(device)` or
+    `specialize(device=...)`) the device tensors cm.attention reads.
+
+    Attributes: mask_name, nq, nk, batch, heads, tile (tile_m, tile_n), device (None or a
+    torch.device)."""
+
+    def __init__(self, core: _core.Plan, mask_name: str):
+        self._core = core
+        self.mask_name = mask_name
+        self.nq, self.nk = core.nq, core.nk
+        self.batch, self.heads = core.batch, core.heads
+        self.tile = (core.tile_m, core.tile_n)
+        self.device = None
+        # Set by compilemask._torch_plan.attach: the descriptor in host and device memory and
+        # the decoded tile lists of the backward fallback.
+        self._desc_host = None
+        self._desc_device = None
+        self._tiles = None
+
+    # ---- inspection ------------------------------------------------------------------------
+
+    @property
+    def descriptor(self) -> np.ndarray:
+        """The descriptor bytes (docs/descriptor.md) as a read-only uint8 array."""
+        return self._core.descriptor
+
+    def stats(self) -> dict[str, Any]:
+        """Tile counts (tiles, full_tiles, partial_tiles, empty_tiles), density, visible_pairs,
+        computed_pairs, bytes, instances, patterns, grid_formulas, build_seconds."""
+        return self._core.stats()
+
+    def to_dense(self, b: int = 0, h: int = 0) -> np.ndarray:
+        """The [nq, nk] boolean visibility of mask (b, h). For small sizes (at most 2^26
+        elements)."""
+        return self._core.dense(b, h).view(np.bool_)
+
+    def tile_map(self, b: int = 0, h: int = 0, width: int = 80) -> str:
+        """The ASCII tile map of mask (b, h): █ full, ░ partial, blank empty tiles."""
+        return self._core.tile_map(b, h, width)
+
+    def save_png(self, path: str | os.PathLike, b: int = 0, h: int = 0) -> None:
+        """Writes a PNG of mask (b, h): the element mask next to the tile classes."""
+        self._core.save_png(os.fspath(path), b, h)
+
+    def __str__(self) -> str:
+        return self.tile_map()
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        where = "host" if self.device is None else str(self.device)
+        return (
+            f"<compilemask.Plan {self.mask_name} nq={self.nq} nk={self.nk} batch={self.batch} "
+            f"heads={self.heads} tile={self.tile[0]}x{self.tile[1]} density={s['density']:.4f} "
+            f"bytes={s['bytes']} on {where}>"
+        )
+
+    # ---- devices ---------------------------------------------------------------------------
+
+    def to(self, device: Any) -> "Plan":
+        """A plan sharing this descriptor, uploaded to a torch CUDA device (needs torch). Do it
+        once, outside CUDA graph capture and torch.compile regions."""
+        from . import _torch_plan
+
+        moved = Plan(self._core, self.mask_name)
+        _torch_plan.attach(moved, device)
+        return moved

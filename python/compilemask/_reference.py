@@ -1,0 +1,56 @@
+"""The CPU reference attention (the C++ oracle of the GPU kernels) on numpy arrays."""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+
+from . import _core
+from ._plan import Plan
+
+
+class ReferenceResult(NamedTuple):
+    out: np.ndarray  # [B, Hq, Nq, D]
+    lse: np.ndarray  # [B, Hq, Nq], natural log; -inf for rows that see no key
+    dq: Optional[np.ndarray] = None  # [B, Hq, Nq, D], with backward=
+    dk: Optional[np.ndarray] = None  # [B, Hkv, Nk, D]
+    dv: Optional[np.ndarray] = None  # [B, Hkv, Nk, D]
+
+
+def _float32(name: str, value: Any) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype.kind != "f":
+        raise TypeError(f"{name} must hold floating-point values, got dtype {array.dtype}")
+    if array.ndim != 4:
+        raise ValueError(f"{name} must be 4-D [batch, heads, rows, head_dim], got {array.shape}")
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def reference_attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    plan: Plan,
+    scale: Optional[float] = None,
+    backward: Any = None,
+    accumulate: str = "float32",
+) -> ReferenceResult:
+    """softmax(scale * q kᵀ, masked by `plan`) v on the CPU, in [batch, heads, rows, head_dim]
+    layout (q: [B, Hq, Nq, D]; k, v: [B, Hkv, Nk, D], Hq a multiple of Hkv). Inputs are
+    converted to float32; `accumulate` is "float32" or "float64". With `backward=dout`, also
+    returns dq, dk, dv. scale defaults to 1/sqrt(D)."""
+    if not isinstance(plan, Plan):
+        raise TypeError(f"plan must be a compilemask.Plan, got {type(plan).__name__}")
+    if accumulate not in ("float32", "float64"):
+        raise ValueError(f"accumulate must be 'float32' or 'float64', got {accumulate!r}")
+    if scale is not None and not (np.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be finite and > 0, got {scale}")
+    q32, k32, v32 = _float32("q", q), _float32("k", k), _float32("v", v)
+    scale32 = 0.0 if scale is None else float(scale)
+    wide = accumulate == "float64"
+    out, lse = _core.reference_forward(plan._core, q32, k32, v32, scale32, wide)
+    if backward is None:
+        return ReferenceResult(out, lse)
+    dout = _float32("backward (dout)", backward)
+    dq, dk, dv = _core.reference_backward(plan._core, q32, k32, v32, out, dout, lse, scale32, wide)
+    return ReferenceResult(out, lse, dq, dk, dv)

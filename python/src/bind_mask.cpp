@@ -1,0 +1,103 @@
+// Bindings of cm::compile and cm::Mask. Parameter values arrive already sorted by kind by
+// compilemask/_params.py: integers, int64 arrays, and segment lists as (starts, ends) arrays.
+#include <compilemask/compilemask.h>
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "numpy_out.h"
+
+#include "bindings.h"
+
+namespace nb = nanobind;
+
+namespace cm::python {
+namespace {
+
+using IntArray = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+std::vector<int64_t> to_vector(const IntArray& a) {
+  return {a.data(), a.data() + a.shape(0)};
+}
+
+// (file, line, column, message, source_line, formatted text with the caret)
+using DiagnosticTuple = std::tuple<std::string, int, int, std::string, std::string, std::string>;
+
+std::pair<std::optional<Mask>, std::vector<DiagnosticTuple>> compile_source(
+    const std::string& source, const std::string& file) {
+  CompileResult result = compile(source, file);
+  std::vector<DiagnosticTuple> diagnostics;
+  for (const Diagnostic& d : result.diagnostics) {
+    diagnostics.emplace_back(d.file, d.line, d.column, d.message, d.source_line, d.format());
+  }
+  return {std::move(result.mask), std::move(diagnostics)};
+}
+
+Plan specialize(const Mask& mask, const std::map<std::string, int64_t>& ints,
+                const std::map<std::string, IntArray>& arrays,
+                const std::map<std::string, std::pair<IntArray, IntArray>>& segments,
+                const Dims& dims, const Tiling& tiling) {
+  Params params;
+  for (const auto& [name, value] : ints) params[name] = value;
+  for (const auto& [name, value] : arrays) params[name] = to_vector(value);
+  for (const auto& [name, value] : segments) {
+    params[name] = Segments{to_vector(value.first), to_vector(value.second)};
+  }
+  nb::gil_scoped_release unlocked;
+  return mask.specialize(params, dims, tiling);
+}
+
+using SegmentArrays = std::pair<nb::ndarray<nb::numpy, int64_t>, nb::ndarray<nb::numpy, int64_t>>;
+
+SegmentArrays to_arrays(Segments s) {
+  const size_t n = s.size();
+  return {to_numpy(std::move(s.starts), {n}), to_numpy(std::move(s.ends), {n})};
+}
+
+}  // namespace
+
+void bind_mask(nb::module_& m) {
+  m.def("compile", &compile_source, nb::arg("source"), nb::arg("file"),
+        "Returns (mask or None, diagnostics as (file, line, column, message, source line, "
+        "formatted text)).");
+  m.def("pass_names", &pass_names);
+  m.def(
+      "segments_from_lengths",
+      [](const IntArray& lengths, int64_t origin) {
+        return to_arrays(Segments::from_lengths(to_vector(lengths), origin));
+      },
+      nb::arg("lengths"), nb::arg("origin"));
+  m.def(
+      "segments_from_boundaries",
+      [](const IntArray& boundaries) {
+        return to_arrays(Segments::from_boundaries(to_vector(boundaries)));
+      },
+      nb::arg("boundaries"));
+
+  nb::class_<Mask>(m, "Mask")
+      .def_prop_ro("name", &Mask::name)
+      .def("params",
+           [](const Mask& self) {
+             std::vector<std::pair<std::string, std::string>> out;
+             for (const ParamInfo& p : self.params()) out.emplace_back(p.name, p.type);
+             return out;
+           })
+      .def(
+          "specialize",
+          [](const Mask& self, const std::map<std::string, int64_t>& ints,
+             const std::map<std::string, IntArray>& arrays,
+             const std::map<std::string, std::pair<IntArray, IntArray>>& segments, int64_t nq,
+             int64_t nk, int32_t batch, int32_t heads, int32_t tile_m, int32_t tile_n) {
+            return specialize(self, ints, arrays, segments, Dims{nq, nk, batch, heads},
+                              Tiling{tile_m, tile_n});
+          },
+          nb::arg("ints"), nb::arg("arrays"), nb::arg("segments"), nb::arg("nq"), nb::arg("nk"),
+          nb::arg("batch"), nb::arg("heads"), nb::arg("tile_m"), nb::arg("tile_n"));
+}
+
+}  // namespace cm::python

@@ -1,0 +1,105 @@
+// Bindings of cm::Plan: the descriptor bytes, stats, dense decoding, tile lists for the torch
+// backward fallback, and the ASCII and PNG renderings of src/render.
+#include <compilemask/compilemask.h>
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include "numpy_out.h"
+#include "render/mask_image.h"
+#include "render/png.h"
+#include "render/tile_map.h"
+#include "tile_lists.h"
+
+#include "bindings.h"
+
+namespace nb = nanobind;
+
+namespace cm::python {
+namespace {
+
+nb::dict stats_dict(const Plan& plan) {
+  const PlanStats& s = plan.stats();
+  nb::dict d;
+  d["bytes"] = s.bytes;
+  d["instances"] = s.instances;
+  d["full_tiles"] = s.full_tiles;
+  d["partial_tiles"] = s.partial_tiles;
+  d["empty_tiles"] = s.empty_tiles;
+  d["tiles"] = s.full_tiles + s.partial_tiles + s.empty_tiles;
+  d["patterns"] = s.patterns;
+  d["grid_formulas"] = s.grid_formulas;
+  d["visible_pairs"] = s.visible_pairs;
+  d["computed_pairs"] = s.computed_pairs;
+  d["density"] = s.density;
+  d["build_seconds"] = s.build_seconds;
+  return d;
+}
+
+nb::dict tile_lists_dict(const Plan& plan) {
+  TileLists t = decode_tile_lists(plan.blob());
+  const auto i = static_cast<size_t>(t.instances), m = static_cast<size_t>(t.q_tiles),
+             w = static_cast<size_t>(t.width);
+  nb::dict d;
+  d["key_tile"] = to_numpy(std::move(t.key_tile), {i, m, w});
+  d["mask_slot"] = to_numpy(std::move(t.mask_slot), {i, m, w});
+  d["masks"] = to_numpy(
+      std::move(t.masks),
+      {static_cast<size_t>(t.slots), static_cast<size_t>(t.tile_m), static_cast<size_t>(t.tile_n)});
+  return d;
+}
+
+// The instance index of every (b, h), [batch, heads], read from the descriptor.
+nb::ndarray<nb::numpy, int32_t> instance_map(const Plan& plan) {
+  const desc::Header& h = desc::header(plan.blob());
+  const int32_t* map = desc::at<int32_t>(plan.blob(), h.instance_map_offset);
+  const auto count = static_cast<size_t>(h.batch) * static_cast<size_t>(h.heads);
+  return to_numpy(std::vector<int32_t>(map, map + count),
+                  {static_cast<size_t>(h.batch), static_cast<size_t>(h.heads)});
+}
+
+}  // namespace
+
+void bind_plan(nb::module_& m) {
+  nb::class_<Plan>(m, "Plan")
+      .def_prop_ro(
+          "descriptor",
+          [](const Plan& self) {
+            const size_t shape[1] = {self.size_bytes()};
+            return nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(self.blob(), 1, shape,
+                                                                      nb::handle());
+          },
+          nb::rv_policy::reference_internal, "The descriptor bytes (a read-only view)")
+      .def_prop_ro("nq", [](const Plan& self) { return self.dims().nq; })
+      .def_prop_ro("nk", [](const Plan& self) { return self.dims().nk; })
+      .def_prop_ro("batch", [](const Plan& self) { return self.dims().batch; })
+      .def_prop_ro("heads", [](const Plan& self) { return self.dims().heads; })
+      .def_prop_ro("tile_m", [](const Plan& self) { return self.tiling().m; })
+      .def_prop_ro("tile_n", [](const Plan& self) { return self.tiling().n; })
+      .def("stats", &stats_dict)
+      .def("stats_text", [](const Plan& self) { return self.stats().format(); })
+      .def("stats_json", [](const Plan& self) { return self.stats().to_json(); })
+      .def(
+          "dense",
+          [](const Plan& self, int32_t b, int32_t h) {
+            return to_numpy(self.dense(b, h), {static_cast<size_t>(self.dims().nq),
+                                               static_cast<size_t>(self.dims().nk)});
+          },
+          nb::arg("b"), nb::arg("h"))
+      .def("instance_map", &instance_map)
+      .def("tile_lists", &tile_lists_dict)
+      .def(
+          "tile_map",
+          [](const Plan& self, int b, int h, int width) {
+            return render::format_tile_map(self.blob(), b, h, width);
+          },
+          nb::arg("b"), nb::arg("h"), nb::arg("width"))
+      .def(
+          "save_png",
+          [](const Plan& self, const std::string& path, int b, int h) {
+            render::write_png(path, render::render_mask_image(self.blob(), b, h));
+          },
+          nb::arg("path"), nb::arg("b"), nb::arg("h"));
+}
+
+}  // namespace cm::python

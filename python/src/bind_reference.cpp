@@ -1,0 +1,98 @@
+// Bindings of the CPU reference attention (include/compilemask/reference.h) on float32 numpy
+// arrays in [batch, heads, rows, head_dim] order. Outputs are new arrays.
+#include <compilemask/compilemask.h>
+#include <compilemask/reference.h>
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/tuple.h>
+
+#include "numpy_out.h"
+
+#include "bindings.h"
+
+namespace nb = nanobind;
+
+namespace cm::python {
+namespace {
+
+using Input = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
+using Output = nb::ndarray<nb::numpy, float>;
+
+int32_t dim(const Input& a, size_t axis) {
+  return static_cast<int32_t>(a.shape(axis));
+}
+
+size_t sz(int32_t v) {
+  return static_cast<size_t>(v);
+}
+
+// Reads the shape from q [B, Hq, Nq, D] and k [B, Hkv, Nk, D]; the C++ reference checks it
+// against the descriptor. v must match k and out/dout must match q.
+AttentionShape shape_of(const Input& q, const Input& k, const Input& v) {
+  for (size_t axis = 0; axis < 4; ++axis) {
+    if (v.shape(axis) != k.shape(axis)) throw Error("v must have the shape of k");
+  }
+  if (q.shape(0) != k.shape(0)) throw Error("q and k must have the same batch size");
+  if (q.shape(3) != k.shape(3)) throw Error("q and k must have the same head dim");
+  return {dim(q, 0), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2), dim(q, 3)};
+}
+
+void require_shape_of(const Input& a, const Input& q, const char* name) {
+  for (size_t axis = 0; axis < 4; ++axis) {
+    if (a.shape(axis) != q.shape(axis))
+      throw Error(std::string(name) + " must have the shape of q");
+  }
+}
+
+ReferenceOptions options(float scale, bool float64) {
+  ReferenceOptions o;
+  o.scale = scale;
+  o.accumulate = float64 ? Accumulate::kFloat64 : Accumulate::kFloat32;
+  return o;
+}
+
+std::tuple<Output, Output> forward(const Plan& plan, const Input& q, const Input& k, const Input& v,
+                                   float scale, bool float64) {
+  const AttentionShape s = shape_of(q, k, v);
+  std::vector<float> out(q.size()), lse(sz(s.batch) * sz(s.heads_q) * sz(s.nq));
+  {
+    nb::gil_scoped_release unlocked;
+    reference_forward(plan.blob(), s, q.data(), k.data(), v.data(), out.data(), lse.data(),
+                      options(scale, float64));
+  }
+  return {to_numpy(std::move(out), {sz(s.batch), sz(s.heads_q), sz(s.nq), sz(s.head_dim)}),
+          to_numpy(std::move(lse), {sz(s.batch), sz(s.heads_q), sz(s.nq)})};
+}
+
+std::tuple<Output, Output, Output> backward(
+    const Plan& plan, const Input& q, const Input& k, const Input& v, const Input& out,
+    const Input& dout,
+    const nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>& lse, float scale,
+    bool float64) {
+  const AttentionShape s = shape_of(q, k, v);
+  require_shape_of(out, q, "out");
+  require_shape_of(dout, q, "dout");
+  if (lse.shape(0) != q.shape(0) || lse.shape(1) != q.shape(1) || lse.shape(2) != q.shape(2)) {
+    throw Error("lse must have the shape [batch, heads, nq] of q");
+  }
+  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+  {
+    nb::gil_scoped_release unlocked;
+    reference_backward(plan.blob(), s, q.data(), k.data(), v.data(), out.data(), dout.data(),
+                       lse.data(), dq.data(), dk.data(), dv.data(), options(scale, float64));
+  }
+  return {to_numpy(std::move(dq), {sz(s.batch), sz(s.heads_q), sz(s.nq), sz(s.head_dim)}),
+          to_numpy(std::move(dk), {sz(s.batch), sz(s.heads_kv), sz(s.nk), sz(s.head_dim)}),
+          to_numpy(std::move(dv), {sz(s.batch), sz(s.heads_kv), sz(s.nk), sz(s.head_dim)})};
+}
+
+}  // namespace
+
+void bind_reference(nb::module_& m) {
+  m.def("reference_forward", &forward, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
+        nb::arg("scale"), nb::arg("float64"));
+  m.def("reference_backward", &backward, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
+        nb::arg("out"), nb::arg("dout"), nb::arg("lse"), nb::arg("scale"), nb::arg("float64"));
+}
+
+}  // namespace cm::python

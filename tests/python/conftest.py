@@ -1,0 +1,63 @@
+"""Shared helpers of the Python tests: dense float64 attention and the workloads module."""
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _workloads_path() -> Path | None:
+    candidates = [os.environ.get("CM_WORKLOADS", ""), REPO.parent / "shared" / "reference",
+                  REPO / "third_party" / "shared_reference"]
+    for folder in candidates:
+        if folder and (Path(folder) / "workloads.py").is_file():
+            return Path(folder) / "workloads.py"
+    return None
+
+
+@pytest.fixture(scope="session")
+def workloads():
+    """shared/reference/workloads.py: the benchmark masks as brute-force predicates."""
+    path = _workloads_path()
+    if path is None:
+        pytest.skip("workloads.py not found (set CM_WORKLOADS to the folder holding it)")
+    spec = importlib.util.spec_from_file_location("workloads", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dense_attention64(q, k, v, visible, scale, dout=None):
+    """Float64 masked attention on [B, Hq, Nq, D] / [B, Hkv, Nk, D] numpy arrays with
+    visible[b, h] an [Nq, Nk] bool array (b, h broadcast when 1). Returns out, lse and, given
+    dout, dq, dk, dv (dk, dv summed over each GQA group). Rows that see nothing: out 0, lse
+    -inf, no gradient."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k_h, v_h = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = np.where(visible, scale * q @ k_h.swapaxes(-1, -2), -np.inf)
+    row_max = s.max(-1, keepdims=True)
+    any_visible = np.isfinite(row_max)
+    p = np.where(visible, np.exp(s - np.where(any_visible, row_max, 0)), 0.0)
+    total = p.sum(-1, keepdims=True)
+    p = np.divide(p, total, out=np.zeros_like(p), where=total > 0)
+    out = p @ v_h
+    lse = np.where(any_visible, np.log(np.where(total > 0, total, 1)) + row_max, -np.inf)[..., 0]
+    if dout is None:
+        return out, lse
+    dout = np.asarray(dout, np.float64)
+    dv_h = p.swapaxes(-1, -2) @ dout
+    dp = dout @ v_h.swapaxes(-1, -2)
+    ds = p * (dp - (dout * out).sum(-1, keepdims=True))
+    dq = scale * ds @ k_h
+    dk_h = scale * ds.swapaxes(-1, -2) @ q
+
+    def fold(x):
+        return x.reshape(x.shape[0], k.shape[1], group, *x.shape[2:]).sum(2)
+
+    return out, lse, dq, fold(dk_h), fold(dv_h)

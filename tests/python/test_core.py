@@ -1,0 +1,332 @@
+"""CPU tests of the compilemask package: compile, specialize, plan inspection, the tile lists of
+the backward fallback, the bundled helpers and the CPU reference attention. Expected values
+come from brute-force numpy evaluation, never from the code under test."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import compilemask as cm
+from conftest import REPO, dense_attention64
+
+SLIDING = "mask w(W: int) { q in all: k in (diag - W, diag] }"
+
+
+def numpy_sliding(nq, nk, w):
+    q = np.arange(nq)[:, None] + nk - nq  # bottom-right aligned diagonal
+    k = np.arange(nk)[None, :]
+    return (k <= q) & (k > q - w)
+
+
+# ---- compile ---------------------------------------------------------------------------------
+
+def test_compile_source_and_path_give_the_same_mask():
+    path = REPO / "examples" / "sliding_window.mask"
+    from_path = cm.compile(path).specialize(nq=300, W=40)
+    from_text = cm.compile(path.read_text()).specialize(nq=300, W=40)
+    from_str_path = cm.compile(str(path)).specialize(nq=300, W=40)
+    assert bytes(from_path.descriptor) == bytes(from_text.descriptor)
+    assert bytes(from_str_path.descriptor) == bytes(from_text.descriptor)
+
+
+def test_mask_reports_name_and_parameters():
+    mask = cm.compile(REPO / "examples" / "hstu.mask")
+    assert mask.name == "hstu"
+    assert mask.params == {"seqs": "segments", "ctx": "int[]", "targets": "int[]"}
+
+
+@pytest.mark.parametrize("source, line, column, fragment", [
+    ("mask bad( { q in all }", 1, 11, "expected a parameter name"),
+    ("mask m() {\n  q in all: k in [0, nope]\n}", 2, 22, "nope"),
+])
+def test_mask_error_has_line_column_and_caret(source, line, column, fragment):
+    with pytest.raises(cm.MaskError) as caught:
+        cm.compile(source)
+    error = caught.value
+    assert (error.line, error.column) == (line, column)
+    assert fragment in str(error)
+    text_lines = error.diagnostics[0].text.splitlines()
+    assert text_lines[1].strip() == source.splitlines()[line - 1].strip()
+    assert text_lines[2].index("^") - text_lines[1].index(source.splitlines()[line - 1].strip()[0]) \
+        == column - 1 - (len(source.splitlines()[line - 1]) - len(source.splitlines()[line - 1].lstrip()))
+    assert isinstance(error, ValueError)
+
+
+def test_compile_rejects_a_non_string():
+    with pytest.raises(TypeError, match="source text or a path"):
+        cm.compile(42)
+
+
+# ---- specialize and inspection ---------------------------------------------------------------
+
+@pytest.mark.parametrize("nq, nk, w", [(300, 300, 1), (300, 300, 77), (200, 333, 150), (333, 200, 64)])
+def test_dense_matches_brute_force_of_the_program(nq, nk, w):
+    plan = cm.compile(SLIDING).specialize(nq=nq, nk=nk, W=w, tile=(64, 64))
+    np.testing.assert_array_equal(plan.to_dense(), numpy_sliding(nq, nk, w))
+
+
+def tile_classes(dense, tm, tn):
+    counts = {"full": 0, "partial": 0, "empty": 0}
+    for i in range(0, dense.shape[0], tm):
+        for j in range(0, dense.shape[1], tn):
+            block = dense[i:i + tm, j:j + tn]
+            counts["full" if block.all() else "empty" if not block.any() else "partial"] += 1
+    return counts
+
+
+def test_stats_match_the_dense_mask():
+    nq, nk, w = 700, 650, 100
+    plan = cm.compile(SLIDING).specialize(nq=nq, nk=nk, W=w, tile=(64, 128))
+    dense = numpy_sliding(nq, nk, w)
+    stats = plan.stats()
+    expected = tile_classes(dense, 64, 128)
+    assert stats["full_tiles"] == expected["full"]
+    assert stats["partial_tiles"] == expected["partial"]
+    assert stats["empty_tiles"] == expected["empty"]
+    assert stats["tiles"] == math.ceil(nq / 64) * math.ceil(nk / 128)
+    assert stats["visible_pairs"] == dense.sum()
+    assert stats["density"] == pytest.approx(dense.sum() / (nq * nk))
+    assert stats["bytes"] == len(plan.descriptor) and stats["build_seconds"] >= 0
+
+
+def test_descriptor_is_a_readonly_byte_view_with_the_magic():
+    plan = cm.masks.causal().specialize(nq=256)
+    d = plan.descriptor
+    assert d.dtype == np.uint8 and bytes(d[:4]) == b"CMSK"
+    with pytest.raises(ValueError):
+        d[0] = 0
+
+
+def test_print_shows_the_tile_map():
+    plan = cm.masks.causal().specialize(nq=384)
+    text = str(plan)
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert rows == ["│░░    │", "│██░░  │", "│████░░│"]
+    assert "causal" in repr(plan) and "nq=384" in repr(plan)
+
+
+def test_save_png_writes_a_png(tmp_path):
+    path = tmp_path / "mask.png"
+    cm.masks.sliding(64).specialize(nq=512).save_png(path)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 100
+
+
+def test_per_head_masks_and_instances():
+    mask = cm.compile(REPO / "examples" / "per_head_window.mask")
+    windows = [1, 50, 200]
+    plan = mask.specialize(nq=300, heads=3, windows=np.array(windows))
+    for h, w in enumerate(windows):
+        np.testing.assert_array_equal(plan.to_dense(0, h), numpy_sliding(300, 300, w))
+    assert plan.stats()["instances"] == 3
+
+
+# ---- parameter forms -------------------------------------------------------------------------
+
+DOC_FORMS = [
+    [0, 100, 250, 300],
+    np.array([0, 100, 250, 300], dtype=np.int32),
+    [(0, 100), (100, 250), (250, 300)],
+    np.array([[0, 100], [100, 250], [250, 300]]),
+    cm.segments(lengths=[100, 150, 50]),
+    cm.segments(boundaries=(0, 100, 250, 300)),
+    cm.segments(starts=[0, 100, 250], ends=[100, 250, 300]),
+]
+
+
+@pytest.mark.parametrize("docs", DOC_FORMS, ids=range(len(DOC_FORMS)))
+def test_segment_forms_agree(docs):
+    mask = cm.compile(REPO / "examples" / "doc_causal.mask")
+    plan = mask.specialize(nq=300, docs=docs, tile=(64, 64))
+    doc = np.repeat(np.arange(3), [100, 150, 50])
+    q, k = np.arange(300)[:, None], np.arange(300)[None, :]
+    np.testing.assert_array_equal(plan.to_dense(), (doc[q] == doc[k]) & (k <= q))
+
+
+def test_int_and_array_forms_agree():
+    mask = cm.compile(REPO / "examples" / "hstu.mask")
+    seqs = cm.segments(lengths=[100, 200])
+    base = bytes(mask.specialize(nq=300, seqs=seqs, ctx=[5, 6], targets=[3, 4]).descriptor)
+    for ctx, targets in [(np.array([5, 6]), (3, 4)), (np.array([5, 6], np.uint16), np.array([3, 4]))]:
+        plan = mask.specialize(nq=300, seqs=seqs, ctx=ctx, targets=targets)
+        assert bytes(plan.descriptor) == base
+    w = cm.compile(SLIDING)
+    assert bytes(w.specialize(nq=200, W=np.int64(9)).descriptor) == \
+        bytes(w.specialize(nq=200, W=np.array(9)).descriptor)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"W": 4, "X": 1}, TypeError, "has no parameter 'X'"),
+    ({"W": 2.5}, TypeError, "parameter 'W' \\(int\\) must be an integer"),
+    ({"W": True}, TypeError, "got a bool"),
+    ({"W": [1, 2]}, TypeError, "parameter 'W' \\(int\\) must be an integer"),
+    ({}, ValueError, "missing parameter 'W'"),
+    ({"W": 4, "nq": "10"}, TypeError, "nq must be an integer"),
+    ({"W": 4, "nq": -1}, ValueError, "nq must be"),
+    ({"W": 4, "tile": 64}, TypeError, "tile must be a \\(tile_m, tile_n\\) pair"),
+    ({"W": 4, "tile": (100, 64)}, ValueError, "tile m = 100"),
+])
+def test_specialize_errors_name_the_argument(kwargs, error, message):
+    args = {"nq": 200, **kwargs}
+    with pytest.raises(error, match=message):
+        cm.compile(SLIDING).specialize(**args)
+
+
+@pytest.mark.parametrize("docs, error, message", [
+    ([0, 50, 40], ValueError, "boundaries must not decrease"),
+    ([[0, 1, 2]], ValueError, "must be boundaries"),
+    (["a", "b"], TypeError, "must hold integers"),
+    ([0.5, 1.5], TypeError, "must hold integers"),
+])
+def test_segment_errors(docs, error, message):
+    with pytest.raises(error, match=message):
+        cm.compile(REPO / "examples" / "doc_causal.mask").specialize(nq=100, docs=docs)
+
+
+def test_segments_helper_errors():
+    with pytest.raises(TypeError, match="exactly one of"):
+        cm.segments([1, 2], boundaries=[0, 1])
+    with pytest.raises(ValueError, match="lengths must be >= 0"):
+        cm.segments(lengths=[3, -1])
+    with pytest.raises(ValueError, match="differ in length"):
+        cm.segments(starts=[0, 1], ends=[1])
+
+
+def test_to_dense_outside_the_plan_raises():
+    plan = cm.masks.causal().specialize(nq=64)
+    with pytest.raises(ValueError, match="outside"):
+        plan.to_dense(b=2)
+
+
+# ---- bundled helpers vs the shared workload predicates ----------------------------------------
+
+def offsets(lengths):
+    return np.concatenate([[0], np.cumsum(lengths)])
+
+
+def helper_plans(workloads, n):
+    """(name, plan, dense reference) for each workload of shared/reference/workloads.py."""
+    fn, p = workloads.causal(n)
+    yield "causal", cm.masks.causal().specialize(nq=n, tile=(64, 64)), workloads.dense(fn, n)
+    fn, p = workloads.sliding(n, W=100)
+    yield "sliding", cm.masks.sliding(p["W"]).specialize(nq=n, tile=(64, 64)), workloads.dense(fn, n)
+    fn, p = workloads.doc_causal(n, mean=128)
+    plan = cm.masks.doc_causal(offsets(p["lens"])).specialize(nq=n, tile=(64, 64))
+    yield "doc_causal", plan, workloads.dense(fn, n)
+    fn, p = workloads.hstu(n, mean=128, ctx=8)
+    plan = cm.masks.hstu(offsets(p["lens"]), ctx=p["ctx"], targets=p["targets"]).specialize(
+        nq=n, tile=(64, 64))
+    yield "hstu", plan, workloads.dense(fn, n)
+    fn, p = workloads.shared_prefix(n, G=4)
+    plan = cm.masks.shared_prefix(p["prompt"], p["responses"]).specialize(nq=n, tile=(64, 64))
+    yield "shared_prefix", plan, workloads.dense(fn, n)
+    fn, p = workloads.clear(n, r=5, text=40)
+    m = p["N"]
+    plan = cm.masks.clear(p["text"], p["grid"][0], p["r"]).specialize(nq=m, tile=(64, 64))
+    yield "clear", plan, workloads.dense(fn, m)
+
+
+def test_helpers_match_the_workload_predicates(workloads):
+    for name, plan, expected in helper_plans(workloads, 700):
+        np.testing.assert_array_equal(plan.to_dense(), expected, err_msg=name)
+
+
+def test_helpers_compile_the_bundled_programs():
+    assert {"causal", "sliding_window", "doc_causal", "shared_prefix", "hstu", "clear"} <= set(
+        cm.masks.names())
+    assert cm.masks.program("hstu").params == cm.compile(REPO / "examples" / "hstu.mask").params
+    with pytest.raises(ValueError, match="no bundled mask program"):
+        cm.masks.program("nonexistent")
+
+
+# ---- tile lists (what the torch backward fallback gathers) -----------------------------------
+
+def dense_from_tile_lists(plan, b, h):
+    lists = plan._core.tile_lists()
+    instance = plan._core.instance_map()[b, h]
+    tm, tn = plan.tile
+    q_tiles, width = lists["key_tile"].shape[1:]
+    k_tiles = math.ceil(plan.nk / tn)
+    out = np.zeros((q_tiles * tm, (k_tiles + 1) * tn), bool)
+    for m in range(q_tiles):
+        for j in range(width):
+            n = lists["key_tile"][instance, m, j]
+            block = lists["masks"][lists["mask_slot"][instance, m, j]].astype(bool)
+            out[m * tm:(m + 1) * tm, n * tn:(n + 1) * tn] |= block
+    assert not out[:, k_tiles * tn:].any(), "padding entries must see nothing"
+    return out[:plan.nq, :plan.nk]
+
+
+def test_tile_lists_rebuild_the_dense_mask(workloads):
+    for name, plan, expected in helper_plans(workloads, 700):
+        np.testing.assert_array_equal(dense_from_tile_lists(plan, 0, 0), expected, err_msg=name)
+    heads = cm.compile(REPO / "examples" / "per_head_window.mask").specialize(
+        nq=300, nk=420, heads=3, windows=[1, 77, 400], tile=(64, 128))
+    for h in range(3):
+        np.testing.assert_array_equal(dense_from_tile_lists(heads, 0, h), heads.to_dense(0, h))
+
+
+# ---- reference attention ---------------------------------------------------------------------
+
+def random_inputs(rng, batch, heads_q, heads_kv, nq, nk, dim):
+    q = rng.standard_normal((batch, heads_q, nq, dim))
+    k = rng.standard_normal((batch, heads_kv, nk, dim))
+    v = rng.standard_normal((batch, heads_kv, nk, dim))
+    return q, k, v
+
+
+@pytest.mark.parametrize("accumulate", ["float32", "float64"])
+def test_reference_attention_matches_float64_dense(accumulate):
+    rng = np.random.default_rng(0)
+    nq, nk, heads = 150, 200, 4
+    # Rows q < 60 see nothing: out 0, lse -inf, no gradient.
+    mask = cm.compile("mask late() { q in all: k in [0, diag - 110] }")
+    plan = mask.specialize(nq=nq, nk=nk, batch=2, heads=heads, tile=(64, 64))
+    q, k, v = random_inputs(rng, 2, heads, 2, nq, nk, 32)
+    dout = rng.standard_normal(q.shape)
+    got = cm.reference_attention(q, k, v, plan, scale=0.3, backward=dout, accumulate=accumulate)
+    visible = plan.to_dense()
+    assert not visible[:60].any() and visible[60:].any(axis=1).all()
+    want = dense_attention64(q, k, v, visible, 0.3, dout)
+    for name, g, w in zip(["out", "lse", "dq", "dk", "dv"], got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4, err_msg=name)
+    assert np.isneginf(got.lse[:, :, :60]).all()
+
+
+def test_reference_attention_default_scale_and_forward_only():
+    rng = np.random.default_rng(1)
+    plan = cm.masks.causal().specialize(nq=90, tile=(32, 32))
+    q, k, v = random_inputs(rng, 1, 1, 1, 90, 90, 16)
+    got = cm.reference_attention(q.astype(np.float32), k, v, plan)
+    out, lse = dense_attention64(q, k, v, plan.to_dense(), 1 / math.sqrt(16))
+    np.testing.assert_allclose(got.out, out, atol=1e-5)
+    np.testing.assert_allclose(got.lse, lse, atol=1e-5)
+    assert got.dq is None and got.dk is None and got.dv is None
+
+
+@pytest.mark.parametrize("change, error, message", [
+    (lambda q, k, v: (q.astype(np.int64), k, v), TypeError, "q must hold floating-point"),
+    (lambda q, k, v: (q[0], k, v), ValueError, "q must be 4-D"),
+    (lambda q, k, v: (q, k, v[:, :, :5]), ValueError, "v must have the shape of k"),
+    (lambda q, k, v: (q[:, :, :10], k, v), ValueError, "nq"),
+    (lambda q, k, v: (q[..., :8], k, v), ValueError, "head dim"),
+])
+def test_reference_attention_errors(change, error, message):
+    rng = np.random.default_rng(2)
+    plan = cm.masks.causal().specialize(nq=64, tile=(32, 32))
+    q, k, v = random_inputs(rng, 1, 1, 1, 64, 64, 16)
+    with pytest.raises(error, match=message):
+        cm.reference_attention(*change(q, k, v), plan)
+
+
+def test_reference_attention_argument_errors():
+    plan = cm.masks.causal().specialize(nq=8, tile=(16, 16))
+    x = np.zeros((1, 1, 8, 16))
+    with pytest.raises(TypeError, match="plan must be a compilemask.Plan"):
+        cm.reference_attention(x, x, x, "plan")
+    with pytest.raises(ValueError, match="accumulate"):
+        cm.reference_attention(x, x, x, plan, accumulate="half")
+    with pytest.raises(ValueError, match="scale must be finite"):
+        cm.reference_attention(x, x, x, plan, scale=-1.0)
