@@ -58,24 +58,18 @@ InstanceRows clear_rows(int64_t n) {
   disk.rows = disk.cols = static_cast<int32_t>(s);
   disk.shape = desc::kShapeEllipse;
   disk.ry = disk.rx = static_cast<int32_t>(r);
-  RowsBuilder all(total), residual(total);
+  RowsBuilder residual(total);
   InstanceRows out;
   out.row_formula.assign(static_cast<size_t>(total), -1);
   for (int64_t q = 0; q < total; ++q) {
     if (q < text) {
-      all.add(0, total);
       residual.add(0, total);
     } else {
       out.row_formula[static_cast<size_t>(q)] = 0;
-      all.add(0, text);
       residual.add(0, text);
-      desc::for_each_grid_interval(disk, static_cast<int>(q), 0, static_cast<int>(total),
-                                   [&](int lo, int hi) { all.add(lo, hi); });
     }
-    all.end_row();
     residual.end_row();
   }
-  out.all = all.take();
   out.residual = residual.take();
   out.formulas = {disk};
   return out;

@@ -12,7 +12,8 @@
 //     of query tiles (for the backward pass). Both reference one shared pattern table, and a
 //     pattern is always expressed in (query row, key column) orientation relative to the tile
 //     origin, so a partial tile has the same pattern id in both forms.
-//   * Tiles absent from every run are empty and must never be touched by a kernel.
+//   * Tiles absent from every run are empty and must never be touched by a kernel; so are the
+//     tiles of a kPatternGridSparse run for which partial_tile_nonempty() is false.
 #pragma once
 
 #include <stdint.h>
@@ -26,10 +27,13 @@
 namespace cm::desc {
 
 inline constexpr uint32_t kMagic = 0x4B534D43u;  // "CMSK" in little-endian byte order
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 inline constexpr int kMaxTileM = 256;  // pattern row indices are stored in 8 bits
 inline constexpr int kMaxTileN = 256;
 inline constexpr int kMaxTiles = 65535;  // tile indices in runs are 16-bit
+// A run whose pattern is kPatternGridSparse never holds more than this many consecutive empty
+// tiles, so a kernel skipping them does bounded work (see partial_tile_nonempty).
+inline constexpr int kMaxSparseGap = 16;
 
 // The blob starts with this header.
 struct Header {
@@ -99,14 +103,24 @@ enum PatternKind : uint8_t {
   // Grid neighbourhood formula (absolute coordinates) united with a bands residual: data is
   // RowBand[count] (the residual, possibly count == 0) and `formula` names the GridFormula.
   kPatternGrid = 3,
+  // Grid neighbourhood formula alone (count == 0, no data); masks like kPatternGrid. A
+  // PartialRun with this pattern may also span empty tiles (at most kMaxSparseGap in a row):
+  // its members are exactly the tiles for which partial_tile_nonempty() is true, and a kernel
+  // must skip the others. (Added in version 2.)
+  kPatternGridSparse = 4,
 };
+
+// True for the kinds whose masking includes a GridFormula.
+CM_HD bool is_grid_kind(uint8_t kind) {
+  return kind == kPatternGrid || kind == kPatternGridSparse;
+}
 
 struct Pattern {
   uint8_t kind;      // PatternKind
   uint8_t reserved;
   uint16_t count;    // number of RowBand entries (bands and grid kinds)
   uint32_t data_offset;
-  int32_t formula;   // GridFormula index for kPatternGrid, else -1
+  int32_t formula;   // GridFormula index for the grid kinds, else -1
   uint32_t reserved1;
 };
 static_assert(sizeof(Pattern) == 16, "descriptor layout");
@@ -239,6 +253,40 @@ CM_HD void for_each_grid_interval(const GridFormula& f, int q, int k0, int k1, E
   }
 }
 
+// True if some query row in [q0, q1) sees some key in [k0, k1) through the formula. Exact.
+// Cost: (query grid lines of the rows within reach of a key line) x (key grid lines of the
+// keys), each one grid_half_width; a 128 x 128 tile on a grid of 128 or more columns has at
+// most 2 x 2.
+CM_HD bool grid_tile_touched(const GridFormula& f, int q0, int q1, int k0, int k1) {
+  const long long cols = f.cols, plane = static_cast<long long>(f.rows) * f.cols;
+  const long long extent = plane * f.frames;
+  // Centres, relative to center_start, and keys, relative to start, as [a, b) ranges.
+  long long qa = static_cast<long long>(q0 > f.q_lo ? q0 : f.q_lo) - f.center_start;
+  long long qb = static_cast<long long>(q1 < f.q_hi ? q1 : f.q_hi) - f.center_start;
+  long long ka = static_cast<long long>(k0) - f.start, kb = static_cast<long long>(k1) - f.start;
+  if (qa < 0) qa = 0;
+  if (qb > extent) qb = extent;
+  if (ka < 0) ka = 0;
+  if (kb > extent) kb = extent;
+  if (qa >= qb || ka >= kb) return false;
+  const long long reach = static_cast<long long>(f.rt) * f.rows + f.ry;  // in grid lines
+  for (long long kl = ka / cols; kl <= (kb - 1) / cols; ++kl) {
+    const long long kxa = (ka > kl * cols ? ka : kl * cols) - kl * cols;
+    const long long kxb = (kb < (kl + 1) * cols ? kb : (kl + 1) * cols) - kl * cols;
+    long long ql = qa / cols, ql_end = (qb - 1) / cols;
+    if (ql < kl - reach) ql = kl - reach;
+    if (ql_end > kl + reach) ql_end = kl + reach;
+    for (; ql <= ql_end; ++ql) {
+      const long long w = grid_half_width(f, kl / f.rows - ql / f.rows, kl % f.rows - ql % f.rows);
+      if (w < 0) continue;
+      const long long xa = (qa > ql * cols ? qa : ql * cols) - ql * cols;
+      const long long xb = (qb < (ql + 1) * cols ? qb : (ql + 1) * cols) - ql * cols;
+      if (xa - w < kxb && xb + w > kxa) return true;  // centres [xa, xb) see [xa-w, xb+w)
+    }
+  }
+  return false;
+}
+
 // Calls emit(lo, hi) with tile-relative column intervals [lo, hi) ⊆ [0, tile_n) whose union is
 // the visible part of row r (tile-relative) of a partial tile at origin (q0, k0) with pattern p.
 // Intervals may overlap and are not sorted. Bitmap patterns emit one interval per set run.
@@ -270,11 +318,22 @@ CM_HD void for_each_pattern_interval(const void* blob, const Pattern& p, int q0,
     const int hi = clamp_int(band.hi0 + band.hi_slope * d, 0, hd.tile_n);
     if (lo < hi) emit(lo, hi);
   }
-  if (p.kind == kPatternGrid) {
+  if (is_grid_kind(p.kind)) {
     const GridFormula& f = grid_formula(blob, p.formula);
     for_each_grid_interval(f, q0 + r, k0, k0 + hd.tile_n,
                            [&](int lo, int hi) { emit(lo - k0, hi - k0); });
   }
+}
+
+// True if tile (m, n), listed in a PartialRun with pattern p, is non-empty. Always true except
+// for kPatternGridSparse, whose runs may span empty tiles that a kernel must skip.
+CM_HD bool partial_tile_nonempty(const void* blob, const Pattern& p, int m, int n) {
+  if (p.kind != kPatternGridSparse) return true;
+  const Header& hd = header(blob);
+  const int q0 = m * hd.tile_m, k0 = n * hd.tile_n;
+  const int q1 = q0 + hd.tile_m < hd.nq ? q0 + hd.tile_m : hd.nq;
+  const int k1 = k0 + hd.tile_n < hd.nk ? k0 + hd.tile_n : hd.nk;
+  return grid_tile_touched(grid_formula(blob, p.formula), q0, q1, k0, k1);
 }
 
 }  // namespace cm::desc

@@ -106,8 +106,8 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
                                        const std::vector<int32_t>& instance_map, int32_t batch,
                                        int32_t heads, const Tiling& tiling, PlanStats& stats) {
   if (instances.empty()) throw Error("descriptor: at least one mask instance is needed");
-  const int32_t nq = instances.front().all.nq;
-  const int32_t nk = instances.front().all.nk;
+  const int32_t nq = instances.front().listed().nq;
+  const int32_t nk = instances.front().listed().nk;
   descriptor::check_tiling(tiling, nq, nk);
   descriptor::check_instance_map(instance_map, batch, heads, instances.size());
   for (size_t i = 0; i < instances.size(); ++i) descriptor::check_instance(instances[i], nq, nk, i);
@@ -140,9 +140,9 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
   stats = PlanStats{};
   for (size_t i = 0; i < encoded.size(); ++i) {
     const descriptor::EncodedInstance& e = encoded[i];
-    const PlacedForm fwd = place_form(writer, descriptor::make_runs(e.forward));
+    const PlacedForm fwd = place_form(writer, e.forward);
     const PlacedForm bwd =
-        place_form(writer, descriptor::make_runs(descriptor::transpose(e.forward, num_k_tiles)));
+        place_form(writer, descriptor::transpose_runs(e.forward, e.partial, num_k_tiles, table));
     desc::Instance inst{};
     inst.q_tiles_offset = fwd.rows_offset;
     inst.k_tiles_offset = bwd.rows_offset;

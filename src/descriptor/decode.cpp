@@ -83,9 +83,10 @@ std::vector<uint8_t> decode_dense(const void* blob, int32_t b, int32_t h, Descri
     }
     const desc::PartialRun* partial = desc::partial_runs(blob, row);
     for (int i = 0; i < row.partial_count; ++i) {
+      const desc::Pattern& p = desc::pattern(blob, partial[i].pattern);
       for (int32_t o = partial[i].first; o < partial[i].first + partial[i].count; ++o) {
         const auto [m, n] = tile(o);
-        painter.partial(m, n, partial[i].pattern);
+        if (desc::partial_tile_nonempty(blob, p, m, n)) painter.partial(m, n, partial[i].pattern);
       }
     }
   }

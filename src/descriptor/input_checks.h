@@ -16,8 +16,9 @@ namespace cm::descriptor {
 // desc::kMaxTiles tiles along each axis.
 void check_tiling(const Tiling& tiling, int32_t nq, int32_t nk);
 
-// Checks one instance: CSR shape, sorted/disjoint/non-adjacent non-empty intervals inside
-// [0, nk), and, when formulas are present, row_formula and residual shapes and indices.
+// Checks one instance's listed rows (`all`, or `residual` with formulas; row_intervals.h): CSR
+// shape, sorted/disjoint/non-adjacent non-empty intervals inside [0, nk); with formulas also
+// row_formula's shape and indices and each formula. `all` is not read when there are formulas.
 void check_instance(const InstanceRows& instance, int32_t nq, int32_t nk, size_t index);
 
 // Returns "" if the formula is well-formed (extents >= 1, a known shape, radii in range for

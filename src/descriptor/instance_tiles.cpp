@@ -1,7 +1,9 @@
-// Per-instance tile encoding: classification, pattern choice and deduplication (see
-// instance_tiles.h).
+// Per-instance tile encoding: classification, pattern choice, deduplication and forward runs
+// (see instance_tiles.h).
 #include "descriptor/instance_tiles.h"
 
+#include "descriptor/expand_rows.h"
+#include "descriptor/grid_reach.h"
 #include "descriptor/pattern_encode.h"
 #include "descriptor/piece_gather.h"
 #include "descriptor/tile_classify.h"
@@ -19,9 +21,9 @@ bool formula_reaches(const desc::GridFormula& f, int32_t q) {
   return q >= f.q_lo && q < f.q_hi && rel >= 0 && rel < extent;
 }
 
-// The instance-local formula a kernel may evaluate for every row of [q0, q1), or -1. Valid
-// when some row carries formula f, every row the formula reaches carries f, and every other
-// row carries -1 (so residual == all there and the formula adds nothing).
+// The formula a kernel may evaluate for every row of [q0, q1), or -1. Valid when some row
+// carries formula f, every row the formula reaches carries f, and every other row carries -1
+// (so the formula adds nothing to it).
 int32_t tile_row_formula(const InstanceRows& instance, int32_t q0, int32_t q1) {
   if (instance.formulas.empty()) return -1;
   const auto first =
@@ -38,10 +40,54 @@ int32_t tile_row_formula(const InstanceRows& instance, int32_t q0, int32_t q1) {
   return f;
 }
 
-// True if the formula's key grid intersects the key tile [k0, k0 + tile_n).
-bool formula_touches(const desc::GridFormula& f, int32_t k0, int32_t tile_n) {
-  const int64_t end = f.start + int64_t{f.frames} * f.rows * f.cols;
-  return f.start < int64_t{k0} + tile_n && end > k0;
+bool any_row_formula(const InstanceRows& instance, int32_t q0, int32_t q1) {
+  return !instance.formulas.empty() &&
+         std::any_of(instance.row_formula.begin() + q0, instance.row_formula.begin() + q1,
+                     [](int32_t f) { return f >= 0; });
+}
+
+// True if a row of [q0, q1) carrying formula f lists a key on f's grid. The closed-form path
+// needs listed and formula keys disjoint, so that pair counts add up and coverage splits.
+bool lists_grid_keys(const InstanceRows& instance, int32_t f, int32_t q0, int32_t q1) {
+  const desc::GridFormula& formula = instance.formulas[static_cast<size_t>(f)];
+  const int64_t start = formula.start;
+  const int64_t end = start + int64_t{formula.frames} * formula.rows * formula.cols;
+  const RowIntervals& listed = instance.listed();
+  for (int32_t q = q0; q < q1; ++q) {
+    if (instance.row_formula[q] != f) continue;
+    for (const Interval* it = listed.row(q); it != listed.row(q + 1); ++it) {
+      if (it->lo < end && it->hi > start) return true;
+    }
+  }
+  return false;
+}
+
+// True if every row of [q0, q1) sees all of [k0, k1) through its listed keys and formula f
+// (for the rows carrying it). Stops at the first row that does not.
+bool tile_fully_visible(const InstanceRows& instance, int32_t f, int32_t q0, int32_t q1, int32_t k0,
+                        int32_t k1, std::vector<Interval>& scratch) {
+  const RowIntervals& listed = instance.listed();
+  for (int32_t q = q0; q < q1; ++q) {
+    scratch.clear();
+    for (const Interval* it = listed.row(q); it != listed.row(q + 1); ++it) {
+      if (it->lo < k1 && it->hi > k0) scratch.push_back(*it);
+    }
+    if (instance.row_formula[q] == f) {
+      desc::for_each_grid_interval(instance.formulas[static_cast<size_t>(f)], q, k0, k1,
+                                   [&](int lo, int hi) {
+                                     scratch.push_back({lo, hi});
+                                   });
+    }
+    std::sort(scratch.begin(), scratch.end(),
+              [](const Interval& a, const Interval& b) { return a.lo < b.lo; });
+    int32_t reached = k0;
+    for (const Interval& iv : scratch) {
+      if (iv.lo > reached) break;
+      reached = std::max(reached, iv.hi);
+    }
+    if (reached < k1) return false;
+  }
+  return true;
 }
 
 template <class T>
@@ -49,100 +95,123 @@ std::span<const unsigned char> as_bytes_of(const std::vector<T>& v) {
   return {reinterpret_cast<const unsigned char*>(v.data()), v.size() * sizeof(T)};
 }
 
-// Encodes one partial tile's pieces and returns its pattern index.
+// Turns one partial tile's fitted bands into a pattern index.
 class TileEncoder {
  public:
   TileEncoder(const Tiling& tiling, PatternTable& table) : tiling_(tiling), table_(table) {}
 
-  // Bands, or a bitmap when the bands would take more bytes.
-  uint32_t plain(std::span<const RowPiece> pieces) {
-    fit_bands(pieces, bands_);
-    if (bands_.size() * sizeof(desc::RowBand) > bitmap_bytes(tiling_.m, tiling_.n)) {
-      fill_bitmap(pieces, tiling_.m, tiling_.n, bitmap_);
+  // Partial tile i of the gatherer as bands, or as a bitmap when the bands would take more
+  // bytes.
+  uint32_t plain(const PieceGatherer& gatherer, size_t i, const RowIntervals& rows, int32_t r0,
+                 int32_t r1, int32_t n) {
+    const std::vector<desc::RowBand>& bands = gatherer.bands(i);
+    if (bands.size() * sizeof(desc::RowBand) > bitmap_bytes(tiling_.m, tiling_.n)) {
+      gatherer.pieces_of(rows, r0, r1, n, pieces_);
+      fill_bitmap(pieces_, tiling_.m, tiling_.n, bitmap_);
       return table_.add(desc::kPatternBitmap, -1, 0, as_bytes_of(bitmap_));
     }
-    return table_.add(desc::kPatternBands, -1, static_cast<uint16_t>(bands_.size()),
-                      as_bytes_of(bands_));
+    return table_.add(desc::kPatternBands, -1, static_cast<uint16_t>(bands.size()),
+                      as_bytes_of(bands));
   }
 
-  // A grid formula plus the residual pieces as bands.
-  uint32_t grid(std::span<const RowPiece> residual, int32_t formula) {
-    fit_bands(residual, bands_);
-    return table_.add(desc::kPatternGrid, formula, static_cast<uint16_t>(bands_.size()),
-                      as_bytes_of(bands_));
+  // A grid formula, alone (sparse kind) or with partial tile i's listed pieces as bands.
+  uint32_t grid(const PieceGatherer& gatherer, size_t i, int32_t formula) {
+    if (!gatherer.has_pieces(i)) return table_.add(desc::kPatternGridSparse, formula, 0, {});
+    const std::vector<desc::RowBand>& bands = gatherer.bands(i);
+    return table_.add(desc::kPatternGrid, formula, static_cast<uint16_t>(bands.size()),
+                      as_bytes_of(bands));
   }
 
  private:
   const Tiling& tiling_;
   PatternTable& table_;
-  std::vector<desc::RowBand> bands_;
+  std::vector<RowPiece> pieces_;
   std::vector<uint32_t> bitmap_;
 };
-
-int64_t count_visible(const RowIntervals& rows) {
-  int64_t total = 0;
-  for (const Interval& iv : rows.intervals) total += iv.hi - iv.lo;
-  return total;
-}
 
 }  // namespace
 
 EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tiling,
                                 PatternTable& table) {
-  const RowIntervals& all = instance.all;
-  const int32_t nq = all.nq, nk = all.nk;
+  const RowIntervals& listed = instance.listed();
+  const int32_t nq = listed.nq, nk = listed.nk;
   const int32_t num_q_tiles = (nq + tiling.m - 1) / tiling.m;
 
   std::vector<int32_t> global_formula(instance.formulas.size(), -1);
   EncodedInstance out;
-  out.visible_pairs = count_visible(all);
-  out.forward.start.reserve(static_cast<size_t>(num_q_tiles) + 1);
-  out.forward.start.push_back(0);
-
   TileRowClassifier classifier(nk, tiling.n);
   PieceGatherer gatherer(tiling.n);
   TileEncoder encoder(tiling, table);
-  std::vector<int32_t> full, partial;
-  std::vector<uint32_t> partial_pattern;
+  RunFormBuilder builder(table);
+  std::vector<TileSegment> segments;
+  std::vector<int32_t> partial;
+  std::vector<uint8_t> reached;  // per partial tile: the formula reaches it
+  std::vector<Interval> scratch;
+  RowIntervals complete;  // complete rows of a fallback tile row, indexed from 0
 
   for (int32_t m = 0; m < num_q_tiles; ++m) {
     const int32_t q0 = m * tiling.m;
     const int32_t q1 = std::min(nq, q0 + tiling.m);
-    classifier.classify(all, q0, q1, full, partial);
+    int32_t f = tile_row_formula(instance, q0, q1);
+    if (f >= 0 && lists_grid_keys(instance, f, q0, q1)) f = -1;
+    // Rows to classify and gather from, as (rows, first, end).
+    const RowIntervals* rows = &listed;
+    int32_t r0 = q0, r1 = q1;
+    if (f < 0 && any_row_formula(instance, q0, q1)) {
+      complete.nq = q1 - q0;
+      complete.nk = nk;
+      complete.offsets.assign(1, 0);
+      complete.intervals.clear();
+      for (int32_t q = q0; q < q1; ++q) append_complete_row(instance, q, scratch, complete);
+      rows = &complete;
+      r0 = 0;
+      r1 = q1 - q0;
+    }
+    out.visible_pairs += classifier.add_rows(*rows, r0, r1);
+    const desc::GridFormula* formula =
+        f >= 0 ? &instance.formulas[static_cast<size_t>(f)] : nullptr;
+    if (formula != nullptr) out.visible_pairs += reach_grid(*formula, q0, q1, classifier);
+    classifier.finish(q1 - q0, segments);
 
-    partial_pattern.resize(partial.size());
-    const int32_t f = partial.empty() ? -1 : tile_row_formula(instance, q0, q1);
-    gatherer.gather(f >= 0 ? instance.residual : all, q0, q1, partial);
+    builder.begin_row();
+    partial.clear();
+    reached.clear();
+    const int64_t height = q1 - q0;
+    auto width = [&](int32_t first, int32_t end) {
+      return int64_t{std::min(nk, end * tiling.n)} - int64_t{first} * tiling.n;
+    };
+    for (const TileSegment& s : segments) {
+      out.computed_pairs += height * width(s.first, s.end);
+      if (s.listed_full) {
+        builder.add_full(s.first, s.end);
+        out.full_tiles += s.end - s.first;
+        continue;
+      }
+      for (int32_t n = s.first; n < s.end; ++n) {
+        const int32_t k0 = n * tiling.n, k1 = std::min(nk, k0 + tiling.n);
+        if (s.formula_touch && formula_may_cover(*formula, k0, k1) &&
+            tile_fully_visible(instance, f, q0, q1, k0, k1, scratch)) {
+          builder.add_full(n, n + 1);
+          ++out.full_tiles;
+          continue;
+        }
+        partial.push_back(n);
+        reached.push_back(s.formula_touch);
+      }
+    }
+    gatherer.gather(*rows, r0, r1, partial);
     if (f >= 0 && global_formula[f] < 0)
       global_formula[f] = table.add_formula(instance.formulas[f]);
     for (size_t i = 0; i < partial.size(); ++i) {
-      const bool use_grid =
-          f >= 0 && formula_touches(instance.formulas[f], partial[i] * tiling.n, tiling.n);
-      partial_pattern[i] = use_grid ? encoder.grid(gatherer.pieces(i), global_formula[f])
-                                    : encoder.plain(gatherer.pieces(i));
+      const uint32_t pattern = reached[i] ? encoder.grid(gatherer, i, global_formula[f])
+                                          : encoder.plain(gatherer, i, *rows, r0, r1, partial[i]);
+      builder.add_partial(partial[i], pattern);
+      out.partial.push_back({m, partial[i], pattern});
     }
-
-    // Merge the two sorted lists into this tile row's entries.
-    size_t a = 0, b = 0;
-    while (a < full.size() || b < partial.size()) {
-      if (b == partial.size() || (a < full.size() && full[a] < partial[b])) {
-        out.forward.entries.push_back({full[a++], kFullTile});
-      } else {
-        out.forward.entries.push_back({partial[b], partial_pattern[b]});
-        ++b;
-      }
-    }
-    out.forward.start.push_back(static_cast<int32_t>(out.forward.entries.size()));
-
-    out.full_tiles += static_cast<int64_t>(full.size());
     out.partial_tiles += static_cast<int64_t>(partial.size());
-    for (const auto* list : {&full, &partial}) {
-      for (int32_t n : *list) {
-        const int32_t width = std::min(nk, (n + 1) * tiling.n) - n * tiling.n;
-        out.computed_pairs += int64_t{q1 - q0} * width;
-      }
-    }
+    builder.end_row();
   }
+  out.forward = builder.finish();
   return out;
 }
 

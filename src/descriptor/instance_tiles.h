@@ -1,10 +1,12 @@
-// Encodes one mask instance into its forward tile lists: every non-empty (query tile, key tile)
-// with its class (full, or partial with a pattern id from the shared PatternTable).
+// Encodes one mask instance into its forward run form: per query tile, runs of full key tiles
+// and partial key tiles with pattern ids from the shared PatternTable, plus the list of partial
+// tiles that the transposition needs.
 #pragma once
 
 #include <compilemask/compilemask.h>
 
 #include "descriptor/pattern_table.h"
+#include "descriptor/tile_runs.h"
 #include "specialize/row_intervals.h"
 
 #include <cstdint>
@@ -12,32 +14,24 @@
 
 namespace cm::descriptor {
 
-inline constexpr uint32_t kFullTile = 0xFFFFFFFFu;  // TileEntry::pattern of a full tile
-
-// A visible tile seen from its major axis: `other` is the tile index along the other axis.
-struct TileEntry {
-  int32_t other;
-  uint32_t pattern;  // pattern index, or kFullTile
-};
-
-// Compressed rows: major tile t owns entries[start[t] .. start[t+1]), sorted by `other`.
-struct TileLists {
-  std::vector<int32_t> start;
-  std::vector<TileEntry> entries;
-};
-
 struct EncodedInstance {
-  TileLists forward;  // major = query tile, other = key tile
+  RunForm forward;
+  std::vector<PartialTile> partial;  // every partial tile, by query tile then key tile
   int64_t visible_pairs = 0;
   int64_t full_tiles = 0;
   int64_t partial_tiles = 0;
   int64_t computed_pairs = 0;  // clipped area of full and partial tiles
 };
 
-// Pre: instance passed check_instance for (nq, nk); tiling passed check_tiling.
-// Post: the returned lists, with `table`'s patterns, describe exactly instance.all. A tile row
-// whose rows carry one grid formula consistently (see tile_row_formula in the .cpp) gets
-// kPatternGrid patterns built from the residual rows.
+// Pre: instance passed check_instance for its shape; tiling passed check_tiling.
+// Post: the forward form, with `table`'s patterns, describes exactly the visible sets of
+// row_intervals.h. A query tile whose rows carry one grid formula consistently, and list no
+// key on that formula's grid, is classified in closed form per grid line (grid_reach.h); its
+// formula-reached partial tiles get kPatternGridSparse (no listed keys in the tile) or
+// kPatternGrid (formula plus listed keys as bands) patterns. Other query tiles with formula rows
+// are classified from their complete rows, materialized for that tile row only.
+// Cost: O(rows + listed intervals + grid line pairs + partial tiles + pieces), plus, per
+// partial tile a formula might fill, one row scan that stops at the first uncovered row.
 EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tiling,
                                 PatternTable& table);
 

@@ -113,8 +113,11 @@ class JsonDump {
         out_ += "\"bitmap\"";
         bitmap(p);
       } else {
-        out_ += p.kind == desc::kPatternGrid ? "\"grid\", \"formula\": " + std::to_string(p.formula)
-                                             : std::string("\"bands\"");
+        const char* kind = p.kind == desc::kPatternGrid         ? "\"grid\""
+                           : p.kind == desc::kPatternGridSparse ? "\"grid_sparse\""
+                                                                : "\"bands\"";
+        out_ += kind;
+        if (desc::is_grid_kind(p.kind)) out_ += ", \"formula\": " + std::to_string(p.formula);
         bands(p);
       }
       out_ += "}";

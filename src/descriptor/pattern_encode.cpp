@@ -6,21 +6,7 @@
 namespace cm::descriptor {
 namespace {
 
-// A band being grown: rows [first, last] so far, slopes known once it has two rows.
-struct OpenBand {
-  int32_t first = 0;
-  int32_t last = -2;  // never adjacent to a real row while closed
-  int32_t lo0 = 0;
-  int32_t hi0 = 0;
-  int32_t lo_slope = 0;
-  int32_t hi_slope = 0;
-};
-
-bool fits_int8(int32_t v) {
-  return v >= -128 && v <= 127;
-}
-
-desc::RowBand to_band(const OpenBand& open) {
+desc::RowBand to_band(const BandFitter::OpenBand& open) {
   desc::RowBand band;
   band.row_first = static_cast<uint8_t>(open.first);
   band.row_last = static_cast<uint8_t>(open.last);
@@ -32,48 +18,38 @@ desc::RowBand to_band(const OpenBand& open) {
   return band;
 }
 
-// True if piece (row, lo, hi) continues `open` on the next row; sets the slopes on the
-// second row.
-bool extend(OpenBand& open, const RowPiece& piece) {
-  if (open.last != piece.row - 1) return false;
-  const int32_t d = piece.row - open.first;
-  if (d == 1) {
-    const int32_t lo_slope = piece.lo - open.lo0;
-    const int32_t hi_slope = piece.hi - open.hi0;
-    if (!fits_int8(lo_slope) || !fits_int8(hi_slope)) return false;
-    open.lo_slope = lo_slope;
-    open.hi_slope = hi_slope;
-  } else if (open.lo0 + open.lo_slope * d != piece.lo || open.hi0 + open.hi_slope * d != piece.hi) {
-    return false;
-  }
-  open.last = piece.row;
-  return true;
-}
-
 }  // namespace
 
-void fit_bands(std::span<const RowPiece> pieces, std::vector<desc::RowBand>& bands) {
-  bands.clear();
-  std::vector<OpenBand> open;  // slot k grows from the k-th piece of each row
-  size_t i = 0;
-  while (i < pieces.size()) {
-    const int32_t row = pieces[i].row;
-    size_t k = 0;
-    for (; i < pieces.size() && pieces[i].row == row; ++i, ++k) {
-      if (k == open.size()) open.emplace_back();
-      if (extend(open[k], pieces[i])) continue;
-      if (open[k].last >= 0) bands.push_back(to_band(open[k]));
-      open[k] = OpenBand{row, row, pieces[i].lo, pieces[i].hi, 0, 0};
-    }
-    // Slots this row does not reach stop here.
-    for (; k < open.size(); ++k) {
-      if (open[k].last >= 0) bands.push_back(to_band(open[k]));
-      open[k] = OpenBand{};
-    }
+void BandFitter::reset() {
+  open_.clear();
+  bands_.clear();
+  row_ = -1;
+  k_ = 0;
+}
+
+void BandFitter::close(OpenBand& open) {
+  if (open.last >= 0) bands_.push_back(to_band(open));
+  open = OpenBand{};
+}
+
+void BandFitter::close_unreached() {
+  for (size_t k = k_; k < open_.size(); ++k) {
+    if (open_[k].last >= 0) close(open_[k]);
   }
-  for (const OpenBand& band : open) {
-    if (band.last >= 0) bands.push_back(to_band(band));
+}
+
+void BandFitter::restart(int32_t row, int32_t lo, int32_t hi) {
+  if (k_ == open_.size()) {
+    open_.emplace_back();
+  } else {
+    close(open_[k_]);
   }
+  open_[k_++] = OpenBand{row, row, lo, hi, 0, 0};
+}
+
+void BandFitter::finish() {
+  close_unreached();  // the last row's unreached slots close first, as at every row change
+  for (OpenBand& open : open_) close(open);
 }
 
 int32_t bitmap_words_per_row(int32_t tile_n) {

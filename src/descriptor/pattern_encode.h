@@ -16,17 +16,74 @@ struct RowPiece {
   int32_t hi;
 };
 
-// Pre: pieces sorted by (row, lo); within a row disjoint; 0 <= lo < hi <= tile_n; row < 256.
-// Post: `bands` (cleared first) holds RowBands whose union, row by row, equals the pieces.
+// Fits affine row bands to pieces fed one at a time, so that a tile's bands grow while its
+// pieces are found, without storing them. Keeps its working storage across tiles.
 // Greedy: the k-th piece of consecutive rows extends the k-th open band while its lo and hi
 // both keep one constant int8 slope; otherwise that band closes and a new one opens.
-void fit_bands(std::span<const RowPiece> pieces, std::vector<desc::RowBand>& bands);
+class BandFitter {
+ public:
+  // Starts a new tile.
+  void reset();
+  // Pre: pieces arrive sorted by (row, lo); within a row disjoint; 0 <= lo < hi <= tile_n;
+  // row < 256.
+  [[gnu::always_inline]] void add(int32_t row, int32_t lo, int32_t hi) {
+    if (row != row_) {
+      if (k_ < open_.size()) close_unreached();
+      row_ = row;
+      k_ = 0;
+    }
+    if (k_ < open_.size() && extend(open_[k_], row, lo, hi)) {
+      ++k_;
+      return;
+    }
+    restart(row, lo, hi);
+  }
+  // Post: bands() holds RowBands whose union, row by row, equals the pieces added since reset.
+  void finish();
+  const std::vector<desc::RowBand>& bands() const { return bands_; }
+
+  // A band being grown: rows [first, last] so far, slopes known once it has two rows.
+  struct OpenBand {
+    int32_t first = 0;
+    int32_t last = -2;  // never adjacent to a real row while closed
+    int32_t lo0 = 0;
+    int32_t hi0 = 0;
+    int32_t lo_slope = 0;
+    int32_t hi_slope = 0;
+  };
+
+ private:
+  // True if piece (row, lo, hi) continues `open` on the next row; sets the slopes on the
+  // second row.
+  static bool extend(OpenBand& open, int32_t row, int32_t lo, int32_t hi) {
+    if (open.last != row - 1) return false;
+    const int32_t d = row - open.first;
+    if (d == 1) {
+      const int32_t lo_slope = lo - open.lo0, hi_slope = hi - open.hi0;
+      if (lo_slope < -128 || lo_slope > 127 || hi_slope < -128 || hi_slope > 127) return false;
+      open.lo_slope = lo_slope;
+      open.hi_slope = hi_slope;
+    } else if (open.lo0 + open.lo_slope * d != lo || open.hi0 + open.hi_slope * d != hi) {
+      return false;
+    }
+    open.last = row;
+    return true;
+  }
+  void close_unreached();  // closes the slots from k_ on, which the finished row did not reach
+  void restart(int32_t row, int32_t lo, int32_t hi);  // closes slot k_, opens it with the piece
+  void close(OpenBand& open);
+
+  std::vector<OpenBand> open_;  // slot k grows from the k-th piece of each row
+  std::vector<desc::RowBand> bands_;
+  int32_t row_ = -1;  // row of the latest piece
+  size_t k_ = 0;      // slot of the next piece of row_
+};
 
 // Words in one bitmap row and bytes of one bitmap pattern.
 int32_t bitmap_words_per_row(int32_t tile_n);
 size_t bitmap_bytes(int32_t tile_m, int32_t tile_n);
 
-// Pre: as for fit_bands. Post: `words` (resized to tile_m * words_per_row) has bit c of row r
+// Pre: as for BandFitter::add. Post: `words` (resized to tile_m * words_per_row) has bit c of row r
 // set exactly when some piece of row r contains c.
 void fill_bitmap(std::span<const RowPiece> pieces, int32_t tile_m, int32_t tile_n,
                  std::vector<uint32_t>& words);

@@ -1,4 +1,4 @@
-// Tile classification by difference arrays (see tile_classify.h).
+// Tile classification by sparse difference arrays (see tile_classify.h).
 #include "descriptor/tile_classify.h"
 
 #include <algorithm>
@@ -8,49 +8,57 @@ namespace cm::descriptor {
 TileRowClassifier::TileRowClassifier(int32_t nk, int32_t tile_n)
     : nk_(nk),
       tile_n_(tile_n),
+      div_(tile_n),
       num_tiles_((nk + tile_n - 1) / tile_n),
-      touch_(static_cast<size_t>(num_tiles_) + 1, 0),
-      cover_(static_cast<size_t>(num_tiles_) + 1, 0) {}
+      counts_(static_cast<size_t>(num_tiles_) + 1) {}
 
-void TileRowClassifier::classify(const RowIntervals& rows, int32_t q0, int32_t q1,
-                                 std::vector<int32_t>& full, std::vector<int32_t>& partial) {
-  full.clear();
-  partial.clear();
-  int32_t span_lo = num_tiles_;
-  int32_t span_hi = 0;
-  for (int32_t q = q0; q < q1; ++q) {
-    const Interval* row = rows.row(q);
-    const int64_t count = rows.row_size(q);
-    for (int64_t i = 0; i < count; ++i) {
-      const auto [lo, hi] = row[i];
-      const int32_t first = lo / tile_n_;
-      const int32_t last = (hi - 1) / tile_n_;
-      ++touch_[first];
-      --touch_[last + 1];
-      span_lo = std::min(span_lo, first);
-      span_hi = std::max(span_hi, last + 1);
-      // Tiles wholly inside [lo, hi); the last tile is clipped to nk.
-      const int32_t cover_first = (lo + tile_n_ - 1) / tile_n_;
-      const int32_t cover_end = hi == nk_ ? num_tiles_ : hi / tile_n_;
-      if (cover_first < cover_end) {
-        ++cover_[cover_first];
-        --cover_[cover_end];
-      }
+int64_t TileRowClassifier::add_rows(const RowIntervals& rows, int32_t q0, int32_t q1) {
+  int64_t width = 0;
+  const Interval* it = rows.row(q0);
+  const Interval* end = rows.row(q1);
+  for (; it != end; ++it) {
+    const auto [lo, hi] = *it;
+    width += hi - lo;
+    const int32_t first = div_(lo);
+    const int32_t last = div_(hi - 1);
+    bump(&Counts::touch, first, 1);
+    bump(&Counts::touch, last + 1, -1);
+    // Tiles wholly inside [lo, hi); the last tile is clipped to nk.
+    const int32_t cover_first = div_(lo + tile_n_ - 1);
+    const int32_t cover_end = hi == nk_ ? num_tiles_ : div_(hi);
+    if (cover_first < cover_end) {
+      bump(&Counts::cover, cover_first, 1);
+      bump(&Counts::cover, cover_end, -1);
     }
   }
-  // Disjoint intervals of one row never both cover a tile, so a tile is full exactly when its
-  // cover count equals the number of rows.
-  const int32_t num_rows = q1 - q0;
-  int32_t touching = 0;
-  int32_t covering = 0;
-  for (int32_t n = span_lo; n <= span_hi && n <= num_tiles_; ++n) {
-    touching += touch_[n];
-    covering += cover_[n];
-    touch_[n] = 0;
-    cover_[n] = 0;
-    if (n == num_tiles_ || touching == 0) continue;
-    (covering == num_rows ? full : partial).push_back(n);
+  return width;
+}
+
+void TileRowClassifier::finish(int32_t num_rows, std::vector<TileSegment>& segments) {
+  segments.clear();
+  std::sort(changed_.begin(), changed_.end());
+  int32_t touching = 0, covering = 0, reaching = 0;
+  for (size_t i = 0; i < changed_.size(); ++i) {
+    Counts& c = counts_[static_cast<size_t>(changed_[i])];
+    touching += c.touch;
+    covering += c.cover;
+    reaching += c.formula;
+    c = Counts{};
+    const int32_t end = i + 1 < changed_.size() ? changed_[i + 1] : num_tiles_;
+    if (changed_[i] >= end || (touching == 0 && reaching == 0)) continue;
+    // Disjoint intervals of one row never both cover a tile, so a tile is covered by every
+    // row exactly when its cover count equals the number of rows.
+    const TileSegment s{changed_[i], end, touching > 0, covering == num_rows, reaching > 0};
+    if (!segments.empty() && segments.back().end == s.first &&
+        segments.back().listed_touch == s.listed_touch &&
+        segments.back().listed_full == s.listed_full &&
+        segments.back().formula_touch == s.formula_touch) {
+      segments.back().end = end;
+    } else {
+      segments.push_back(s);
+    }
   }
+  changed_.clear();
 }
 
 }  // namespace cm::descriptor

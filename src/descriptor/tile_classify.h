@@ -1,7 +1,9 @@
-// Classifies the key tiles of one query tile row as empty, full or partial, in
-// O(rows + intervals + span of touched tiles), using difference arrays over key tiles.
+// Classifies the key tiles of one query tile row from difference arrays over key tiles. Only
+// the tiles where some count changes are visited, so a tile row costs O(rows + intervals +
+// changes log changes), not O(key tiles): long full stretches come out as one segment.
 #pragma once
 
+#include "descriptor/tile_div.h"
 #include "specialize/row_intervals.h"
 
 #include <cstdint>
@@ -9,25 +11,61 @@
 
 namespace cm::descriptor {
 
+// Key tiles [first, end) that share one state. listed_touch: some listed interval meets the
+// tile; listed_full: every row's listed intervals cover its clipped area; formula_touch: the
+// tile row's grid formula reaches the tile.
+struct TileSegment {
+  int32_t first;
+  int32_t end;
+  bool listed_touch;
+  bool listed_full;
+  bool formula_touch;
+};
+
 class TileRowClassifier {
  public:
   TileRowClassifier(int32_t nk, int32_t tile_n);
 
-  // Pre: rows is valid (input_checks.h), 0 <= q0 < q1 <= rows.nq.
-  // Post: `full` and `partial` hold, in increasing order, the key tiles whose clipped area
-  // [k0, min(k0 + tile_n, nk)) is fully visible to every row in [q0, q1), respectively visible
-  // to some but not all of the pairs. Tiles in neither list are empty.
-  void classify(const RowIntervals& rows, int32_t q0, int32_t q1, std::vector<int32_t>& full,
-                std::vector<int32_t>& partial);
+  // Pre: rows valid (input_checks.h), 0 <= q0 < q1 <= rows.nq. Adds the intervals of rows
+  // [q0, q1) and returns their total width (visible pairs).
+  int64_t add_rows(const RowIntervals& rows, int32_t q0, int32_t q1);
+
+  // Marks the key tiles meeting keys [lo, hi) as reached by the formula (0 <= lo < hi <= nk).
+  void add_formula_touch(int64_t lo, int64_t hi) {
+    bump(&Counts::formula, div_(lo), 1);
+    bump(&Counts::formula, div_(hi - 1) + 1, -1);
+  }
+
+  // Post: `segments` (cleared first) holds, in increasing order, the maximal segments of tiles
+  // touched by something, for a tile row of `num_rows` rows. The classifier is reset.
+  void finish(int32_t num_rows, std::vector<TileSegment>& segments);
 
  private:
+  // Difference-array entries of one key tile, together so that a bump touches one line:
+  // listed intervals touching the tile, listed intervals covering the whole (clipped) tile,
+  // formula reach; `changed` flags the tiles listed in changed_. All zero between tile rows.
+  struct Counts {
+    int32_t touch = 0;
+    int32_t cover = 0;
+    int32_t formula = 0;
+    int32_t changed = 0;
+  };
+
+  [[gnu::always_inline]] void bump(int32_t Counts::*field, int32_t tile, int32_t delta) {
+    Counts& c = counts_[static_cast<size_t>(tile)];
+    c.*field += delta;
+    if (!c.changed) {
+      c.changed = 1;
+      changed_.push_back(tile);
+    }
+  }
+
   int32_t nk_;
   int32_t tile_n_;
+  TileDiv div_;
   int32_t num_tiles_;
-  // Difference arrays, all zero between calls: intervals touching a tile, and intervals
-  // covering a whole (clipped) tile.
-  std::vector<int32_t> touch_;
-  std::vector<int32_t> cover_;
+  std::vector<Counts> counts_;  // num_tiles_ + 1 entries
+  std::vector<int32_t> changed_;
 };
 
 }  // namespace cm::descriptor

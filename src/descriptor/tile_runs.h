@@ -1,12 +1,14 @@
-// Turns tile lists into the run form of the descriptor (TileRow, FullRun, PartialRun), with
-// per-row costs and the LPT order, and transposes forward lists into per-key-tile lists.
+// The run form of the descriptor (TileRow, FullRun, PartialRun) built directly from runs, with
+// per-row costs and the LPT order, and the transposition of a forward form into per-key-tile
+// runs. Nothing here handles full tiles one by one.
 #pragma once
 
 #include <compilemask/descriptor.h>
 
-#include "descriptor/instance_tiles.h"
+#include "descriptor/pattern_table.h"
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace cm::descriptor {
@@ -24,13 +26,44 @@ struct RunForm {
   std::vector<uint16_t> order;  // major tiles by descending cost, ties by index
 };
 
-// Pre: entries of each major tile sorted by `other`, all < kMaxTiles.
-// Post: maximal runs of consecutive full tiles, and maximal runs of consecutive partial tiles
-// with one pattern, per major tile.
-RunForm make_runs(const TileLists& lists);
+// A partial tile of the forward form: query tile m, key tile n.
+struct PartialTile {
+  int32_t m;
+  int32_t n;
+  uint32_t pattern;
+};
 
-// Pre: lists valid with `num_other` tiles along the other axis.
-// Post: the same tiles seen from the other axis (entries sorted by the old major index).
-TileLists transpose(const TileLists& lists, int32_t num_other);
+// Appends major tiles one at a time. Per major tile: add_full calls, then add_partial calls,
+// each in increasing order of the other index.
+class RunFormBuilder {
+ public:
+  explicit RunFormBuilder(const PatternTable& table) : table_(table) {}
+
+  void begin_row();
+  // Tiles [first, end), all full; merged with an adjacent previous run.
+  void add_full(int32_t first, int32_t end);
+  // One partial tile. It extends the previous partial run when that run has the same pattern
+  // and ends right before it, or, for kPatternGridSparse, when at most kMaxSparseGap tiles
+  // lie between them and none of them is full (the others are empty: the caller lists every
+  // partial tile).
+  void add_partial(int32_t other, uint32_t pattern);
+  void end_row();
+
+  // Post: the form with its LPT order; the builder is left empty.
+  RunForm finish();
+
+ private:
+  const PatternTable& table_;
+  RunForm form_;
+  int32_t full_tiles_ = 0;
+  int32_t partial_tiles_ = 0;
+  size_t next_full_ = 0;  // first full run of this row that may lie after the last partial
+};
+
+// Pre: `forward` built by RunFormBuilder with `partial_tiles` its partial tiles in order.
+// Post: the same tiles and patterns seen per key tile (num_k_tiles rows). Cost: O(runs +
+// partial tiles + changes of full coverage between consecutive query tiles).
+RunForm transpose_runs(const RunForm& forward, std::span<const PartialTile> partial_tiles,
+                       int32_t num_k_tiles, const PatternTable& table);
 
 }  // namespace cm::descriptor

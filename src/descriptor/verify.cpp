@@ -126,11 +126,14 @@ class Verifier {
                       name + " bitmap");
         continue;
       }
-      if (p.kind != desc::kPatternBands && p.kind != desc::kPatternGrid) {
+      if (p.kind != desc::kPatternBands && !desc::is_grid_kind(p.kind)) {
         fail(name + ": unknown kind " + str(p.kind));
       }
-      if (p.kind == desc::kPatternGrid && (p.formula < 0 || p.formula >= h.num_grid_formulas)) {
+      if (desc::is_grid_kind(p.kind) && (p.formula < 0 || p.formula >= h.num_grid_formulas)) {
         fail(name + ": grid formula index " + str(p.formula) + " is out of range");
+      }
+      if (p.kind == desc::kPatternGridSparse && p.count != 0) {
+        fail(name + ": a sparse grid pattern must have no bands");
       }
       if (p.kind == desc::kPatternBands && p.formula != -1) {
         fail(name + ": a bands pattern must have formula -1");
@@ -178,8 +181,21 @@ class Verifier {
                ") is empty or out of range");
         }
         spans.emplace_back(first, count);
+        const bool sparse =
+            pattern != kFull && desc::pattern(blob_, pattern).kind == desc::kPatternGridSparse;
+        int32_t gap = 0;  // consecutive empty members so far
         for (int32_t o = first; o < first + count; ++o) {
-          tiles.emplace_back(forward ? t : o, forward ? o : t, pattern);
+          const int32_t m = forward ? t : o, n = forward ? o : t;
+          if (sparse && !desc::partial_tile_nonempty(blob_, desc::pattern(blob_, pattern), m, n)) {
+            if (o == first || o == first + count - 1 || ++gap > desc::kMaxSparseGap) {
+              fail(where + ": sparse grid run [" + str(first) + ", +" + str(count) +
+                   ") must start and end with non-empty tiles and skip at most " +
+                   str(desc::kMaxSparseGap) + " in a row");
+            }
+            continue;
+          }
+          gap = 0;
+          tiles.emplace_back(m, n, pattern);
         }
       };
       const desc::FullRun* full = desc::full_runs(blob_, row);

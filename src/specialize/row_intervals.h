@@ -38,17 +38,25 @@ struct RowIntervals {
   friend bool operator==(const RowIntervals&, const RowIntervals&) = default;
 };
 
-// One mask instance as the descriptor builder needs it.
-//   all:          every row's full visible set.
+// One mask instance as the descriptor builder needs it. Row q sees
+//   all[q]                                       when `formulas` is empty;
+//   residual[q] ∪ formula(row_formula[q], q)     otherwise, where formula(-1, q) is empty and
+//                                                formula(f, q) is the neighbourhood of q under
+//                                                formulas[f] (descriptor.h).
 //   formulas:     grid neighbourhood formulas a kernel can evaluate in closed form.
-//   row_formula:  per row, the formula contained in that row's visible set, or -1.
-//   residual:     per row, `all` minus what row_formula[q] contributes (equal to `all` for rows
-//                 with no formula). all[q] == residual[q] ∪ formula(q) for every row.
+//   row_formula:  per row, a formula index or -1 (empty when formulas is empty).
+//   residual:     per row, the keys listed explicitly (empty when formulas is empty).
+// With formulas the builder ignores `all`: evaluate_rows leaves it empty, because listing every
+// neighbourhood interval is the cost formulas exist to avoid. complete_rows()
+// (descriptor/expand_rows.h) materializes the full visible sets for tests and tools.
 struct InstanceRows {
   RowIntervals all;
   std::vector<desc::GridFormula> formulas;
   std::vector<int32_t> row_formula;  // empty when formulas is empty
   RowIntervals residual;             // empty when formulas is empty
+
+  // The explicitly listed intervals: `all`, or `residual` when there are formulas.
+  const RowIntervals& listed() const { return formulas.empty() ? all : residual; }
   friend bool operator==(const InstanceRows&, const InstanceRows&) = default;
 };
 

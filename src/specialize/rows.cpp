@@ -14,31 +14,144 @@ namespace {
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 struct Emitted {
-  int32_t q, lo, hi, formula;
+  int32_t q, lo, hi;
 };
 
-// Sorts intervals by lo and merges overlapping or adjacent ones into `out`.
-void merge_into(std::vector<Interval>& scratch, std::vector<Interval>& out) {
-  if (scratch.size() < 16) {
-    for (size_t i = 1; i < scratch.size(); ++i) {  // rows usually hold a handful of intervals
-      const Interval x = scratch[i];
+// Bounds lo(q) = lo_slope*q + lo_offset, hi(q) likewise, for the rows of one affine piece,
+// which ends before row `end`.
+struct RowPiece {
+  int64_t end;
+  int64_t lo_slope, lo_offset, hi_slope, hi_offset;
+};
+
+// Sorts the `count` intervals at `data` by lo and merges overlapping or adjacent ones, in
+// place; returns how many remain.
+size_t normalize(Interval* data, size_t count) {
+  size_t ordered = 1;  // rows usually arrive sorted and disjoint already
+  while (ordered < count && data[ordered - 1].hi < data[ordered].lo) ++ordered;
+  if (ordered >= count) return count;
+  if (count < 16) {  // rows usually hold a handful of intervals
+    for (size_t i = ordered; i < count; ++i) {
+      const Interval x = data[i];
       size_t j = i;
-      for (; j > 0 && scratch[j - 1].lo > x.lo; --j) scratch[j] = scratch[j - 1];
-      scratch[j] = x;
+      for (; j > 0 && data[j - 1].lo > x.lo; --j) data[j] = data[j - 1];
+      data[j] = x;
     }
   } else {
-    std::sort(scratch.begin(), scratch.end(),
-              [](const Interval& a, const Interval& b) { return a.lo < b.lo; });
+    std::sort(data, data + count, [](const Interval& a, const Interval& b) { return a.lo < b.lo; });
   }
-  const size_t first = out.size();
-  for (const Interval& x : scratch) {
-    if (out.size() > first && x.lo <= out.back().hi) {
-      out.back().hi = std::max(out.back().hi, x.hi);
+  size_t last = 0;
+  for (size_t i = 1; i < count; ++i) {
+    if (data[i].lo <= data[last].hi) {
+      data[last].hi = std::max(data[last].hi, data[i].hi);
     } else {
-      out.push_back(x);
+      data[++last] = data[i];
     }
   }
+  return count == 0 ? 0 : last + 1;
 }
+
+// Collects emitted intervals into sorted, merged CSR rows. Rows that arrive in order (the usual
+// case) go straight into the CSR; the first row out of order moves everything to a list that
+// is counting-sorted by row at the end.
+class RowLister {
+ public:
+  RowLister(int32_t nq, int32_t nk) : nq_(nq), nk_(nk) {
+    rows_.nq = nq;
+    rows_.nk = nk;
+    rows_.offsets.reserve(static_cast<size_t>(nq) + 1);
+    rows_.offsets.push_back(0);
+    rows_.intervals.reserve(static_cast<size_t>(nq));  // most masks list about one per row
+  }
+
+  void add(int32_t q, int64_t lo, int64_t hi) {
+    lo = std::max<int64_t>(lo, 0);
+    hi = std::min<int64_t>(hi, nk_);
+    if (lo >= hi) return;
+    const Interval iv{static_cast<int32_t>(lo), static_cast<int32_t>(hi)};
+    if (ordered_ && q < open_) spill();
+    if (!ordered_) {
+      unordered_.push_back({q, iv.lo, iv.hi});
+      return;
+    }
+    if (q > open_) close_rows_before(q);
+    rows_.intervals.push_back(iv);
+  }
+
+  RowIntervals finish() {
+    if (ordered_) {
+      close_rows_before(nq_);
+      return std::move(rows_);
+    }
+    // Counting sort by row straight into the CSR, then each row sorted and merged in place
+    // while the rows are compacted.
+    std::vector<int64_t>& offsets = rows_.offsets;
+    offsets.assign(static_cast<size_t>(nq_) + 1, 0);
+    for (const Emitted& e : unordered_) ++offsets[static_cast<size_t>(e.q) + 1];
+    for (size_t q = 0; q < static_cast<size_t>(nq_); ++q) offsets[q + 1] += offsets[q];
+    std::vector<Interval>& intervals = rows_.intervals;
+    intervals.resize(unordered_.size());
+    for (const Emitted& e : unordered_) {
+      intervals[static_cast<size_t>(offsets[static_cast<size_t>(e.q)]++)] = {e.lo, e.hi};
+    }
+    // offsets[q] now holds the end of row q; row q starts at the end of row q - 1.
+    size_t written = 0, begin = 0;
+    Interval* data = intervals.data();
+    for (size_t q = 0; q < static_cast<size_t>(nq_); ++q) {
+      const auto end = static_cast<size_t>(offsets[q]);
+      offsets[q] = static_cast<int64_t>(written);
+      if (end - begin == 1) {  // the common single interval
+        data[written++] = data[begin];
+      } else if (end > begin) {
+        if (written != begin) std::copy(data + begin, data + end, data + written);
+        written += normalize(data + written, end - begin);
+      }
+      begin = end;
+    }
+    offsets[static_cast<size_t>(nq_)] = static_cast<int64_t>(written);
+    intervals.resize(written);
+    return std::move(rows_);
+  }
+
+ private:
+  // Sorts and merges the open row (the intervals after offsets[open_]), then closes it and the
+  // empty rows after it, up to row q.
+  void close_rows_before(int32_t q) {
+    const auto first = static_cast<size_t>(rows_.offsets.back());
+    if (rows_.intervals.size() > first + 1) {
+      rows_.intervals.resize(
+          first + normalize(rows_.intervals.data() + first, rows_.intervals.size() - first));
+    }
+    const auto end = static_cast<int64_t>(rows_.intervals.size());
+    if (q == open_ + 1) {
+      rows_.offsets.push_back(end);
+    } else {
+      rows_.offsets.resize(static_cast<size_t>(q) + 1, end);
+    }
+    open_ = q;
+  }
+
+  void spill() {
+    // Rows listed so far are usually a fraction of the total: leave room for the rest.
+    unordered_.reserve(std::max(rows_.intervals.size(), rows_.intervals.capacity()) * 2);
+    for (int32_t q = 0; q <= open_; ++q) {
+      const int64_t end = q < open_ ? rows_.offsets[static_cast<size_t>(q) + 1]
+                                    : static_cast<int64_t>(rows_.intervals.size());
+      for (int64_t i = rows_.offsets[static_cast<size_t>(q)]; i < end; ++i) {
+        const Interval& iv = rows_.intervals[static_cast<size_t>(i)];
+        unordered_.push_back({q, iv.lo, iv.hi});
+      }
+    }
+    rows_.intervals.clear();
+    ordered_ = false;
+  }
+
+  int32_t nq_, nk_;
+  RowIntervals rows_;
+  int32_t open_ = 0;  // the row being listed: its intervals follow offsets[open_]
+  bool ordered_ = true;
+  std::vector<Emitted> unordered_;
+};
 
 class RowEvaluator {
  public:
@@ -49,7 +162,8 @@ class RowEvaluator {
         bindings_(bindings),
         nq_(static_cast<int32_t>(dims.nq)),
         nk_(static_cast<int32_t>(dims.nk)),
-        use_formulas_(use_formulas) {}
+        use_formulas_(use_formulas),
+        lister_(nq_, nk_) {}
 
   InstanceRows run(const std::vector<RegionCode>& regions, int32_t b, int32_t h) {
     machine_.set_slot(ir::kSlotB, b);
@@ -100,8 +214,8 @@ class RowEvaluator {
     const int64_t rt = v[5], ry = v[6], rx = v[7];
     const bool ellipse = program_.grids[static_cast<size_t>(grid)].shape == ir::GridShape::kEllipse;
     const int64_t min_radius = ellipse ? 1 : 0;
-    const bool radii_ok = rt >= min_radius && ry >= min_radius && rx >= min_radius &&
-                          rt <= 1024 && ry <= 1024 && rx <= 1024;
+    const bool radii_ok = rt >= min_radius && ry >= min_radius && rx >= min_radius && rt <= 1024 &&
+                          ry <= 1024 && rx <= 1024;
     const bool extent_ok = frames >= 1 && rows >= 1 && cols >= 1 && frames <= kInt32Max &&
                            rows <= kInt32Max && cols <= kInt32Max &&
                            frames * rows <= kInt32Max / cols;
@@ -135,18 +249,18 @@ class RowEvaluator {
         if (lo < hi) query_rows.push_back({static_cast<int32_t>(lo), static_cast<int32_t>(hi)});
       });
     }
-    std::vector<int32_t> term_formula(r.keys.size(), -1);
     std::vector<const TermCode*> interpreted;
     for (const Interval& rows : query_rows) {
       interpreted.clear();
+      affine_pieces_.clear();
+      affine_terms_.assign(1, 0);
       std::optional<AffineRows> affine;
-      for (size_t i = 0; i < r.keys.size(); ++i) {
-        const TermCode& term = r.keys[i];
-        const int32_t grid = term.grid;
-        term_formula[i] =
-            use_formulas_ && grid != ir::kNone ? make_formula(r, grid, rows.lo, rows.hi) : -1;
-        if (term_formula[i] >= 0) {
-          emit_formula(formulas_[static_cast<size_t>(term_formula[i])], term_formula[i]);
+      for (const TermCode& term : r.keys) {
+        const int32_t formula = use_formulas_ && term.grid != ir::kNone
+                                    ? make_formula(r, term.grid, rows.lo, rows.hi)
+                                    : -1;
+        if (formula >= 0) {
+          assign_formula(formula);
           continue;
         }
         if (term.iterator_slots.empty()) {
@@ -156,93 +270,71 @@ class RowEvaluator {
           const Affine lo = lo_form != nullptr ? *lo_form : Affine{};
           const Affine* hi = lo_form != nullptr ? affine->form(term.hi) : nullptr;
           if (hi != nullptr) {
-            emit_affine(lo, *hi, rows.hi);
+            add_affine_term(lo, *hi, rows.hi);
             continue;
           }
         }
         interpreted.push_back(&term);
       }
-      if (interpreted.empty()) continue;
+      // Row by row, so that rows usually arrive in order and need no sorting.
+      std::vector<size_t>& piece = affine_cursor_;
+      piece.assign(affine_terms_.begin(), affine_terms_.end() - 1);
       for (int32_t q = rows.lo; q < rows.hi; ++q) {
+        for (size_t t = 0; t < piece.size(); ++t) {
+          while (affine_pieces_[piece[t]].end <= q) ++piece[t];
+          const RowPiece& p = affine_pieces_[piece[t]];
+          emit(q, p.lo_slope * q + p.lo_offset, p.hi_slope * q + p.hi_offset);
+        }
+        if (interpreted.empty()) continue;
         machine_.set_slot(ir::kSlotQ, q);
         machine_.run(r.row);
         for (const TermCode* term : interpreted) {
-          enumerate(*term, 0, [&](int64_t lo, int64_t hi) { emit(q, lo, hi, -1); });
+          enumerate(*term, 0, [&](int64_t lo, int64_t hi) { emit(q, lo, hi); });
         }
       }
     }
   }
 
-  void emit(int32_t q, int64_t lo, int64_t hi, int32_t formula) {
-    lo = std::max<int64_t>(lo, 0);
-    hi = std::min<int64_t>(hi, nk_);
-    if (lo < hi) emitted_.push_back({q, static_cast<int32_t>(lo), static_cast<int32_t>(hi), formula});
-  }
+  void emit(int32_t q, int64_t lo, int64_t hi) { lister_.add(q, lo, hi); }
 
-  // Rows of a term whose bounds are piecewise affine in q, without interpretation.
-  void emit_affine(const Affine& lo, const Affine& hi, int64_t end) {
-    refine<2>({&lo, &hi}, end, [&](int64_t b, int64_t e, const auto& p) {
-      for (int64_t q = b; q < e; ++q) {
-        emit(static_cast<int32_t>(q), p[0].slope * q + p[0].offset, p[1].slope * q + p[1].offset,
-             -1);
-      }
+  // Records the pieces of a term whose bounds are piecewise affine in q, so its rows are
+  // emitted without interpretation.
+  void add_affine_term(const Affine& lo, const Affine& hi, int64_t end) {
+    refine<2>({&lo, &hi}, end, [&](int64_t, int64_t e, const auto& p) {
+      affine_pieces_.push_back({e, p[0].slope, p[0].offset, p[1].slope, p[1].offset});
     });
+    affine_terms_.push_back(affine_pieces_.size());
   }
 
-  // Rows of a neighbourhood term, straight from its closed-form formula.
-  void emit_formula(const desc::GridFormula& f, int32_t formula) {
-    for (int32_t q = f.q_lo; q < f.q_hi; ++q) {
-      desc::for_each_grid_interval(f, q, 0, nk_, [&](int lo, int hi) { emit(q, lo, hi, formula); });
+  // A neighbourhood term with a closed form: each row whose centre lies on the grid carries
+  // the formula instead of its intervals. A row that already carries another formula lists
+  // this one's intervals explicitly.
+  void assign_formula(int32_t index) {
+    const desc::GridFormula& f = formulas_[static_cast<size_t>(index)];
+    if (row_formula_.empty()) row_formula_.assign(static_cast<size_t>(nq_), -1);
+    const int64_t extent = int64_t{f.frames} * f.rows * f.cols;
+    const int64_t first = std::max<int64_t>(f.q_lo, f.center_start);
+    const int64_t end = std::min<int64_t>(f.q_hi, f.center_start + extent);
+    for (int64_t q = first; q < end; ++q) {
+      int32_t& carried = row_formula_[static_cast<size_t>(q)];
+      if (carried < 0) {
+        carried = index;
+        continue;
+      }
+      desc::for_each_grid_interval(f, static_cast<int32_t>(q), 0, nk_,
+                                   [&](int lo, int hi) { emit(static_cast<int32_t>(q), lo, hi); });
     }
   }
 
   InstanceRows assemble() {
-    // Counting sort of the emitted intervals by row.
-    std::vector<int64_t> start(static_cast<size_t>(nq_) + 1, 0);
-    for (const Emitted& e : emitted_) ++start[static_cast<size_t>(e.q) + 1];
-    for (size_t q = 0; q < static_cast<size_t>(nq_); ++q) start[q + 1] += start[q];
-    std::vector<Emitted> by_row(emitted_.size());
-    {
-      std::vector<int64_t> next(start.begin(), start.end() - 1);
-      for (const Emitted& e : emitted_) by_row[static_cast<size_t>(next[static_cast<size_t>(e.q)]++)] = e;
-    }
     InstanceRows out;
-    out.all.nq = out.residual.nq = nq_;
-    out.all.nk = out.residual.nk = nk_;
-    out.all.offsets.assign(1, 0);
-    out.all.intervals.reserve(emitted_.size());
-    const bool formulas = !formulas_.empty();
-    if (formulas) {
-      out.formulas = formulas_;
-      out.row_formula.assign(static_cast<size_t>(nq_), -1);
-      out.residual.offsets.assign(1, 0);
+    if (formulas_.empty()) {
+      out.all = lister_.finish();
+      return out;
     }
-    std::vector<Interval> scratch;
-    for (int32_t q = 0; q < nq_; ++q) {
-      const auto first = by_row.begin() + start[static_cast<size_t>(q)];
-      const auto last = by_row.begin() + start[static_cast<size_t>(q) + 1];
-      scratch.clear();
-      int32_t formula = -1;
-      bool conflict = false;
-      for (auto it = first; it != last; ++it) {
-        scratch.push_back({it->lo, it->hi});
-        if (it->formula >= 0) {
-          conflict = conflict || (formula >= 0 && formula != it->formula);
-          formula = it->formula;
-        }
-      }
-      merge_into(scratch, out.all.intervals);
-      out.all.offsets.push_back(static_cast<int64_t>(out.all.intervals.size()));
-      if (!formulas) continue;
-      if (conflict) formula = -1;
-      out.row_formula[static_cast<size_t>(q)] = formula;
-      scratch.clear();
-      for (auto it = first; it != last; ++it) {
-        if (formula < 0 || it->formula != formula) scratch.push_back({it->lo, it->hi});
-      }
-      merge_into(scratch, out.residual.intervals);
-      out.residual.offsets.push_back(static_cast<int64_t>(out.residual.intervals.size()));
-    }
+    out.residual = lister_.finish();
+    out.formulas = std::move(formulas_);
+    out.row_formula = std::move(row_formula_);
     return out;
   }
 
@@ -252,8 +344,14 @@ class RowEvaluator {
   const Bindings& bindings_;
   int32_t nq_, nk_;
   bool use_formulas_;
-  std::vector<Emitted> emitted_;
+  RowLister lister_;
+  // The affine key terms of the current query range: term t owns affine_pieces_
+  // [affine_terms_[t], affine_terms_[t + 1]); affine_cursor_ walks them row by row.
+  std::vector<RowPiece> affine_pieces_;
+  std::vector<size_t> affine_terms_;
+  std::vector<size_t> affine_cursor_;
   std::vector<desc::GridFormula> formulas_;
+  std::vector<int32_t> row_formula_;  // nq entries once a formula exists
 };
 
 }  // namespace

@@ -10,11 +10,14 @@ namespace cm {
 
 // Preconditions: `regions` compiled from `program` (normalized, classified); `bindings` valid
 // for `program` and `dims`.
-// Postconditions: result.all holds, for every row q in [0, nq), the sorted, disjoint,
-// non-adjacent intervals of keys in [0, nk) visible to q at (b, h). Neighbourhood terms whose
-// grid lies inside [0, nk) become GridFormula records when `use_formulas` is set, with
-// row_formula and residual filled as row_intervals.h describes.
-// Cost: O(loop bindings + rows covered + intervals emitted) term evaluations.
+// Postconditions: for every row q in [0, nq), the result describes exactly the keys in [0, nk)
+// visible to q at (b, h), as row_intervals.h defines: without formulas in `all`; with them
+// (neighbourhood terms whose grid lies inside [0, nk), when `use_formulas` is set) as
+// `residual` plus the row's formula, `all` left empty. Listed intervals are sorted, disjoint
+// and non-adjacent. A row gets at most one formula; a second neighbourhood term on the same
+// row is listed explicitly.
+// Cost: O(loop bindings + rows covered + listed intervals) term evaluations; formula rows cost
+// O(1) each.
 // Throws cm::Error for evaluation errors (division by zero, index out of range...).
 InstanceRows evaluate_rows(const ir::Program& program, const std::vector<RegionCode>& regions,
                            const Bindings& bindings, const Dims& dims, int32_t b, int32_t h,

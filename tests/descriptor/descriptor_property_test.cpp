@@ -64,7 +64,8 @@ void expect_decodes_to(const std::vector<uint64_t>& blob, int32_t b, int32_t h,
 
 TEST(DescriptorProperty, RandomRowsRoundTripExactly) {
   std::mt19937 rng(12345);
-  std::array<int, 4> patterns_of_kind{};  // the inputs must exercise every pattern kind
+  std::array<int, desc::kPatternGridSparse + 1>
+      patterns_of_kind{};  // the inputs must exercise every pattern kind
   for (int iteration = 0; iteration < 300; ++iteration) {
     const int32_t nq = std::uniform_int_distribution<int32_t>(1, 300)(rng);
     const int32_t nk = std::uniform_int_distribution<int32_t>(1, 300)(rng);
@@ -97,6 +98,7 @@ TEST(DescriptorProperty, RandomRowsRoundTripExactly) {
   EXPECT_GT(patterns_of_kind[desc::kPatternBands], 0);
   EXPECT_GT(patterns_of_kind[desc::kPatternBitmap], 0);
   EXPECT_GT(patterns_of_kind[desc::kPatternGrid], 0);
+  EXPECT_GT(patterns_of_kind[desc::kPatternGridSparse], 0);
 }
 
 TEST(DescriptorProperty, InstanceMapsStoreEqualInstancesOnce) {

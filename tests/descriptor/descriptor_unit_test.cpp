@@ -4,12 +4,14 @@
 
 #include "descriptor/build.h"
 #include "descriptor/decode.h"
+#include "descriptor/tile_div.h"
 #include "mask_fixtures.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <functional>
+#include <random>
 
 namespace cm {
 namespace {
@@ -111,8 +113,7 @@ TEST(DescriptorUnit, GridRowsUseGridPatternsAndDecodeExactly) {
     return q < text || k < text || testing::formula_sees(disk, q, k);
   });
   const Dense residual = dense_of(n, n, [&](int32_t q, int32_t k) { return q < text || k < text; });
-  InstanceRows rows;
-  rows.all = testing::rows_from_dense(all);
+  InstanceRows rows;  // `all` stays empty: formula rows are not listed
   rows.formulas = {disk};
   rows.row_formula.assign(static_cast<size_t>(n), -1);
   for (int32_t q = text; q < n; ++q) rows.row_formula[static_cast<size_t>(q)] = 0;
@@ -125,8 +126,7 @@ TEST(DescriptorUnit, GridRowsUseGridPatternsAndDecodeExactly) {
   EXPECT_EQ(stats.grid_formulas, 1);
   int grid_patterns = 0;
   for (int32_t i = 0; i < stats.patterns; ++i) {
-    grid_patterns +=
-        desc::pattern(blob.data(), static_cast<uint32_t>(i)).kind == desc::kPatternGrid;
+    grid_patterns += desc::is_grid_kind(desc::pattern(blob.data(), static_cast<uint32_t>(i)).kind);
   }
   EXPECT_GE(grid_patterns, 1);
 }
@@ -255,6 +255,21 @@ TEST(DescriptorUnit, StatsRenderTheirFields) {
   EXPECT_NE(stats.format().find("6 full (37.5%)"), std::string::npos) << stats.format();
   EXPECT_NE(stats.to_json().find("\"visible_pairs\": 131328"), std::string::npos);
   EXPECT_NE(stats.to_json().find("\"bytes\": 2048"), std::string::npos);
+}
+
+TEST(DescriptorUnit, TileDivMatchesIntegerDivision) {
+  std::mt19937 rng(99);
+  for (int32_t d = 1; d <= 256; ++d) {
+    const descriptor::TileDiv div(d);
+    for (int64_t k : {int64_t{0}, int64_t{d - 1}, int64_t{d}, int64_t{(1ll << 31) - 1},
+                      int64_t{(1ll << 31) - 1 - d}}) {
+      ASSERT_EQ(div(k), k / d) << "k=" << k << " d=" << d;
+    }
+    for (int i = 0; i < 2000; ++i) {
+      const int64_t k = std::uniform_int_distribution<int64_t>(0, (1ll << 31) - 1)(rng);
+      ASSERT_EQ(div(k), k / d) << "k=" << k << " d=" << d;
+    }
+  }
 }
 
 }  // namespace

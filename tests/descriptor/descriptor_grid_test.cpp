@@ -1,0 +1,202 @@
+// Grid-formula paths of the descriptor: closed-form classification of formula tile rows, sparse
+// grid runs (kPatternGridSparse) that span empty tiles, full tiles reached only through a
+// formula, the exactness of grid_tile_touched, and complete_rows. Every expectation is
+// computed from a dense brute-force mask built with formula_sees.
+#include <compilemask/compilemask.h>
+
+#include "descriptor/build.h"
+#include "descriptor/decode.h"
+#include "descriptor/expand_rows.h"
+#include "mask_fixtures.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace cm {
+namespace {
+
+using testing::Dense;
+using testing::formula_sees;
+
+// `text` tokens that see and are seen by everything, then a rows x cols grid whose tokens see
+// their neighbourhood under `f` (f's extents and radii set by the caller).
+struct GridMask {
+  InstanceRows rows;  // listed rows only: `all` stays empty
+  Dense expected;
+};
+
+GridMask text_and_grid(int32_t text, desc::GridFormula f) {
+  const int32_t n = text + f.rows * f.cols;
+  f.q_lo = f.start = f.center_start = text;
+  f.q_hi = n;
+  GridMask out{InstanceRows{}, Dense(n, n)};
+  Dense listed(n, n);
+  out.rows.formulas = {f};
+  out.rows.row_formula.assign(static_cast<size_t>(n), -1);
+  for (int32_t q = 0; q < n; ++q) {
+    if (q >= text) out.rows.row_formula[static_cast<size_t>(q)] = 0;
+    for (int32_t k = 0; k < n; ++k) {
+      const bool plain = q < text || k < text;
+      listed.at(q, k) = plain;
+      out.expected.at(q, k) = plain || formula_sees(f, q, k);
+    }
+  }
+  out.rows.residual = testing::rows_from_dense(listed);
+  return out;
+}
+
+struct Counts {
+  int64_t full = 0, partial = 0, visible = 0;
+};
+
+Counts count_tiles(const Dense& d, const Tiling& t) {
+  Counts c;
+  for (int32_t q0 = 0; q0 < d.nq; q0 += t.m) {
+    for (int32_t k0 = 0; k0 < d.nk; k0 += t.n) {
+      const int32_t q1 = std::min(d.nq, q0 + t.m), k1 = std::min(d.nk, k0 + t.n);
+      int64_t seen = 0;
+      for (int32_t q = q0; q < q1; ++q) {
+        for (int32_t k = k0; k < k1; ++k) seen += d.at(q, k);
+      }
+      c.visible += seen;
+      if (seen > 0) ++(seen == int64_t{q1 - q0} * (k1 - k0) ? c.full : c.partial);
+    }
+  }
+  return c;
+}
+
+// Builds, verifies, and checks both forms and the stats against the dense mask.
+std::vector<uint64_t> build_and_check(const GridMask& mask, const Tiling& tiling) {
+  PlanStats stats;
+  std::vector<uint64_t> blob = build_descriptor({mask.rows}, {0}, 1, 1, tiling, stats);
+  EXPECT_NO_THROW(verify_descriptor(blob.data(), blob.size() * 8));
+  for (DescriptorForm form : {DescriptorForm::kForward, DescriptorForm::kTransposed}) {
+    EXPECT_EQ(decode_dense(blob.data(), 0, 0, form), mask.expected.cells)
+        << (form == DescriptorForm::kForward ? "forward" : "transposed");
+  }
+  const Counts c = count_tiles(mask.expected, tiling);
+  EXPECT_EQ(stats.visible_pairs, c.visible);
+  EXPECT_EQ(stats.full_tiles, c.full);
+  EXPECT_EQ(stats.partial_tiles, c.partial);
+  return blob;
+}
+
+// Partial runs of pattern kind `kind` in the forward form, and how many of their members are
+// empty.
+struct RunCensus {
+  int runs = 0;
+  int empty_members = 0;
+};
+
+RunCensus census(const std::vector<uint64_t>& blob, desc::PatternKind kind) {
+  const void* b = blob.data();
+  const desc::Header& hd = desc::header(b);
+  const desc::Instance& inst = desc::instance(b, 0);
+  RunCensus out;
+  for (int32_t m = 0; m < hd.num_q_tiles; ++m) {
+    const desc::TileRow& row = desc::q_tile(b, inst, m);
+    for (int i = 0; i < row.partial_count; ++i) {
+      const desc::PartialRun& run = desc::partial_runs(b, row)[i];
+      const desc::Pattern& p = desc::pattern(b, run.pattern);
+      if (p.kind != kind) continue;
+      ++out.runs;
+      for (int32_t n = run.first; n < run.first + run.count; ++n) {
+        out.empty_members += !desc::partial_tile_nonempty(b, p, m, n);
+      }
+    }
+  }
+  return out;
+}
+
+desc::GridFormula disk(int32_t side, int32_t radius) {
+  desc::GridFormula f{};
+  f.frames = f.rt = 1;
+  f.rows = f.cols = side;
+  f.shape = desc::kShapeEllipse;
+  f.ry = f.rx = radius;
+  return f;
+}
+
+TEST(DescriptorGrid, ClearLikeDiskUsesSparseRunsAcrossEmptyTiles) {
+  // 60 columns against 16-wide tiles: each grid line of the disk meets separate key tiles.
+  const GridMask mask = text_and_grid(32, disk(60, 4));
+  const auto blob = build_and_check(mask, {16, 16});
+  const RunCensus sparse = census(blob, desc::kPatternGridSparse);
+  EXPECT_GT(sparse.runs, 0);
+  EXPECT_GT(sparse.empty_members, 0);                   // runs bridge the gaps between grid lines
+  EXPECT_EQ(census(blob, desc::kPatternGrid).runs, 0);  // no listed keys on the grid
+}
+
+TEST(DescriptorGrid, UnalignedTextGivesGridPatternsWithBands) {
+  // Text ends inside a key tile, so that tile mixes listed keys and formula keys.
+  const GridMask mask = text_and_grid(40, disk(30, 3));
+  const auto blob = build_and_check(mask, {32, 32});
+  EXPECT_GT(census(blob, desc::kPatternGrid).runs, 0);
+  build_and_check(mask, {48, 16});
+  build_and_check(mask, {128, 128});
+}
+
+TEST(DescriptorGrid, BoxCoveringWholeLinesGivesFullTilesThroughTheFormula) {
+  desc::GridFormula box{};
+  box.frames = 1;
+  box.rows = 12;
+  box.cols = 16;
+  box.shape = desc::kShapeBox;
+  box.ry = 2;
+  box.rx = 16;  // every row sees whole grid lines y-2 .. y+2
+  const GridMask mask = text_and_grid(16, box);
+  const auto blob = build_and_check(mask, {16, 16});
+  const Counts c = count_tiles(mask.expected, {16, 16});
+  EXPECT_GT(c.full, 16 + 12);  // beyond the text row and column
+}
+
+TEST(DescriptorGrid, GridTileTouchedIsExact) {
+  std::mt19937 rng(4242);
+  auto uniform = [&](int32_t lo, int32_t hi) {
+    return std::uniform_int_distribution<int32_t>(lo, hi)(rng);
+  };
+  for (int iteration = 0; iteration < 300; ++iteration) {
+    desc::GridFormula f{};
+    f.frames = uniform(1, 3);
+    f.rows = uniform(1, 9);
+    f.cols = uniform(1, 9);
+    f.shape = uniform(0, 1) ? desc::kShapeEllipse : desc::kShapeBox;
+    const int32_t min_radius = f.shape == desc::kShapeEllipse ? 1 : 0;
+    f.rt = f.frames == 1 && f.shape == desc::kShapeEllipse ? 1 : uniform(min_radius, 2);
+    f.ry = uniform(min_radius, 3);
+    f.rx = uniform(min_radius, 3);
+    const int32_t extent = f.frames * f.rows * f.cols;
+    const int32_t n = extent + uniform(0, 20);
+    f.start = uniform(0, n - extent);
+    f.center_start = uniform(0, n - extent);
+    f.q_lo = uniform(0, n);
+    f.q_hi = uniform(f.q_lo, n);
+    for (int rect = 0; rect < 20; ++rect) {
+      const int32_t q0 = uniform(0, n - 1), q1 = uniform(q0 + 1, n);
+      const int32_t k0 = uniform(0, n - 1), k1 = uniform(k0 + 1, n);
+      bool want = false;
+      for (int32_t q = q0; q < q1 && !want; ++q) {
+        for (int32_t k = k0; k < k1 && !want; ++k) want = formula_sees(f, q, k);
+      }
+      ASSERT_EQ(desc::grid_tile_touched(f, q0, q1, k0, k1), want)
+          << "iteration " << iteration << " q [" << q0 << ", " << q1 << ") k [" << k0 << ", " << k1
+          << ")";
+    }
+  }
+}
+
+TEST(DescriptorGrid, CompleteRowsMatchTheDenseMask) {
+  std::mt19937 rng(99);
+  for (int iteration = 0; iteration < 60; ++iteration) {
+    const int32_t nq = std::uniform_int_distribution<int32_t>(1, 120)(rng);
+    const int32_t nk = std::uniform_int_distribution<int32_t>(1, 120)(rng);
+    const testing::RandomInstance inst = testing::random_instance(rng, nq, nk, iteration % 2 == 1);
+    EXPECT_EQ(complete_rows(inst.rows), testing::rows_from_dense(inst.expected));
+  }
+  const GridMask mask = text_and_grid(8, disk(11, 3));
+  EXPECT_EQ(complete_rows(mask.rows), testing::rows_from_dense(mask.expected));
+}
+
+}  // namespace
+}  // namespace cm
