@@ -9,7 +9,6 @@ the kernel can be timed beside FlexAttention and cuDNN. Descriptors come from th
 (`compilemask compile ... --emit descriptor`), never from Python code.
 """
 import ctypes
-import math
 import os
 import subprocess
 import tempfile
@@ -18,6 +17,7 @@ import numpy as np
 import torch
 
 _DTYPES = {torch.bfloat16: 0, torch.float16: 1}
+MAINLOOPS = {"auto": 0, "serial": 1, "pingpong": 2}
 
 
 class Descriptor:
@@ -28,9 +28,8 @@ class Descriptor:
         self.device = torch.from_numpy(self.host).cuda()
         header = np.frombuffer(blob[:80], dtype=np.int32)
         # Header fields as int32 words: magic, version|header_bytes, total_bytes (2 words),
-        # nq, nk, tile_m, tile_n, num_q_tiles, num_k_tiles, batch, heads, ...
+        # nq, nk, ... (include/compilemask/descriptor.h).
         self.nq, self.nk = int(header[4]), int(header[5])
-        self.batch, self.heads = int(header[10]), int(header[11])
 
     def host_ptr(self):
         return self.host.ctypes.data
@@ -109,7 +108,7 @@ class Kernel:
         self.lib = ctypes.CDLL(library_path)
         f = self.lib.cm_cuda_forward
         p, i, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)
-        f.argtypes = [p, p, i, i, i, i, i, i, i, ctypes.c_float,
+        f.argtypes = [p, p, i, i, i, i, i, i, i, ctypes.c_float, i,
                       p, i64p, p, i64p, p, i64p, p, i64p, p, i64p,
                       p, p, ctypes.c_int64, ctypes.c_int64, p, ctypes.c_size_t, p,
                       ctypes.c_char_p, ctypes.c_size_t]
@@ -120,9 +119,10 @@ class Kernel:
         self._keep = []
 
     def forward(self, desc, q, k, v, out, lse, layout="bshd", scale=0.0,
-                q_offsets=None, k_offsets=None):
+                q_offsets=None, k_offsets=None, mainloop="auto"):
         """Runs the kernel. q/k/v/out: [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd,
-        with int32 device q_offsets/k_offsets of length B). lse: float32 [B,H,S] or [H,T]."""
+        with int32 device q_offsets/k_offsets of length B). lse: float32 [B,H,S] or [H,T].
+        mainloop: auto, serial or pingpong (cm::cuda::Mainloop)."""
         if layout == "thd":
             batch = q_offsets.numel()
             heads_q, heads_kv, head_dim = q.shape[1], k.shape[1], q.shape[2]
@@ -140,7 +140,7 @@ class Kernel:
         stream = torch.cuda.current_stream().cuda_stream
         rc = self.lib.cm_cuda_forward(
             desc.host_ptr(), desc.device.data_ptr(), _DTYPES[q.dtype], batch, heads_q, heads_kv,
-            desc.nq, desc.nk, head_dim, scale,
+            desc.nq, desc.nk, head_dim, scale, MAINLOOPS[mainloop],
             q.data_ptr(), strides[0], k.data_ptr(), strides[1], v.data_ptr(), strides[2],
             out.data_ptr(), strides[3], lse.data_ptr(), strides[4],
             q_offsets.data_ptr() if q_offsets is not None else None,
@@ -149,7 +149,3 @@ class Kernel:
             err, len(err))
         if rc != 0:
             raise KernelError(err.value.decode())
-
-
-def default_scale(head_dim):
-    return 1.0 / math.sqrt(head_dim)

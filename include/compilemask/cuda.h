@@ -1,0 +1,109 @@
+// CompileMask GPU forward attention (Hopper, sm_90a), driven by a descriptor.
+//
+//   cm::cuda::DeviceDescriptor plan_gpu(plan.blob());           // once: uploads the descriptor
+//   std::vector<char> ws(...);                                   // once: see workspace_bytes()
+//   cm::cuda::forward(plan_gpu.view(), args, workspace, bytes, stream);  // per call
+//
+// forward() is stream-ordered, allocates nothing and can be captured in a CUDA graph. It checks
+// the problem against the descriptor and throws cm::Error before launching anything when they
+// do not fit; CUDA failures throw cm::cuda::CudaError.
+#pragma once
+
+#include <compilemask/compilemask.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+
+namespace cm::cuda {
+
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType : int32_t { kBFloat16 = 0, kFloat16 = 1 };
+
+// The kernel's main loop. kSerial runs QKᵀ, softmax and PV one after the other in each consumer
+// warpgroup (the two warpgroups still overlap each other); kPingpong also overlaps the softmax
+// with the products inside a warpgroup and makes the two warpgroups alternate. Measured on an
+// H200 (docs/perf-notes.md), pingpong wins by 1–3% on long rows of full key tiles and loses
+// 5–25% on short rows and on mask-heavy rows; kAuto picks pingpong when the descriptor's query
+// tiles average at least kPingpongMinTiles key tiles, at most 1/kPingpongMaxPartialShare of
+// them partial.
+enum class Mainloop : int32_t { kAuto = 0, kSerial = 1, kPingpong = 2 };
+inline constexpr double kPingpongMinTiles = 60;
+inline constexpr int64_t kPingpongMaxPartialShare = 4;
+
+// A [batch, rows, heads, head_dim] tensor by element strides; head_dim must be contiguous.
+// [B, S, H, D] and [B, H, S, D] are two choices of strides. In the packed layout ([T, H, D],
+// see ForwardArgs::q_offsets) stride_b is ignored.
+struct TensorRef {
+  const void* data = nullptr;
+  int64_t stride_b = 0;
+  int64_t stride_s = 0;
+  int64_t stride_h = 0;
+};
+
+struct ForwardArgs {
+  DType dtype = DType::kBFloat16;
+  int32_t batch = 1;
+  int32_t heads_q = 1;
+  int32_t heads_kv = 1;  // heads_q must be a multiple (GQA/MQA)
+  int32_t nq = 0;        // query rows per sequence; must equal the descriptor's nq
+  int32_t nk = 0;        // key rows per sequence; must equal the descriptor's nk
+  int32_t head_dim = 0;  // 64 or 128
+  float scale = 0.f;     // softmax scale; 0 means 1/sqrt(head_dim)
+  Mainloop mainloop = Mainloop::kAuto;
+
+  TensorRef q, k, v;
+  TensorRef out;  // written; same dtype as q
+  // Natural-log LSE, float32, row stride 1: lse[b * lse_stride_b + h * lse_stride_h + row].
+  float* lse = nullptr;
+  int64_t lse_stride_b = 0;
+  int64_t lse_stride_h = 0;
+
+  // Packed layout [T, H, D]: when set, device arrays of `batch` int32 row offsets; sequence b
+  // occupies rows [q_offsets[b], q_offsets[b] + nq) of q/out (and of the LSE rows) and rows
+  // [k_offsets[b], k_offsets[b] + nk) of k/v. total_q and total_k are T of each tensor.
+  // Precondition (not checkable without reading device memory): those ranges lie inside T.
+  const int32_t* q_offsets = nullptr;
+  const int32_t* k_offsets = nullptr;
+  int64_t total_q = 0;
+  int64_t total_k = 0;
+};
+
+// A non-owning pair: the descriptor in host memory (read for validation and the launch
+// geometry) and the same bytes in device memory (read by the kernel).
+struct DescriptorView {
+  const void* host = nullptr;
+  const void* device = nullptr;
+};
+
+// Owns a device copy of a descriptor blob; keeps a pointer to the caller's host blob, which
+// must outlive this object. Construction allocates and copies (not a hot path).
+class DeviceDescriptor {
+ public:
+  explicit DeviceDescriptor(const void* host_blob);
+  ~DeviceDescriptor();
+  DeviceDescriptor(const DeviceDescriptor&) = delete;
+  DeviceDescriptor& operator=(const DeviceDescriptor&) = delete;
+
+  DescriptorView view() const { return {host_, device_}; }
+
+ private:
+  const void* host_;
+  void* device_ = nullptr;
+};
+
+// Bytes of device workspace forward() needs; constant, but ask instead of assuming.
+size_t forward_workspace_bytes();
+
+// O = softmax(scale * Q Kᵀ masked) V and the LSE, for every (b, h). Rows that see no key get
+// O = 0 and LSE = -inf. `workspace` is device memory of at least forward_workspace_bytes().
+void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* workspace,
+             size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace cm::cuda

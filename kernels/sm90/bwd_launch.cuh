@@ -1,0 +1,62 @@
+// Definitions behind bwd_launch.h, included once per instantiation file.
+#pragma once
+
+#include "bwd_kernel.cuh"
+#include "bwd_launch.h"
+#include "bwd_prepost.cuh"
+
+#include <cutlass/numeric_types.h>
+
+#include <type_traits>
+
+namespace cm::sm90 {
+
+template <ElementKind kElement>
+using BwdElement =
+    std::conditional_t<kElement == ElementKind::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
+
+template <class Config, bool kDeterministic>
+cudaError_t launch_bwd_main(const BwdMainParams& params, const CUtensorMap& q, const CUtensorMap& k,
+                            const CUtensorMap& v, const CUtensorMap& dout, cudaStream_t stream) {
+  const auto kernel = bwd_kernel<Config, kDeterministic>;
+  const cudaError_t status = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Config::kSmemBytes));
+  if (status != cudaSuccess) return status;
+  const dim3 grid(static_cast<unsigned>(params.shape.batch * params.shape.heads_kv),
+                  static_cast<unsigned>(params.shape.num_k_tiles));
+  kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params, q, k, v, dout);
+  return cudaGetLastError();
+}
+
+template <ElementKind kElement, int kHeadDim>
+cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main,
+                            const BwdPostParams& post, const CUtensorMap& q, const CUtensorMap& k,
+                            const CUtensorMap& v, const CUtensorMap& dout, bool deterministic,
+                            cudaStream_t stream) {
+  using Element = BwdElement<kElement>;
+  using Config = BwdConfig<Element, kHeadDim>;
+  const BwdShape& s = prep.shape;
+  const dim3 prep_grid(static_cast<unsigned>(s.rows_padded / kPrepostRows),
+                       static_cast<unsigned>(s.heads_q), static_cast<unsigned>(s.batch));
+  bwd_preprocess<Element, kHeadDim><<<prep_grid, kPrepostThreads, 0, stream>>>(prep);
+  cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) return status;
+
+  status = deterministic ? launch_bwd_main<Config, true>(main, q, k, v, dout, stream)
+                         : launch_bwd_main<Config, false>(main, q, k, v, dout, stream);
+  if (status != cudaSuccess) return status;
+
+  const dim3 post_grid(static_cast<unsigned>((s.nq + kPrepostRows - 1) / kPrepostRows),
+                       static_cast<unsigned>(s.heads_q), static_cast<unsigned>(s.batch));
+  bwd_postprocess<Element, kHeadDim><<<post_grid, kPrepostThreads, 0, stream>>>(post);
+  return cudaGetLastError();
+}
+
+}  // namespace cm::sm90
+
+// Explicit instantiation of one (element, head dim).
+#define CM_SM90_INSTANTIATE_BACKWARD(ELEMENT, HEAD_DIM)                                           \
+  template cudaError_t cm::sm90::launch_backward<cm::sm90::ElementKind::ELEMENT, HEAD_DIM>(       \
+      const cm::sm90::BwdPrepParams&, const cm::sm90::BwdMainParams&,                             \
+      const cm::sm90::BwdPostParams&, const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, \
+      const CUtensorMap&, bool, cudaStream_t);

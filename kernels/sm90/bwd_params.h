@@ -1,0 +1,83 @@
+// The parameters of the sm90 backward kernels: plain data shared by the host launcher
+// (bwd_launch.cu) and the kernels (bwd_kernel.cuh, bwd_prepost.cuh). Tensors are addressed by
+// element strides with the head dimension contiguous; the main kernel reads Q, K, V and dO
+// through TMA tensor maps, which travel as separate kernel parameters.
+//
+// Workspace (fp32 unless noted), per (b, query head) "bh = b * heads_q + h", with the query
+// rows padded to rows_padded = num_q_tiles * 128:
+//   lse_log2[bh][rows_padded]   LSE * log2(e); +inf for rows past nq and rows that see no key,
+//                               so that P = exp2(S * scale_log2 - lse_log2) is exactly 0 there
+//   dsum[bh][rows_padded]       rowsum(dO * O); 0 for rows past nq
+//   dq_accum[bh][rows_padded][head_dim]  dQ / scale accumulated over key tiles; inside each row
+//                               the 8-float chunks are permuted (dq_chunk_swizzle) so that the
+//                               kernel stages it in shared memory without bank conflicts
+//   semaphores (int32)[bh][rows_padded / 64]  deterministic mode: dQ adds done per 64 rows
+#pragma once
+
+#include <stdint.h>
+
+namespace cm::sm90 {
+
+inline constexpr int kBwdTile = 128;     // descriptor tile_m and tile_n
+inline constexpr int kBwdStepRows = 64;  // query rows per main-loop step (half a query tile)
+
+// Column chunk (8 floats) where dq_accum stores logical column chunk `chunk` of row `row`.
+__host__ __device__ __forceinline__ int dq_chunk_swizzle(int row, int chunk) {
+  return chunk ^ (row & 7);
+}
+
+struct BwdWorkspace {
+  float* lse_log2;
+  float* dsum;
+  float* dq_accum;
+  int32_t* semaphores;
+};
+
+// Shared by the three kernels.
+struct BwdShape {
+  int32_t batch, heads_q, heads_kv;
+  int32_t nq, nk;
+  int32_t num_q_tiles, num_k_tiles;
+  int32_t rows_padded;  // num_q_tiles * kBwdTile
+  // Packed layout: sequence b starts at row q_offsets[b] (k_offsets[b]) of the [T, H, D]
+  // tensors and batch strides are unused. Both null for the strided layouts.
+  const int32_t* q_offsets;
+  const int32_t* k_offsets;
+};
+
+// preprocess: dsum and lse_log2 from O, dO and the LSE; zeroes dq_accum and the semaphores.
+struct BwdPrepParams {
+  BwdShape shape;
+  const void* out;
+  int64_t out_stride_b, out_stride_s, out_stride_h;
+  const void* dout;
+  int64_t dout_stride_b, dout_stride_s, dout_stride_h;
+  const float* lse;  // natural log, row stride 1
+  int64_t lse_stride_b, lse_stride_h;
+  BwdWorkspace ws;
+};
+
+// main: dK, dV per key tile (summed over the query heads of its kv group), dQ into dq_accum.
+struct BwdMainParams {
+  BwdShape shape;
+  const void* descriptor;          // device copy of the descriptor blob
+  int32_t desc_batch, desc_heads;  // 1 (broadcast) or equal to batch / heads_q
+  float scale;                     // softmax scale (dK = scale * dSᵀ Q)
+  float scale_log2;                // scale * log2(e)
+  void* dk;
+  int64_t dk_stride_b, dk_stride_s, dk_stride_h;
+  void* dv;
+  int64_t dv_stride_b, dv_stride_s, dv_stride_h;
+  BwdWorkspace ws;
+};
+
+// postprocess: dQ = scale * dq_accum, converted to the element type.
+struct BwdPostParams {
+  BwdShape shape;
+  float scale;
+  void* dq;
+  int64_t dq_stride_b, dq_stride_s, dq_stride_h;
+  const float* dq_accum;
+};
+
+}  // namespace cm::sm90

@@ -1,0 +1,106 @@
+// The element-wise kernels around the sm90 backward main kernel (bwd_kernel.cuh):
+//   bwd_preprocess   per query row: dsum = rowsum(dO * O), lse_log2 = LSE * log2(e) with +inf
+//                    for rows that see no key (LSE = -inf) and for the padding rows past nq;
+//                    zeroes the row's dq_accum and, per 64 rows, the deterministic semaphore.
+//   bwd_postprocess  dQ = scale * dq_accum in the element type, for rows below nq.
+// Eight threads share a row and read 16-byte vectors; a block of 128 threads covers 16 rows.
+#pragma once
+
+#include "bwd_params.h"
+
+#include <stdint.h>
+
+namespace cm::sm90 {
+
+inline constexpr int kRowThreads = 8;
+inline constexpr int kPrepostThreads = 128;
+inline constexpr int kPrepostRows = kPrepostThreads / kRowThreads;
+
+template <class Element>
+struct alignas(16) Vec8 {
+  Element x[8];
+};
+
+// Row `row` of sequence b in a strided or packed tensor, at head h.
+template <class Element>
+__device__ __forceinline__ Element* row_ptr(void* base, const BwdShape& s, int64_t stride_b,
+                                            int64_t stride_s, int64_t stride_h, int b, int row,
+                                            int h) {
+  const bool packed = s.q_offsets != nullptr;
+  const int64_t batch = packed ? 0 : b;
+  const int64_t srow = (packed ? s.q_offsets[b] : 0) + int64_t{row};
+  return static_cast<Element*>(base) + batch * stride_b + srow * stride_s + h * stride_h;
+}
+
+// Grid: (rows_padded / kPrepostRows, heads_q, batch), kPrepostThreads threads. Every thread of
+// the grid maps to a row below rows_padded (rows_padded is a multiple of kPrepostRows), which
+// the row-group shuffles rely on.
+template <class Element, int kHeadDim>
+__global__ void __launch_bounds__(kPrepostThreads)
+    bwd_preprocess(const __grid_constant__ BwdPrepParams p) {
+  const BwdShape& s = p.shape;
+  const int row = static_cast<int>(blockIdx.x) * kPrepostRows + threadIdx.x / kRowThreads;
+  const int lane = threadIdx.x % kRowThreads;
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const bool valid = row < s.nq;
+  float acc = 0.f;
+  if (valid) {
+    const Element* o = row_ptr<Element>(const_cast<void*>(p.out), s, p.out_stride_b, p.out_stride_s,
+                                        p.out_stride_h, b, row, h);
+    const Element* d = row_ptr<Element>(const_cast<void*>(p.dout), s, p.dout_stride_b,
+                                        p.dout_stride_s, p.dout_stride_h, b, row, h);
+    for (int c = 8 * lane; c < kHeadDim; c += 8 * kRowThreads) {
+      const Vec8<Element> ov = *reinterpret_cast<const Vec8<Element>*>(o + c);
+      const Vec8<Element> dv = *reinterpret_cast<const Vec8<Element>*>(d + c);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc += static_cast<float>(ov.x[j]) * static_cast<float>(dv.x[j]);
+    }
+  }
+#pragma unroll
+  for (int offset = 1; offset < kRowThreads; offset *= 2) {
+    acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+  }
+  const int64_t bh = int64_t{b} * s.heads_q + h;
+  const int64_t at = bh * s.rows_padded + row;
+  if (lane == 0) {
+    const bool packed = s.q_offsets != nullptr;
+    const int64_t lse_row = (packed ? s.q_offsets[b] : 0) + int64_t{row};
+    const float lse = valid
+                          ? p.lse[(packed ? 0 : b) * p.lse_stride_b + h * p.lse_stride_h + lse_row]
+                          : -__builtin_huge_valf();
+    const bool sees_keys = lse != -__builtin_huge_valf();
+    p.ws.lse_log2[at] = sees_keys ? lse * 1.4426950408889634f : __builtin_huge_valf();
+    p.ws.dsum[at] = valid ? acc : 0.f;
+    if (row % kBwdStepRows == 0)
+      p.ws.semaphores[bh * (s.rows_padded / kBwdStepRows) + row / kBwdStepRows] = 0;
+  }
+  float4* dq = reinterpret_cast<float4*>(p.ws.dq_accum + at * kHeadDim);
+  for (int c = lane; c < kHeadDim / 4; c += kRowThreads) dq[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// Grid: (ceil(nq / kPrepostRows), heads_q, batch), kPrepostThreads threads.
+template <class Element, int kHeadDim>
+__global__ void __launch_bounds__(kPrepostThreads)
+    bwd_postprocess(const __grid_constant__ BwdPostParams p) {
+  const BwdShape& s = p.shape;
+  const int row = static_cast<int>(blockIdx.x) * kPrepostRows + threadIdx.x / kRowThreads;
+  const int lane = threadIdx.x % kRowThreads;
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  if (row >= s.nq) return;
+  const int64_t bh = int64_t{b} * s.heads_q + h;
+  const float* acc = p.dq_accum + (bh * s.rows_padded + row) * kHeadDim;
+  Element* dq = row_ptr<Element>(p.dq, s, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h, b, row, h);
+  for (int chunk = lane; chunk < kHeadDim / 8; chunk += kRowThreads) {
+    const float4* src = reinterpret_cast<const float4*>(acc + dq_chunk_swizzle(row, chunk) * 8);
+    const float4 lo = src[0], hi = src[1];
+    const float values[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    Vec8<Element> out;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out.x[j] = static_cast<Element>(values[j] * p.scale);
+    *reinterpret_cast<Vec8<Element>*>(dq + chunk * 8) = out;
+  }
+}
+
+}  // namespace cm::sm90

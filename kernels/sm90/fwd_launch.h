@@ -1,0 +1,25 @@
+// Host-side entry to the sm90 forward kernel instantiations (one .cu file per element type and
+// head dim, so they compile in parallel). Callers validate the problem first (launch.cu).
+#pragma once
+
+#include "fwd_params.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace cm::sm90 {
+
+enum class ElementKind { kBFloat16, kFloat16 };
+
+// Launches the persistent kernel on `grid` CTAs. Returns the launch's error code.
+template <ElementKind kElement, int kHeadDim, bool kIntraOverlap>
+cudaError_t launch_forward(const FwdParams& params, const CUtensorMap& q, const CUtensorMap& k,
+                           const CUtensorMap& v, int grid, cudaStream_t stream);
+
+// Dynamic shared memory one CTA of that instantiation needs, in bytes.
+template <ElementKind kElement, int kHeadDim, bool kIntraOverlap>
+size_t forward_smem_bytes();
+
+}  // namespace cm::sm90

@@ -1,0 +1,33 @@
+// The parameters of the sm90 forward kernel: plain data shared by the host launcher
+// (launch.cu) and the kernel (fwd_kernel.cuh). Tensors are addressed by element strides; the
+// head dimension is contiguous. Q, K and V themselves are read through TMA tensor maps, which
+// travel as separate kernel parameters.
+#pragma once
+
+#include <stdint.h>
+
+namespace cm::sm90 {
+
+struct FwdParams {
+  const void* descriptor;  // device copy of the descriptor blob
+  int32_t batch, heads_q, heads_kv;
+  int32_t nq, nk;
+  int32_t num_q_tiles, num_k_tiles;
+  int32_t desc_batch, desc_heads;  // 1 (broadcast) or equal to batch / heads_q
+  int32_t total_items;             // num_q_tiles * batch * heads_q work items
+  float scale_log2;                // softmax scale * log2(e)
+
+  // Packed layout: sequence b starts at row q_offsets[b] (k_offsets[b]) of the [T, H, D]
+  // tensors, and the batch strides are unused. Both are null for the strided layouts.
+  const int32_t* q_offsets;
+  const int32_t* k_offsets;
+
+  void* out;  // same element type as Q
+  int64_t out_stride_b, out_stride_s, out_stride_h;
+  float* lse;  // natural log; row stride 1
+  int64_t lse_stride_b, lse_stride_h;
+
+  int32_t* work_counter;  // zeroed before each launch
+};
+
+}  // namespace cm::sm90

@@ -1,0 +1,63 @@
+// Synchronisation primitives of the sm90 forward kernel: mbarrier waits with phase tracking,
+// TMA tile loads completing on an mbarrier, and named barriers among consumer warps.
+#pragma once
+
+#include <cutlass/arch/barrier.h>
+#include <cute/arch/copy_sm90_tma.hpp>
+
+#include <cuda.h>
+#include <stdint.h>
+
+namespace cm::sm90 {
+
+using Barrier = cutlass::arch::ClusterTransactionBarrier;
+
+// A ring of `kStages` full/empty barrier pairs. Producer and consumers each keep their own
+// PipeState and advance it once per item; the phase bit flips on wrap-around.
+template <int kStages>
+struct PipeState {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+// Waits until the barrier completed the phase of parity `phase`. A fresh barrier counts as
+// having completed parity 1, so producers start waiting on "empty" with phase ^ 1.
+__device__ __forceinline__ void wait_barrier(uint64_t& bar, uint32_t phase) {
+  Barrier::wait(&bar, phase);
+}
+
+__device__ __forceinline__ void arrive_barrier(uint64_t& bar) {
+  Barrier::arrive(&bar);
+}
+
+__device__ __forceinline__ void expect_bytes(uint64_t& bar, uint32_t bytes) {
+  Barrier::arrive_and_expect_tx(&bar, bytes);
+}
+
+// One box of a 4-D tensor map (dims: head_dim, rows, heads, batch) into shared memory.
+__device__ __forceinline__ void tma_load(const CUtensorMap* map, uint64_t& bar, void* smem, int d0,
+                                         int row, int head, int batch) {
+  constexpr auto kHint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+  cute::SM90_TMA_LOAD_4D::copy(map, &bar, kHint, smem, d0, row, head, batch);
+}
+
+__device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// Named barriers: id 0 is __syncthreads, so ids start at 1.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace cm::sm90

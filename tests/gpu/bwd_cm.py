@@ -1,0 +1,77 @@
+"""Python access to the CompileMask sm90 backward kernel (cm_cuda_backward in
+libcompilemask_cuda.so), next to bench/gpu/cm_kernel.py's forward binding.
+
+  bwd = Backward("build/kernels/libcompilemask_cuda.so")
+  bwd.backward(desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bshd")
+
+Tensors are torch CUDA tensors in layout bshd, bhsd or thd (see cm_kernel.strides_bsh); the
+call runs on torch's current stream. The workspace is allocated once per problem size.
+"""
+import ctypes
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
+from cm_kernel import KernelError, strides_bsh  # noqa: E402
+
+_DTYPES = {torch.bfloat16: 0, torch.float16: 1}
+
+
+class Backward:
+    def __init__(self, library_path):
+        self.lib = ctypes.CDLL(library_path)
+        f = self.lib.cm_cuda_backward
+        p, i, i64, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
+        f.argtypes = ([p, p, i, i, i, i, i, i, i, ctypes.c_float]
+                      + [p, i64p] * 5 + [p, i64p] + [p, i64p] * 3
+                      + [p, p, i64, i64, i, p, ctypes.c_size_t, p, ctypes.c_char_p, ctypes.c_size_t])
+        f.restype = ctypes.c_int
+        w = self.lib.cm_cuda_backward_workspace_bytes
+        w.argtypes = [i, i, i, i]
+        w.restype = ctypes.c_size_t
+        self._workspace = {}
+
+    def workspace(self, batch, heads_q, nq, head_dim):
+        key = (batch, heads_q, nq, head_dim)
+        if key not in self._workspace:
+            nbytes = self.lib.cm_cuda_backward_workspace_bytes(*key)
+            if nbytes == 0:
+                raise KernelError(f"no workspace size for {key}")
+            self._workspace[key] = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        return self._workspace[key]
+
+    def backward(self, desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bshd", scale=0.0,
+                 q_offsets=None, k_offsets=None, deterministic=False):
+        """dq/dk/dv are written. lse: float32 [B, H, S] (bshd/bhsd) or [H, T] (thd)."""
+        if layout == "thd":
+            batch = q_offsets.numel()
+            heads_q, heads_kv, head_dim = q.shape[1], k.shape[1], q.shape[2]
+            lse_strides = (0, lse.stride(0))
+            total_q, total_k = q.shape[0], k.shape[0]
+        else:
+            batch, head_dim = q.shape[0], q.shape[3]
+            hidx = 2 if layout == "bshd" else 1
+            heads_q, heads_kv = q.shape[hidx], k.shape[hidx]
+            lse_strides = (lse.stride(0), lse.stride(1))
+            total_q = total_k = 0
+        arr = lambda s: (ctypes.c_int64 * len(s))(*s)
+        st = {name: arr(strides_bsh(t, layout))
+              for name, t in dict(q=q, k=k, v=v, out=out, dout=dout, dq=dq, dk=dk, dv=dv).items()}
+        ws = self.workspace(batch, heads_q, desc.nq, head_dim)
+        err = ctypes.create_string_buffer(1024)
+        rc = self.lib.cm_cuda_backward(
+            desc.host_ptr(), desc.device.data_ptr(), _DTYPES[q.dtype], batch, heads_q, heads_kv,
+            desc.nq, desc.nk, head_dim, scale,
+            q.data_ptr(), st["q"], k.data_ptr(), st["k"], v.data_ptr(), st["v"],
+            out.data_ptr(), st["out"], dout.data_ptr(), st["dout"],
+            lse.data_ptr(), arr(lse_strides),
+            dq.data_ptr(), st["dq"], dk.data_ptr(), st["dk"], dv.data_ptr(), st["dv"],
+            q_offsets.data_ptr() if q_offsets is not None else None,
+            k_offsets.data_ptr() if k_offsets is not None else None,
+            total_q, total_k, int(deterministic), ws.data_ptr(), ws.numel(),
+            torch.cuda.current_stream().cuda_stream, err, len(err))
+        if rc != 0:
+            raise KernelError(err.value.decode())

@@ -1,0 +1,426 @@
+// The sm90 backward kernel against the float64 CPU reference driven by the same descriptor
+// (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
+// both head dims, both dtypes and both dQ modes; bitwise determinism; CUDA graph capture; and
+// the launcher's input validation. Skips without a Hopper GPU.
+#include <compilemask/compilemask.h>
+#include <compilemask/cuda_backward.h>
+#include <compilemask/reference.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using cm::cuda::DType;
+
+bool have_hopper() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return false;
+  cudaDeviceProp prop{};
+  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major == 9 && prop.minor == 0;
+}
+
+#define SKIP_WITHOUT_HOPPER() \
+  if (!have_hopper()) GTEST_SKIP() << "no compute capability 9.0 GPU: sm90 kernel tests skipped"
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+std::string read_example(const std::string& name) {
+  std::ifstream in(std::string(CM_SOURCE_DIR) + "/examples/" + name + ".mask");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+cm::Plan make_plan(const std::string& example, const cm::Params& params, int nq, int nk, int batch,
+                   int heads) {
+  cm::CompileResult compiled = cm::compile(read_example(example), example + ".mask");
+  if (!compiled) throw std::runtime_error("example " + example + " does not compile");
+  return compiled.mask->specialize(params, {.nq = nq, .nk = nk, .batch = batch, .heads = heads},
+                                   {128, 128});
+}
+
+// 16-bit encoding of x in dtype, and the value it decodes to.
+uint16_t encode(float x, DType dtype) {
+  if (dtype == DType::kBFloat16) return static_cast<__nv_bfloat16_raw>(__float2bfloat16(x)).x;
+  return static_cast<__half_raw>(__float2half(x)).x;
+}
+
+float decode(uint16_t bits, DType dtype) {
+  if (dtype == DType::kBFloat16) {
+    __nv_bfloat16_raw raw;
+    raw.x = bits;
+    return __bfloat162float(__nv_bfloat16(raw));
+  }
+  __half_raw raw;
+  raw.x = bits;
+  return __half2float(__half(raw));
+}
+
+// A host tensor rounded to the kernel's precision: the values the reference reads and the bits
+// the device reads.
+struct Rounded {
+  std::vector<float> values;
+  std::vector<uint16_t> bits;
+};
+
+Rounded rounded(const std::vector<float>& x, DType dtype) {
+  Rounded r{std::vector<float>(x.size()), std::vector<uint16_t>(x.size())};
+  for (size_t i = 0; i < x.size(); ++i) {
+    r.bits[i] = encode(x[i], dtype);
+    r.values[i] = decode(r.bits[i], dtype);
+  }
+  return r;
+}
+
+Rounded random_rounded(size_t n, DType dtype, std::mt19937& rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  return rounded(x, dtype);
+}
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) {
+    if (cudaMalloc(&ptr, bytes) != cudaSuccess) ptr = nullptr;
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+struct Case {
+  std::string example;
+  cm::Params params;
+  int nq, nk;
+  int head_dim;
+  int heads_q, heads_kv;
+  DType dtype;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.example << " nq=" << c.nq << " nk=" << c.nk << " d=" << c.head_dim << " h=" << c.heads_q
+      << "/" << c.heads_kv << (c.dtype == DType::kBFloat16 ? " bf16" : " fp16");
+}
+
+// One problem on the device in [B, H, S, D] layout: inputs uploaded, outputs and workspace
+// filled with NaN bytes so that unwritten memory shows.
+class Problem {
+ public:
+  static constexpr int kBatch = 2;
+
+  explicit Problem(const Case& c)
+      : c_(c),
+        plan_(make_plan(c.example, c.params, c.nq, c.nk, kBatch, c.heads_q)),
+        descriptor_(plan_.blob()),
+        nq_elems_(size_t(kBatch) * c.heads_q * c.nq * c.head_dim),
+        nk_elems_(size_t(kBatch) * c.heads_kv * c.nk * c.head_dim),
+        lse_elems_(size_t(kBatch) * c.heads_q * c.nq),
+        workspace_bytes_(cm::cuda::backward_workspace_bytes(kBatch, c.heads_q, c.nq, c.head_dim)),
+        q_(nq_elems_ * 2),
+        k_(nk_elems_ * 2),
+        v_(nk_elems_ * 2),
+        out_(nq_elems_ * 2),
+        dout_(nq_elems_ * 2),
+        lse_(lse_elems_ * 4),
+        dq_(nq_elems_ * 2),
+        dk_(nk_elems_ * 2),
+        dv_(nk_elems_ * 2),
+        workspace_(workspace_bytes_) {}
+
+  // Random inputs, the float64 reference forward and backward; uploads everything.
+  void prepare(unsigned seed) {
+    std::mt19937 rng(seed);
+    q = random_rounded(nq_elems_, c_.dtype, rng);
+    k = random_rounded(nk_elems_, c_.dtype, rng);
+    v = random_rounded(nk_elems_, c_.dtype, rng);
+    dout = random_rounded(nq_elems_, c_.dtype, rng);
+    const cm::AttentionShape shape{kBatch, c_.heads_q, c_.heads_kv, c_.nq, c_.nk, c_.head_dim};
+    cm::ReferenceOptions options;
+    options.accumulate = cm::Accumulate::kFloat64;
+    std::vector<float> out_exact(nq_elems_);
+    lse.assign(lse_elems_, 0.f);
+    cm::reference_forward(plan_.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
+                          out_exact.data(), lse.data(), options);
+    out = rounded(out_exact, c_.dtype);  // the kernel sees O in its own precision
+    ref_dq.assign(nq_elems_, 0.f);
+    ref_dk.assign(nk_elems_, 0.f);
+    ref_dv.assign(nk_elems_, 0.f);
+    cm::reference_backward(plan_.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
+                           out.values.data(), dout.values.data(), lse.data(), ref_dq.data(),
+                           ref_dk.data(), ref_dv.data(), options);
+    upload(q_, q.bits);
+    upload(k_, k.bits);
+    upload(v_, v.bits);
+    upload(out_, out.bits);
+    upload(dout_, dout.bits);
+    ASSERT_EQ(cudaMemcpy(lse_.ptr, lse.data(), lse_elems_ * 4, cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+
+  void poison() const {
+    for (const DeviceBuffer* b : {&dq_, &dk_, &dv_}) {
+      ASSERT_EQ(cudaMemset(b->ptr, 0xff, b == &dq_ ? nq_elems_ * 2 : nk_elems_ * 2), cudaSuccess);
+    }
+    ASSERT_EQ(cudaMemset(workspace_.ptr, 0xff, workspace_bytes_), cudaSuccess);
+  }
+
+  cm::cuda::BackwardArgs args(bool deterministic) const {
+    const auto bhsd = [&](const void* data, int heads, int rows) {
+      const int64_t d = c_.head_dim;
+      return cm::cuda::TensorRef{data, heads * rows * d, d, rows * d};
+    };
+    cm::cuda::BackwardArgs a;
+    a.dtype = c_.dtype;
+    a.batch = kBatch;
+    a.heads_q = c_.heads_q;
+    a.heads_kv = c_.heads_kv;
+    a.nq = c_.nq;
+    a.nk = c_.nk;
+    a.head_dim = c_.head_dim;
+    a.q = bhsd(q_.ptr, c_.heads_q, c_.nq);
+    a.k = bhsd(k_.ptr, c_.heads_kv, c_.nk);
+    a.v = bhsd(v_.ptr, c_.heads_kv, c_.nk);
+    a.out = bhsd(out_.ptr, c_.heads_q, c_.nq);
+    a.dout = bhsd(dout_.ptr, c_.heads_q, c_.nq);
+    a.lse = static_cast<const float*>(lse_.ptr);
+    a.lse_stride_b = int64_t{c_.heads_q} * c_.nq;
+    a.lse_stride_h = c_.nq;
+    a.dq = bhsd(dq_.ptr, c_.heads_q, c_.nq);
+    a.dk = bhsd(dk_.ptr, c_.heads_kv, c_.nk);
+    a.dv = bhsd(dv_.ptr, c_.heads_kv, c_.nk);
+    a.deterministic = deterministic;
+    return a;
+  }
+
+  void run(bool deterministic, cudaStream_t stream) const {
+    cm::cuda::backward(descriptor_.view(), args(deterministic), workspace_.ptr, workspace_bytes_,
+                       stream);
+  }
+
+  // The 16-bit results dq, dk, dv.
+  std::vector<std::vector<uint16_t>> results() const {
+    std::vector<std::vector<uint16_t>> r{std::vector<uint16_t>(nq_elems_),
+                                         std::vector<uint16_t>(nk_elems_),
+                                         std::vector<uint16_t>(nk_elems_)};
+    cudaMemcpy(r[0].data(), dq_.ptr, nq_elems_ * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(r[1].data(), dk_.ptr, nk_elems_ * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(r[2].data(), dv_.ptr, nk_elems_ * 2, cudaMemcpyDeviceToHost);
+    return r;
+  }
+
+  const Case& spec() const { return c_; }
+  const cm::cuda::DeviceDescriptor& descriptor() const { return descriptor_; }
+  void* workspace() const { return workspace_.ptr; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
+  Rounded q, k, v, dout, out;
+  std::vector<float> lse, ref_dq, ref_dk, ref_dv;
+
+ private:
+  static void upload(const DeviceBuffer& b, const std::vector<uint16_t>& bits) {
+    ASSERT_EQ(cudaMemcpy(b.ptr, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+
+  Case c_;
+  cm::Plan plan_;
+  cm::cuda::DeviceDescriptor descriptor_;
+  size_t nq_elems_, nk_elems_, lse_elems_, workspace_bytes_;
+  DeviceBuffer q_, k_, v_, out_, dout_, lse_, dq_, dk_, dv_, workspace_;
+};
+
+// max |got - ref| <= 8 eps max|ref| + 1e-3: the kernel rounds P, dS and the results to the
+// input precision once each (a mask or indexing error costs O(max|ref|)); nothing is NaN.
+void expect_close(const std::vector<uint16_t>& got, const std::vector<float>& ref, DType dtype,
+                  const char* name) {
+  const double eps = dtype == DType::kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
+  double max_ref = 0, max_err = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const float g = decode(got[i], dtype);
+    ASSERT_FALSE(std::isnan(g)) << name << " element " << i << " is NaN (unwritten or NaN)";
+    max_ref = std::max(max_ref, std::abs(double(ref[i])));
+    max_err = std::max(max_err, std::abs(double(g) - ref[i]));
+  }
+  EXPECT_LE(max_err, 8 * eps * max_ref + 1e-3)
+      << name << ": max |got - ref| (max |ref| " << max_ref << ")";
+}
+
+class BackwardMatchesReference : public testing::TestWithParam<std::tuple<Case, bool>> {};
+
+TEST_P(BackwardMatchesReference, Gradients) {
+  SKIP_WITHOUT_HOPPER();
+  const Case& c = std::get<0>(GetParam());
+  const bool deterministic = std::get<1>(GetParam());
+  Problem problem(c);
+  problem.prepare(static_cast<unsigned>(std::hash<std::string>{}(c.example) + c.nq));
+  problem.poison();
+  problem.run(deterministic, nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto r = problem.results();
+  expect_close(r[0], problem.ref_dq, c.dtype, "dq");
+  expect_close(r[1], problem.ref_dk, c.dtype, "dk");
+  expect_close(r[2], problem.ref_dv, c.dtype, "dv");
+  // Rows that see no key get dQ = 0 exactly.
+  for (size_t row = 0; row < problem.lse.size(); ++row) {
+    if (!std::isinf(problem.lse[row])) continue;
+    for (int d = 0; d < c.head_dim; ++d) {
+      ASSERT_EQ(decode(r[0][row * c.head_dim + d], c.dtype), 0.f) << "row " << row;
+    }
+  }
+}
+
+std::vector<Case> example_cases() {
+  using cm::Segments;
+  using B = DType;
+  const auto segs = [](std::vector<int64_t> lengths) { return Segments::from_lengths(lengths); };
+  const auto one = [](int64_t a, int64_t b) { return Segments{{a}, {b}}; };
+  const cm::Params grid = {
+      {"rows", int64_t{15}}, {"cols", int64_t{20}}, {"ry", int64_t{3}}, {"rx", int64_t{4}}};
+  cm::Params box = grid, ellipse = grid;
+  box["shape"] = int64_t{0};
+  ellipse["shape"] = int64_t{1};
+  return {
+      {"causal", {}, 300, 300, 128, 4, 2, B::kBFloat16},
+      {"causal", {}, 129, 385, 64, 4, 4, B::kFloat16},
+      {"causal", {}, 385, 129, 128, 2, 1, B::kBFloat16},
+      {"sliding_window", {{"W", int64_t{77}}}, 300, 300, 64, 4, 1, B::kBFloat16},
+      {"chunked_causal", {{"C", int64_t{100}}}, 300, 300, 128, 4, 2, B::kFloat16},
+      {"prefix_lm", {{"P", int64_t{50}}}, 257, 257, 128, 4, 4, B::kBFloat16},
+      {"sinks_window", {{"S", int64_t{4}}, {"W", int64_t{60}}}, 300, 300, 64, 4, 2, B::kBFloat16},
+      {"block_causal_video", {{"F", int64_t{64}}}, 300, 300, 128, 4, 2, B::kBFloat16},
+      {"per_head_window",
+       {{"windows", std::vector<int64_t>{10, 50, 130, 300}}},
+       300,
+       300,
+       128,
+       4,
+       2,
+       B::kBFloat16},
+      {"doc_causal", {{"docs", segs({90, 1, 150, 59})}}, 300, 300, 128, 4, 2, B::kBFloat16},
+      {"shared_prefix",
+       {{"prompt", one(0, 60)}, {"responses", Segments::from_boundaries({60, 140, 220, 300})}},
+       300,
+       300,
+       64,
+       4,
+       4,
+       B::kFloat16},
+      {"hstu",
+       {{"seqs", segs({100, 120, 80})},
+        {"ctx", std::vector<int64_t>{4, 8, 2}},
+        {"targets", std::vector<int64_t>{10, 15, 8}}},
+       300,
+       300,
+       128,
+       4,
+       2,
+       B::kBFloat16},
+      {"clear",
+       {{"text", int64_t{44}}, {"s", int64_t{16}}, {"r", int64_t{5}}},
+       300,
+       300,
+       128,
+       4,
+       2,
+       B::kBFloat16},
+      {"neighbourhood_2d", box, 300, 300, 64, 4, 2, B::kBFloat16},
+      {"neighbourhood_2d", ellipse, 300, 300, 128, 4, 2, B::kFloat16},
+      // Query rows [120, 130) belong to no query sequence: they see no key.
+      {"cross_attention",
+       {{"queries", Segments{{0, 50, 130}, {50, 120, 200}}},
+        {"keys", Segments{{0, 100, 180}, {100, 180, 300}}}},
+       200,
+       300,
+       128,
+       4,
+       2,
+       B::kBFloat16},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, BackwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(example_cases()), testing::Bool()));
+
+// Deterministic mode: bitwise-identical results over 10 runs, also when captured in a graph.
+TEST(BackwardDeterminism, BitwiseOverRunsAndGraphReplays) {
+  SKIP_WITHOUT_HOPPER();
+  Problem problem({"causal", {}, 1000, 1000, 128, 4, 2, DType::kBFloat16});
+  problem.prepare(7);
+  problem.poison();
+  problem.run(true, nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto first = problem.results();
+  expect_close(first[0], problem.ref_dq, DType::kBFloat16, "dq");
+  for (int run = 1; run < 10; ++run) {
+    problem.poison();
+    problem.run(true, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    ASSERT_EQ(problem.results(), first) << "run " << run << " differs";
+  }
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  problem.run(true, stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    problem.poison();
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    ASSERT_EQ(problem.results(), first) << "graph replay " << replay << " differs";
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// Problems that do not fit the descriptor are rejected before any launch.
+TEST(BackwardValidation, RejectsMismatchedProblems) {
+  SKIP_WITHOUT_HOPPER();
+  Problem problem({"causal", {}, 256, 256, 128, 2, 2, DType::kBFloat16});
+  const auto run = [&](const cm::cuda::BackwardArgs& a, size_t bytes) {
+    cm::cuda::backward(problem.descriptor().view(), a, problem.workspace(), bytes, nullptr);
+  };
+  const cm::cuda::BackwardArgs good = problem.args(false);
+  const size_t bytes = problem.workspace_bytes();
+  EXPECT_NO_THROW(run(good, bytes));
+  cm::cuda::BackwardArgs bad = good;
+  bad.nq = 255;
+  EXPECT_THROW(run(bad, bytes), cm::Error);
+  bad = good;
+  bad.head_dim = 96;
+  EXPECT_THROW(run(bad, bytes), cm::Error);
+  bad = good;
+  bad.heads_q = 3;
+  EXPECT_THROW(run(bad, bytes), cm::Error);
+  bad = good;
+  bad.dq.stride_s = 100;  // not a multiple of 16 bytes
+  EXPECT_THROW(run(bad, bytes), cm::Error);
+  bad = good;
+  bad.dout.data = static_cast<const char*>(good.dout.data) + 2;
+  EXPECT_THROW(run(bad, bytes), cm::Error);
+  bad = good;
+  bad.lse = nullptr;
+  EXPECT_THROW(run(bad, bytes), cm::Error);
+  bad = good;
+  bad.dtype = static_cast<DType>(7);
+  EXPECT_THROW(run(bad, bytes), cm::Error);
+  EXPECT_THROW(run(good, bytes - 1), cm::Error);
+  EXPECT_THROW(cm::cuda::backward_workspace_bytes(1, 1, 0, 128), cm::Error);
+  CUDA_OK(cudaDeviceSynchronize());
+}
+
+}  // namespace
