@@ -109,13 +109,15 @@ def _setup_context(ctx, inputs, output):
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, q_offsets, k_offsets, *tiles)
     ctx.heads_first, ctx.nq, ctx.nk, ctx.scale = heads_first, nq, nk, scale
+    ctx.tile_count = len(tiles)
 
 
 def _backward(ctx, dout, dlse):
     q, k, v, out, lse, q_offsets, k_offsets, *tiles = ctx.saved_tensors
     dq, dk, dv = tile_backward(q, k, v, out, lse, dout, dlse, tiles, q_offsets, k_offsets,
                                ctx.heads_first, ctx.nq, ctx.nk, ctx.scale)
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None
+    # One gradient slot per input, with the list input `tiles` answered by a list.
+    return dq, dk, dv, None, None, [None] * ctx.tile_count, None, None, None, None, None, None
 
 
 torch.library.register_autograd(

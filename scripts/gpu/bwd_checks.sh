@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Builds CompileMask on the GPU machine and checks the sm90 backward pass in one call: the host
+# layout test, the C++ test against the float64 CPU reference from the descriptor (every
+# example mask, determinism, graph capture, validation), the dense-reference sweep from
+# workloads.py (odd lengths, head dims, GQA, layouts, fully masked rows, deterministic mode
+# bitwise over 10 runs), compute-sanitizer memcheck and racecheck on small shapes, and the
+# fwd+bwd benchmark against compiled FlexAttention and cuDNN SDPA. At most 8 files go to $OUT.
+#
+# Usage: scripts/gpu/bwd_checks.sh [STAGE...]   stages: build test sanitize bench (default: all)
+# Environment: OUT (output folder; default ./out/bwd), CM_BUILD (build folder; default
+# build-device, shared with scripts/gpu/run_all.sh), CM_WORKLOADS (folder with workloads.py;
+# default the first of shared_ref, third_party/shared_reference, ../shared/reference),
+# BENCH_LENS, BENCH_MASKS, BENCH_BUDGET (seconds after which no new benchmark row starts).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+OUT="${OUT:-${ROOT}/out/bwd}"
+BUILD="${CM_BUILD:-${ROOT}/build-device}"
+WORKLOADS=""
+for dir in "${CM_WORKLOADS:-}" "${ROOT}/shared_ref" "${ROOT}/third_party/shared_reference" \
+           "${ROOT}/../shared/reference"; do
+  if [[ -n "${dir}" && -f "${dir}/workloads.py" ]]; then WORKLOADS="${dir}"; break; fi
+done
+CLI="${BUILD}/tools/cli/compilemask"
+LIB="${BUILD}/kernels/libcompilemask_cuda.so"
+CPP_TEST="${BUILD}/tests/gpu/gpu_backward_test"
+LAYOUT_TEST="${BUILD}/tests/gpu/gpu_bwd_layout_test"
+STAGES=("$@")
+[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(build test sanitize bench)
+mkdir -p "${OUT}"
+SUMMARY="${OUT}/bwd_summary.txt"
+: > "${SUMMARY}"
+export PYTHONUNBUFFERED=1
+
+note() { echo "$*" | tee -a "${SUMMARY}"; }
+wants() { local s; for s in "${STAGES[@]}"; do [[ "$s" == "$1" ]] && return 0; done; return 1; }
+elapsed() { echo "$(( $(date +%s) - $1 )) s"; }
+
+note "bwd_checks: $(date -u '+%Y-%m-%d %H:%M:%S UTC') stages: ${STAGES[*]} workloads: ${WORKLOADS:-none}"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "${SUMMARY}"
+
+if wants build; then
+  start=$(date +%s)
+  if ! grep -q "sm90/bwd.cmake" "${ROOT}/kernels/CMakeLists.txt" ||
+     ! grep -q "bwd.cmake" "${ROOT}/tests/gpu/CMakeLists.txt"; then
+    note "build: add include(sm90/bwd.cmake) to kernels/CMakeLists.txt and include(bwd.cmake) to tests/gpu/CMakeLists.txt"
+    exit 1
+  fi
+  "${ROOT}/scripts/fetch_cutlass.sh" || { note "build: CUTLASS headers missing"; exit 1; }
+  prefix=()
+  [[ ! -f /usr/include/gtest/gtest.h && -d "${ROOT}/third_party/gtest" ]] &&
+    prefix=(-DCMAKE_PREFIX_PATH="${ROOT}/third_party/gtest")
+  cmake -S "${ROOT}" -B "${BUILD}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCM_CUDA=ON \
+    -DCM_BUILD_BENCH=OFF "${prefix[@]}" > "${OUT}/bwd_build.log" 2>&1 &&
+    ninja -C "${BUILD}" -j 16 compilemask_cli compilemask_cuda gpu_backward_test \
+      gpu_bwd_layout_test >> "${OUT}/bwd_build.log" 2>&1
+  status=$?
+  grep -E "spill|error" "${OUT}/bwd_build.log" | grep -E "bwd|error" | head -20 | tee -a "${SUMMARY}"
+  note "build: exit ${status} in $(elapsed "${start}")"
+  [[ ${status} -ne 0 ]] && { tail -40 "${OUT}/bwd_build.log"; exit 1; }
+fi
+
+if wants test; then
+  start=$(date +%s)
+  log="${OUT}/bwd_test_cpp.log"
+  timeout 60 "${LAYOUT_TEST}" > "${log}" 2>&1
+  note "test layout (host, vs CuTe): exit $? $(grep -E '^\[  (PASSED|FAILED)' "${log}" | tail -1)"
+  timeout 300 "${CPP_TEST}" >> "${log}" 2>&1
+  note "test C++ (vs CPU float64 reference): exit $? $(grep -E '^\[  (PASSED|FAILED)' "${log}" | tail -2 | tr '\n' ' ') in $(elapsed "${start}")"
+  grep -E "FAILED|Failure|error" "${log}" | sort | uniq | head -20 | tee -a "${SUMMARY}"
+  start=$(date +%s)
+  dense="${OUT}/bwd_test_dense.log"
+  timeout 400 python3 "${ROOT}/tests/gpu/bwd_test.py" --cli "${CLI}" --lib "${LIB}" \
+    --examples "${ROOT}/examples" --workloads "${WORKLOADS}" > "${dense}" 2>&1
+  note "test dense (vs float64 torch, 2x naive rule): exit $? $(tail -1 "${dense}") in $(elapsed "${start}")"
+  grep -E "^FAIL|Error" "${dense}" | head -30 | tee -a "${SUMMARY}"
+fi
+
+if wants sanitize; then
+  start=$(date +%s)
+  # Small shapes: causal bf16 d128 (dQ by bulk reduce-add), causal fp16 d64 deterministic,
+  # shared_prefix deterministic, cross_attention with rows that see no key; validation.
+  filter='Examples/BackwardMatchesReference.Gradients/0:Examples/BackwardMatchesReference.Gradients/3:Examples/BackwardMatchesReference.Gradients/21:Examples/BackwardMatchesReference.Gradients/30:BackwardValidation.*'
+  {
+    echo "== memcheck"
+    timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "${CPP_TEST}" --gtest_filter="${filter}"
+    echo "memcheck exit $?"
+    echo "== racecheck"
+    timeout 200 compute-sanitizer --tool racecheck --error-exitcode 3 "${CPP_TEST}" --gtest_filter="${filter}"
+    echo "racecheck exit $?"
+  } > "${OUT}/bwd_sanitizer.log" 2>&1
+  note "sanitize: $(grep -E '^(memcheck|racecheck) exit|ERROR SUMMARY|RACECHECK SUMMARY' "${OUT}/bwd_sanitizer.log" | tr '\n' ' ') in $(elapsed "${start}")"
+fi
+
+if wants bench; then
+  start=$(date +%s)
+  python3 "${ROOT}/tests/gpu/bwd_bench.py" --cli "${CLI}" --lib "${LIB}" \
+    --examples "${ROOT}/examples" --workloads "${WORKLOADS}" --out "${OUT}" \
+    --lens "${BENCH_LENS:-32768,16384,4096,1024}" \
+    --masks "${BENCH_MASKS:-causal,hstu,shared_prefix,clear,doc_causal,sliding}" \
+    --budget "${BENCH_BUDGET:-240}" > "${OUT}/bwd_bench.log" 2>&1
+  note "bench: exit $? in $(elapsed "${start}")"
+  grep -vE "^\{" "${OUT}/bwd_bench.log" | grep -iE "error|Traceback" | head -10 | tee -a "${SUMMARY}"
+  cat "${OUT}/bench_bwd.md" 2>/dev/null | tee -a "${SUMMARY}"
+fi
+cat "${SUMMARY}"
