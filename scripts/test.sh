@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The project's test command (README, CI): builds and tests three configurations.
+#   1. dev preset: everything (GPU kernels compile and link when nvcc exists); all tests except
+#      the gpu and fuzz labels.
+#   2. fuzz preset (clang): the libFuzzer target, run for a bounded time (label fuzz).
+#   3. asan-ubsan preset: the host code under sanitizers; labels unit and error.
+# Expects scripts/setup.sh to have run. Prints the time of each stage.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+started=$SECONDS
+stage() { echo; echo "==== $* (at $((SECONDS - started)) s)"; }
+
+stage "dev: configure and build"
+cmake --preset dev
+cmake --build --preset dev
+stage "dev: tests (all labels except gpu and fuzz)"
+ctest --preset dev
+
+stage "fuzz: configure and build the parser fuzzer"
+cmake --preset fuzz
+cmake --build --preset fuzz --target parse_fuzzer
+stage "fuzz: bounded fuzzing run"
+ctest --preset fuzz
+
+stage "asan-ubsan: configure and build"
+cmake --preset asan-ubsan
+cmake --build --preset asan-ubsan
+stage "asan-ubsan: unit and error tests"
+ctest --preset asan-ubsan
+
+stage "all stages passed in $((SECONDS - started)) s"

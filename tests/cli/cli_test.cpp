@@ -1,0 +1,196 @@
+// The compilemask tool on the bundled examples: every command succeeds, parameter syntaxes that
+// mean the same segments give byte-identical descriptors, and outputs have their promised form.
+#include "cli_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace cm::cli_test {
+namespace {
+
+std::string describe(const CliResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\n--- stdout:\n" + r.out + "\n--- stderr:\n" +
+         r.err;
+}
+
+CliResult expect_ok(const std::vector<std::string>& args) {
+  CliResult r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  return r;
+}
+
+// The descriptor bytes for `mask` with the given -p arguments at n = 512.
+std::string descriptor_bytes(const std::string& mask, const std::vector<std::string>& params) {
+  const std::string out = scratch_dir() + "/descriptor.bin";
+  std::vector<std::string> args = {"compile", example(mask), "-n", "512",
+                                   "--emit",  "descriptor",  "-o", out};
+  for (const std::string& p : params) args.insert(args.end(), {"-p", p});
+  expect_ok(args);
+  return read_file(out);
+}
+
+TEST(Cli, HelpListsCommandsAndOptions) {
+  const CliResult top = expect_ok({"--help"});
+  for (const char* command : {"check", "compile", "show", "run"}) {
+    EXPECT_TRUE(contains(top.out, command)) << describe(top);
+    const CliResult help = expect_ok({command, "--help"});
+    EXPECT_TRUE(contains(help.out, std::string("usage: compilemask ") + command)) << help.out;
+  }
+  EXPECT_TRUE(contains(expect_ok({"compile", "--help"}).out, "--dump-after"));
+  EXPECT_TRUE(contains(expect_ok({"run", "--help"}).out, "--backward"));
+}
+
+TEST(Cli, CheckAcceptsEveryExample) {
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(CM_SOURCE_DIR "/examples")) {
+    if (entry.path().extension() != ".mask") continue;
+    const CliResult r = expect_ok({"check", entry.path().string()});
+    EXPECT_TRUE(contains(r.out, "ok: mask " + entry.path().stem().string() + "(")) << describe(r);
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
+TEST(Cli, CheckPrintsTheSignature) {
+  const CliResult r = expect_ok({"check", example("shared_prefix")});
+  EXPECT_TRUE(contains(r.out, "ok: mask shared_prefix(prompt: segment, responses: segments)"))
+      << describe(r);
+}
+
+TEST(Cli, SegmentSyntaxesAgree) {
+  const std::string boundaries = descriptor_bytes("doc_causal", {"docs=0,100,250,512"});
+  ASSERT_GE(boundaries.size(), 4u);
+  EXPECT_EQ(boundaries.substr(0, 4), "CMSK");
+  EXPECT_EQ(descriptor_bytes("doc_causal", {"docs=len:100,150,262"}), boundaries);
+  EXPECT_EQ(descriptor_bytes("doc_causal", {"docs=0:100,100:250,250:512"}), boundaries);
+  const std::string file = write_scratch_file("docs.txt", "0 100\n250, 512\n");
+  EXPECT_EQ(descriptor_bytes("doc_causal", {"docs=@" + file}), boundaries);
+  // A gap between documents changes the mask.
+  EXPECT_NE(descriptor_bytes("doc_causal", {"docs=0:100,120:250,250:512"}), boundaries);
+}
+
+TEST(Cli, SegmentAndArrayParameters) {
+  EXPECT_EQ(descriptor_bytes("shared_prefix", {"prompt=0:128", "responses=128,300,512"}),
+            descriptor_bytes("shared_prefix", {"prompt=0:128", "responses=128:300,300:512"}));
+  const std::string inline_ctx =
+      descriptor_bytes("hstu", {"seqs=0,200,512", "targets=5,5", "ctx=10,20"});
+  const std::string values = write_scratch_file("ctx.txt", "10\n20\n");
+  EXPECT_EQ(descriptor_bytes("hstu", {"seqs=0,200,512", "targets=5,5", "ctx=@" + values}),
+            inline_ctx);
+  EXPECT_NE(descriptor_bytes("hstu", {"seqs=0,200,512", "targets=5,5", "ctx=10,21"}), inline_ctx);
+}
+
+TEST(Cli, CompileEmitsStatsAndJson) {
+  const std::vector<std::string> base = {
+      "compile", example("sliding_window"), "-p", "W=100", "--nq", "1000", "--nk", "1200", "--tile",
+      "64x128"};
+  const CliResult stats = expect_ok(base);
+  EXPECT_FALSE(stats.out.empty());
+  std::vector<std::string> json_args = base;
+  json_args.insert(json_args.end(), {"--emit", "json"});
+  const CliResult json = expect_ok(json_args);
+  EXPECT_EQ(json.out.front(), '{');
+  EXPECT_TRUE(contains(json.out, "\"stats\"")) << json.out.substr(0, 400);
+  EXPECT_TRUE(contains(json.out, "\"descriptor\"")) << json.out.substr(0, 400);
+  const std::string path = scratch_dir() + "/stats.json";
+  json_args.insert(json_args.end(), {"-o", path});
+  expect_ok(json_args);
+  // Everything but the build time is reproducible.
+  const std::string written = read_file(path);
+  const std::string tail = "\"descriptor\"";
+  ASSERT_TRUE(contains(written, tail)) << written.substr(0, 400);
+  EXPECT_EQ(written.substr(written.find(tail)), json.out.substr(json.out.find(tail)));
+}
+
+TEST(Cli, DumpAfterEveryPass) {
+  // The usage error for an unknown pass lists the valid ones.
+  const CliResult listing = run_cli({"compile", example("causal"), "--dump-after=nope"});
+  ASSERT_EQ(listing.exit_code, 2) << describe(listing);
+  const size_t at = listing.err.find("passes: ");
+  ASSERT_NE(at, std::string::npos) << listing.err;
+  std::istringstream names(listing.err.substr(at + 8, listing.err.find(')', at) - at - 8));
+  std::string pass;
+  int dumped = 0;
+  while (std::getline(names, pass, ',')) {
+    pass.erase(0, pass.find_first_not_of(' '));
+    const CliResult r = expect_ok({"compile", example("clear"), "--dump-after", pass});
+    EXPECT_FALSE(r.out.empty()) << pass;
+    ++dumped;
+  }
+  EXPECT_GE(dumped, 1);
+}
+
+TEST(Cli, ShowDrawsFramedTileMap) {
+  const CliResult r = expect_ok({"show", example("causal"), "-n", "1024"});
+  EXPECT_TRUE(contains(r.out, "┌")) << r.out;
+  EXPECT_TRUE(contains(r.out, "└")) << r.out;
+  EXPECT_TRUE(contains(r.out, "██")) << r.out;
+  EXPECT_TRUE(contains(r.out, "░░")) << r.out;
+  EXPECT_TRUE(contains(r.out, "tiles: 28 full, 8 partial, 28 empty")) << r.out;
+  // 1024 / 128 = 8 rows of tiles between the frame lines.
+  int rows = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) rows += line.rfind("│", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(rows, 8);
+}
+
+TEST(Cli, ShowMergesTilesForNarrowTerminals) {
+  const CliResult r = expect_ok({"show", example("causal"), "-n", "32768", "--max-width", "66"});
+  EXPECT_TRUE(contains(r.out, "one cell = 8x8 tiles")) << r.out;
+}
+
+TEST(Cli, ShowSelectsBatchAndHead) {
+  const CliResult narrow = expect_ok(
+      {"show", example("per_head_window"), "-n", "512", "-p", "windows=16,512", "--h", "0"});
+  const CliResult wide = expect_ok(
+      {"show", example("per_head_window"), "-n", "512", "-p", "windows=16,512", "--h", "1"});
+  EXPECT_TRUE(contains(wide.out, "(b=0, h=1)")) << wide.out;
+  EXPECT_NE(narrow.out, wide.out);
+}
+
+TEST(Cli, ShowWritesPng) {
+  const std::string png = scratch_dir() + "/mask.png";
+  const CliResult r = expect_ok({"show", example("clear"), "-p", "text=64", "-p", "s=24", "-p",
+                                 "r=5", "-n", "640", "--png", png});
+  EXPECT_TRUE(contains(r.out, "wrote " + png)) << r.out;
+  const std::string bytes = read_file(png);
+  ASSERT_GE(bytes.size(), 8u);
+  EXPECT_EQ(bytes.substr(1, 3), "PNG");
+}
+
+// The number following `label ` on the error line of `text`.
+double value_after(const std::string& text, const std::string& label) {
+  const size_t line = text.find("max abs error vs float64:");
+  const size_t at = line == std::string::npos ? line : text.find(" " + label + " ", line);
+  EXPECT_NE(at, std::string::npos) << label << " missing in:\n" << text;
+  return at == std::string::npos ? 1e9 : std::strtod(text.c_str() + at + label.size() + 2, nullptr);
+}
+
+TEST(Cli, RunReportsSmallFloat32Errors) {
+  const CliResult r = expect_ok({"run", example("doc_causal"), "-n", "300", "-p",
+                                 "docs=0,1,140,300", "--heads", "4", "--heads-kv", "2", "--dim",
+                                 "32", "--backward", "--threads", "2", "--tile", "64x64"});
+  for (const char* label : {"O", "LSE", "dQ", "dK", "dV"}) {
+    const double error = value_after(r.out, label);
+    EXPECT_LT(error, 1e-3) << label << "\n" << r.out;
+    EXPECT_GE(error, 0.0) << label;
+  }
+  EXPECT_TRUE(contains(r.out, "float64 reference")) << r.out;
+  EXPECT_TRUE(contains(r.out, "backward")) << r.out;
+}
+
+TEST(Cli, RunDrawsProgressWhenAsked) {
+  const CliResult quiet = expect_ok({"run", example("causal"), "-n", "256"});
+  EXPECT_FALSE(contains(quiet.err, "100%")) << quiet.err;
+  const CliResult bar = expect_ok({"run", example("causal"), "-n", "256", "--progress"});
+  EXPECT_TRUE(contains(bar.err, "100%")) << bar.err;
+  EXPECT_TRUE(contains(bar.err, "float32 reference forward")) << bar.err;
+}
+
+}  // namespace
+}  // namespace cm::cli_test

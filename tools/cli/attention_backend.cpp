@@ -1,0 +1,87 @@
+// Random problem generation and the CPU reference backend (see attention_backend.h).
+#include "attention_backend.h"
+
+#include <compilemask/compilemask.h>
+
+#include <chrono>
+#include <random>
+
+namespace cm::cli {
+namespace {
+
+constexpr size_t kMaxTensorElements = size_t{1} << 28;
+
+size_t tensor_size(int64_t batch, int64_t heads, int64_t len, int64_t dim, const char* what) {
+  const double elements = static_cast<double>(batch) * heads * len * dim;
+  if (elements > static_cast<double>(kMaxTensorElements)) {
+    throw Error(std::string("the ") + what + " tensor would have " +
+                std::to_string(static_cast<long long>(elements)) +
+                " elements; the limit is 2^28 (reduce the batch, heads, length or dim)");
+  }
+  return static_cast<size_t>(elements);
+}
+
+std::vector<float> uniform(size_t n, std::mt19937_64& rng) {
+  std::vector<float> out(n);
+  // 24 random bits give every float in [-1, 1) on a 2^-23 grid, identically on every platform.
+  for (float& x : out) x = static_cast<float>(rng() >> 40) * 0x1p-23f - 1.0f;
+  return out;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+AttentionResult run_reference(Accumulate accumulate, const void* descriptor,
+                              const AttentionProblem& p, const BackendOptions& options) {
+  const AttentionShape& s = p.shape;
+  ReferenceOptions ref;
+  ref.accumulate = accumulate;
+  ref.threads = options.threads;
+  ref.progress = options.on_progress;
+  AttentionResult r;
+  r.out.resize(p.q.size());
+  r.lse.resize(static_cast<size_t>(s.batch) * s.heads_q * s.nq);
+  if (options.on_phase) options.on_phase("forward");
+  auto start = std::chrono::steady_clock::now();
+  reference_forward(descriptor, s, p.q.data(), p.k.data(), p.v.data(), r.out.data(), r.lse.data(),
+                    ref);
+  r.forward_seconds = seconds_since(start);
+  if (!options.backward) return r;
+  r.dq.resize(p.q.size());
+  r.dk.resize(p.k.size());
+  r.dv.resize(p.v.size());
+  if (options.on_phase) options.on_phase("backward");
+  start = std::chrono::steady_clock::now();
+  reference_backward(descriptor, s, p.q.data(), p.k.data(), p.v.data(), r.out.data(), p.dout.data(),
+                     r.lse.data(), r.dq.data(), r.dk.data(), r.dv.data(), ref);
+  r.backward_seconds = seconds_since(start);
+  return r;
+}
+
+}  // namespace
+
+AttentionProblem random_problem(const AttentionShape& shape, uint64_t seed, bool backward) {
+  const size_t q_size = tensor_size(shape.batch, shape.heads_q, shape.nq, shape.head_dim, "query");
+  const size_t kv_size =
+      tensor_size(shape.batch, shape.heads_kv, shape.nk, shape.head_dim, "key/value");
+  std::mt19937_64 rng(seed);
+  AttentionProblem p;
+  p.shape = shape;
+  p.q = uniform(q_size, rng);
+  p.k = uniform(kv_size, rng);
+  p.v = uniform(kv_size, rng);
+  if (backward) p.dout = uniform(q_size, rng);
+  return p;
+}
+
+AttentionBackend reference_backend(Accumulate accumulate) {
+  const bool f64 = accumulate == Accumulate::kFloat64;
+  return {f64 ? "float64 reference" : "float32 reference",
+          [accumulate](const void* descriptor, const AttentionProblem& p,
+                       const BackendOptions& options) {
+            return run_reference(accumulate, descriptor, p, options);
+          }};
+}
+
+}  // namespace cm::cli

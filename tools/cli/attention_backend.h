@@ -1,0 +1,55 @@
+// The attention computations `compilemask run` compares. Every backend takes the same random
+// problem and returns the same outputs, so `run` can hold each against the float64 reference.
+//
+// Extension point: the CPU reference (float32 or float64 accumulation) is the only backend
+// today. A GPU backend for a later `--gpu` flag implements AttentionBackend in its own file
+// and is appended to the candidate list in cmd_run.cpp.
+#pragma once
+
+#include <compilemask/reference.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cm::cli {
+
+// Dense row-major tensors with the layouts of include/compilemask/reference.h.
+struct AttentionProblem {
+  AttentionShape shape;
+  std::vector<float> q, k, v;
+  std::vector<float> dout;  // empty unless the backward pass is run
+};
+
+struct AttentionResult {
+  std::vector<float> out, lse;
+  std::vector<float> dq, dk, dv;  // empty unless the backward pass is run
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+};
+
+struct BackendOptions {
+  bool backward = false;
+  int threads = 0;  // 0: all hardware threads
+  // Called with the phase ("forward", "backward") when it starts.
+  std::function<void(const std::string&)> on_phase;
+  // Called with the completed fraction of the current phase.
+  std::function<void(double)> on_progress;
+};
+
+struct AttentionBackend {
+  std::string name;  // e.g. "float32 reference"
+  std::function<AttentionResult(const void* descriptor, const AttentionProblem&,
+                                const BackendOptions&)>
+      run;
+};
+
+// Inputs uniform in [-1, 1), reproducible from `seed`. Throws cm::Error if a tensor would
+// exceed 2^28 elements.
+AttentionProblem random_problem(const AttentionShape& shape, uint64_t seed, bool backward);
+
+// The CPU reference with the given accumulation precision.
+AttentionBackend reference_backend(Accumulate accumulate);
+
+}  // namespace cm::cli

@@ -1,0 +1,26 @@
+// Exit codes of the compilemask tool and the exceptions that carry them to main().
+#pragma once
+
+#include <stdexcept>
+
+namespace cm::cli {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitDiagnostics = 1,  // the mask program, its parameters or an input file are bad
+  kExitUsage = 2,        // the command line itself is malformed
+};
+
+// A malformed command line: unknown command or flag, missing or malformed flag value.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Bad input that is not command-line syntax: an unreadable file, a malformed parameter value.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace cm::cli

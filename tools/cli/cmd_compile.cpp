@@ -1,0 +1,109 @@
+// `compilemask compile FILE -p ...`: specializes a mask and emits its stats or descriptor, or
+// dumps the program after a compiler pass.
+#include "cli_error.h"
+#include "commands.h"
+#include "mask_setup.h"
+
+#include "descriptor/decode.h"
+
+#include <fstream>
+#include <iostream>
+#include <limits>
+
+namespace cm::cli {
+namespace {
+
+std::string pass_list() {
+  std::string out;
+  for (const std::string& p : pass_names()) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+// --dump-after: prints the program after that pass; needs no parameters or shape.
+int dump_after(const std::string& file, const std::string& pass) {
+  bool known = false;
+  for (const std::string& p : pass_names()) known = known || p == pass;
+  if (!known) {
+    throw UsageError("--dump-after: unknown pass '" + pass + "' (passes: " + pass_list() + ")");
+  }
+  std::string dump;
+  load_mask(file, CompileOptions{pass}, &dump);
+  std::cout << dump << (dump.empty() || dump.back() != '\n' ? "\n" : "");
+  return kExitOk;
+}
+
+// The stats and the whole descriptor, as one JSON object.
+std::string json_output(const Plan& plan) {
+  return "{\"stats\": " + plan.stats().to_json() +
+         ",\n\"descriptor\": " + descriptor_to_json(plan.blob()) + "}\n";
+}
+
+void write_file(const std::string& path, const void* data, size_t size) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  if (!out) throw InputError("cannot write '" + path + "'");
+}
+
+int run_compile(const ParsedArgs& args) {
+  const std::string& file = args.positional[0];
+  if (const std::optional<std::string> pass = args.value("dump-after")) {
+    return dump_after(file, *pass);
+  }
+  const std::string emit = args.value("emit").value_or("stats");
+  if (emit != "stats" && emit != "descriptor" && emit != "json") {
+    throw UsageError("--emit: expected stats, descriptor or json, got '" + emit + "'");
+  }
+  const std::optional<std::string> out_path = args.value("output");
+  if (emit == "descriptor" && !out_path) {
+    throw UsageError("--emit descriptor writes binary data: pass -o FILE");
+  }
+  Dims dims = parse_lengths(args);
+  dims.batch =
+      static_cast<int32_t>(integer_flag(args, "batch", 1, 1, std::numeric_limits<int32_t>::max()));
+  dims.heads =
+      static_cast<int32_t>(integer_flag(args, "heads", 1, 1, std::numeric_limits<int32_t>::max()));
+  const Tiling tiling = parse_tiling(args);
+
+  const Mask mask = load_mask(file);
+  const Plan plan = make_plan(mask, args, dims, tiling);
+  if (emit == "descriptor") {
+    write_file(*out_path, plan.blob(), plan.size_bytes());
+    std::cout << "wrote " << plan.size_bytes() << " bytes to " << *out_path << "\n";
+    return kExitOk;
+  }
+  const std::string text = emit == "json" ? json_output(plan) : plan.stats().format();
+  if (out_path) {
+    write_file(*out_path, text.data(), text.size());
+  } else {
+    std::cout << text;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command compile_command() {
+  std::vector<FlagSpec> flags = plan_flags();
+  flags.insert(
+      flags.end(),
+      {
+          {"batch", 0, "B", false, "batch size: b ranges over [0, B) (default 1)"},
+          {"heads", 0, "H", false, "query heads: h ranges over [0, H) (default 1)"},
+          {"emit", 0, "WHAT", false,
+           "stats (default: human-readable), json (stats and the decoded descriptor) or "
+           "descriptor (the binary blob, needs -o)"},
+          {"output", 'o', "FILE", false, "write the output to FILE instead of stdout"},
+          {"dump-after", 0, "PASS", false, "print the program after compiler pass PASS and stop"},
+      });
+  return {{"compile", "FILE -p NAME=VALUE... (-n N | --nq N --nk N) [options]",
+           "specialize a mask and emit its descriptor or stats",
+           "Compiles FILE, binds its parameters for the given shape and tiling, and builds the\n"
+           "descriptor. Prints the plan stats, or writes the descriptor blob with\n"
+           "--emit descriptor -o FILE. --dump-after PASS prints the compiler's view of the\n"
+           "program after that pass instead (no parameters needed)." +
+               param_syntax_help(),
+           flags},
+          run_compile};
+}
+
+}  // namespace cm::cli

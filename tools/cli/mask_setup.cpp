@@ -1,0 +1,89 @@
+// Implementation of the shared mask loading and plan flags (see mask_setup.h).
+#include "mask_setup.h"
+
+#include "cli_error.h"
+#include "params.h"
+
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+namespace cm::cli {
+
+std::vector<FlagSpec> plan_flags() {
+  return {
+      {"param", 'p', "NAME=VALUE", true, "bind a parameter (VALUE forms below)"},
+      {"n", 'n', "N", false, "query and key length"},
+      {"nq", 0, "N", false, "query length (overrides -n)"},
+      {"nk", 0, "N", false, "key length (overrides -n)"},
+      {"tile", 0, "MxN", false, "tile size, query rows x key columns (default 128x128)"},
+  };
+}
+
+std::string param_syntax_help() {
+  return "\n\nparameter values (-p NAME=VALUE):\n"
+         "  int        W=4096\n"
+         "  int[]      ctx=32,32,16\n"
+         "  segments   docs=0,100,250,512 (boundaries), docs=len:100,150,262 (lengths from 0)\n"
+         "             or docs=0:100,120:250 (start:end pairs; sorted, non-overlapping)\n"
+         "  segment    prompt=0:128\n"
+         "  any        NAME=@FILE reads the value from FILE (items split by whitespace or commas)";
+}
+
+Mask load_mask(const std::string& path, const CompileOptions& options, std::string* dump) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw InputError("cannot read mask file '" + path + "'");
+  std::ostringstream text;
+  text << file.rdbuf();
+  CompileResult result = compile(text.str(), path, options, dump);
+  if (!result) {
+    for (const Diagnostic& d : result.diagnostics) std::cerr << d.format();
+    const size_t n = result.diagnostics.size();
+    throw InputError(path + ": " + std::to_string(n) + (n == 1 ? " error" : " errors"));
+  }
+  return *result.mask;
+}
+
+std::string signature(const Mask& mask) {
+  std::string out = mask.name() + "(";
+  const std::vector<ParamInfo> params = mask.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    out += (i > 0 ? ", " : "") + params[i].name + ": " + params[i].type;
+  }
+  return out + ")";
+}
+
+Tiling parse_tiling(const ParsedArgs& args) {
+  const std::optional<std::string> text = args.value("tile");
+  if (!text) return Tiling{};
+  // Only the syntax is checked here; the size rules belong to specialize, which names them.
+  const size_t x = text->find('x');
+  const std::optional<int64_t> m = to_integer(text->substr(0, x));
+  const std::optional<int64_t> n =
+      x == std::string::npos ? std::nullopt : to_integer(text->substr(x + 1));
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (!m || !n || *m < 1 || *m > kMax || *n < 1 || *n > kMax) {
+    throw UsageError("--tile: expected MxN with positive integers M and N (e.g. 128x64), got '" +
+                     *text + "'");
+  }
+  return Tiling{static_cast<int32_t>(*m), static_cast<int32_t>(*n)};
+}
+
+Dims parse_lengths(const ParsedArgs& args) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  const int64_t n = integer_flag(args, "n", -1, 0, kMax);
+  Dims dims;
+  dims.nq = integer_flag(args, "nq", n, 0, kMax);
+  dims.nk = integer_flag(args, "nk", n, 0, kMax);
+  if (dims.nq < 0) throw UsageError("the query length is not set: pass -n N or --nq N");
+  if (dims.nk < 0) throw UsageError("the key length is not set: pass -n N or --nk N");
+  return dims;
+}
+
+Plan make_plan(const Mask& mask, const ParsedArgs& args, const Dims& dims, const Tiling& tiling) {
+  const Params params = parse_params(args.values("param"), mask.params(), mask.name());
+  return mask.specialize(params, dims, tiling);
+}
+
+}  // namespace cm::cli

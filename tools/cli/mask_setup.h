@@ -1,0 +1,38 @@
+// What several commands share: reading and compiling the mask file, and turning the shape,
+// tiling and -p flags into a cm::Plan.
+#pragma once
+
+#include "args.h"
+
+#include <compilemask/compilemask.h>
+
+#include <string>
+#include <vector>
+
+namespace cm::cli {
+
+// The flags accepted by every command that specializes a mask (-p, -n, --nq, --nk, --tile).
+std::vector<FlagSpec> plan_flags();
+
+// The help paragraph describing -p value forms, appended to the plan commands' descriptions.
+std::string param_syntax_help();
+
+// Reads `path` and compiles it. Throws InputError if the file cannot be read; prints the
+// diagnostics to stderr and throws InputError("N error(s)") if it does not compile.
+Mask load_mask(const std::string& path, const CompileOptions& options = {},
+               std::string* dump = nullptr);
+
+// "NAME(p: type, ...)"
+std::string signature(const Mask& mask);
+
+// Tile sizes from --tile MxN (default 128x128). Throws UsageError naming --tile and the rule.
+Tiling parse_tiling(const ParsedArgs& args);
+
+// nq and nk from -n / --nq / --nk; batch and heads are left at 1. Throws UsageError if a length
+// is missing or malformed.
+Dims parse_lengths(const ParsedArgs& args);
+
+// Parses the -p flags against `mask` and specializes it. cm::Error from specialize propagates.
+Plan make_plan(const Mask& mask, const ParsedArgs& args, const Dims& dims, const Tiling& tiling);
+
+}  // namespace cm::cli
