@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README, CI): builds and tests three configurations.
 #   1. dev preset: everything (GPU kernels compile and link when nvcc exists); all tests except
-#      the gpu and fuzz labels.
+#      the fuzz label (gpu tests skip with a message on machines without a Hopper GPU).
+#   1b. the Python package, built with pip into a venv, and its CPU tests.
 #   2. fuzz preset (clang): the libFuzzer target, run for a bounded time (label fuzz).
 #   3. asan-ubsan preset: the host code under sanitizers; labels unit and error.
 # Expects scripts/setup.sh to have run. Prints the time of each stage.
@@ -14,8 +15,15 @@ stage() { echo; echo "==== $* (at $((SECONDS - started)) s)"; }
 stage "dev: configure and build"
 cmake --preset dev
 cmake --build --preset dev
-stage "dev: tests (all labels except gpu and fuzz)"
+stage "dev: tests (all labels except fuzz; gpu tests skip with a message without a GPU)"
 ctest --preset dev
+
+stage "python: build the package into a venv and run the CPU tests"
+python3 -m venv build/python-venv
+build/python-venv/bin/python -m pip install --quiet --upgrade pip
+build/python-venv/bin/python -m pip install --quiet numpy pytest
+build/python-venv/bin/python -m pip install --quiet . -C cmake.define.CM_CUDA=OFF -C build-dir=build/python
+build/python-venv/bin/python -m pytest -q tests/python
 
 stage "fuzz: configure and build the parser fuzzer"
 cmake --preset fuzz
