@@ -42,7 +42,8 @@ bool PatternTable::same(const desc::Pattern& p, int32_t formula, uint8_t kind,
                         std::span<const unsigned char> data) const {
   return p.kind == kind && p.formula == formula &&
          data_sizes_[&p - patterns_.data()] == data.size() &&
-         std::memcmp(data_.data() + p.data_offset, data.data(), data.size()) == 0;
+         (data.empty() ||  // memcmp must not see the null pointer of an empty span
+          std::memcmp(data_.data() + p.data_offset, data.data(), data.size()) == 0);
 }
 
 uint32_t PatternTable::add(desc::PatternKind kind, int32_t formula, uint16_t count,
