@@ -11,12 +11,9 @@ Usage: bench_fwd.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcom
        --examples examples --workloads DIR --out OUTDIR [--lens 1024,4096] [--masks causal,...]
 Writes OUTDIR/bench_fwd.json, OUTDIR/bench_fwd.md and OUTDIR/bench_fwd.png.
 """
-import argparse
-import datetime
 import json
 import os
 import sys
-import time
 
 import numpy as np
 import torch
@@ -24,50 +21,17 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cm_kernel import Kernel, compile_descriptor, workload_mask  # noqa: E402
-
-H, D = 16, 128
-TILE = 128
-
-
-def tile_counts(desc):
-    """(computed tiles, exact visible pairs) of instance 0, read from the descriptor blob."""
-    blob = desc.host
-    u32 = lambda off: int(np.frombuffer(blob[off:off + 4], dtype=np.uint32)[0])
-    u16 = lambda off: int(np.frombuffer(blob[off:off + 2], dtype=np.uint16)[0])
-    num_q_tiles = u32(32)
-    inst = u32(68)
-    q_tiles = u32(inst)
-    visible = int(np.frombuffer(blob[inst + 16:inst + 24], dtype=np.uint64)[0])
-    tiles = 0
-    for m in range(num_q_tiles):
-        row = q_tiles + 16 * m
-        full_off, partial_off = u32(row), u32(row + 4)
-        tiles += sum(u16(full_off + 4 * i + 2) for i in range(u16(row + 8)))
-        tiles += sum(u16(partial_off + 8 * i + 2) for i in range(u16(row + 10)))
-    return tiles, visible
+from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
+                          environment, median_ms, run_rows)
+from cm_kernel import Kernel  # noqa: E402
 
 
-def median_ms(fn):
-    import triton.testing
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
-
-
-def bench_one(name, n0, a, kernel, flex, workloads):
+def bench_one(name, n0, kernel, flex, workloads, a):
     from torch.nn.attention.flex_attention import create_block_mask
-    mm, prm = workloads.WORKLOADS[name](n0, xp=torch, device="cuda")
-    N = prm["N"]
-    B = max(1, 32768 // n0)
-    row = {"workload": name, "N": N, "B": B, "H": H, "D": D}
-    visible = workloads.visible_pairs(mm, N, xp=torch, device="cuda")
-    mask_file, params = workload_mask(name, prm)
-    desc = compile_descriptor(a.cli, os.path.join(a.examples, mask_file), params, N, N)
-    tiles, desc_visible = tile_counts(desc)
-    row["visible_pairs"] = visible
-    row["descriptor_visible_pairs"] = desc_visible
-    row["density"] = visible / (N * N)
-    row["visible_fraction_of_computed"] = visible / (tiles * TILE * TILE)
-    flops = 4 * D * visible * H * B
+    w = Workload(name, n0, a, workloads)
+    mm, N, B, desc = w.mm, w.N, w.B, w.desc
+    row = w.row(name, visible_pairs=w.visible, descriptor_visible_pairs=w.desc_visible)
+    flops = 4 * D * w.visible * H * B
 
     q = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
     k, v = torch.randn_like(q), torch.randn_like(q)
@@ -152,43 +116,13 @@ def plot(rows, path):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--cli", required=True)
-    p.add_argument("--lib", required=True)
-    p.add_argument("--examples", required=True)
-    p.add_argument("--workloads", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--lens", default="1024,4096,16384,32768")
-    p.add_argument("--masks", default="causal,hstu,shared_prefix,clear,doc_causal,sliding")
-    p.add_argument("--budget", type=float, default=400, help="stop starting new rows after this")
-    a = p.parse_args()
+    a = argument_parser(lens="1024,4096,16384,32768", budget=400).parse_args()
     sys.path.insert(0, a.workloads)
     import workloads
-    import torch._dynamo
-    from torch.nn.attention.flex_attention import flex_attention
-    torch._dynamo.config.recompile_limit = 1000
-    torch._dynamo.config.accumulated_recompile_limit = 100000
-    flex = torch.compile(flex_attention, dynamic=False)
+    flex = compiled_flex()
     kernel = Kernel(a.lib)
-    import triton
-    env = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "triton": triton.__version__, "cudnn": torch.backends.cudnn.version(),
-           "command": " ".join(sys.argv)}
-    t0, rows = time.time(), []
-    for n0 in [int(x) for x in a.lens.split(",")]:
-        for name in a.masks.split(","):
-            if time.time() - t0 > a.budget:
-                print("budget reached, stopping", flush=True)
-                break
-            try:
-                row = bench_one(name, n0, a, kernel, flex, workloads)
-            except Exception as ex:  # report and continue with the other rows
-                row = {"workload": name, "N": n0, "error": f"{type(ex).__name__}: {ex}"}
-            rows.append(row)
-            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}),
-                  flush=True)
-            torch.cuda.empty_cache()
+    env = environment()
+    rows = run_rows(a, lambda name, n0: bench_one(name, n0, kernel, flex, workloads, a))
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "bench_fwd.json"), "w") as f:
         json.dump({"env": env, "rows": rows}, f, indent=1)

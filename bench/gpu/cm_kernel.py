@@ -16,7 +16,7 @@ import tempfile
 import numpy as np
 import torch
 
-_DTYPES = {torch.bfloat16: 0, torch.float16: 1}
+DTYPES = {torch.bfloat16: 0, torch.float16: 1}  # cm::cuda::DType
 MAINLOOPS = {"auto": 0, "serial": 1, "pingpong": 2}
 
 
@@ -99,8 +99,37 @@ def strides_bsh(t, layout):
     raise ValueError(layout)
 
 
+def problem_shape(q, k, lse, layout, q_offsets):
+    """(batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k) of a kernel call on
+    q [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd: batch from q_offsets, lse [H,T]); lse
+    is [B,H,S] otherwise. total_q and total_k are 0 unless packed."""
+    if layout == "thd":
+        return (q_offsets.numel(), q.shape[1], k.shape[1], q.shape[2], (0, lse.stride(0)),
+                q.shape[0], k.shape[0])
+    hidx = 2 if layout == "bshd" else 1
+    return (q.shape[0], q.shape[hidx], k.shape[hidx], q.shape[3], (lse.stride(0), lse.stride(1)),
+            0, 0)
+
+
+def int64_array(values):
+    """A ctypes int64 array holding values (strides for the C entry points)."""
+    return (ctypes.c_int64 * len(values))(*values)
+
+
+def data_ptr_or_null(t):
+    return t.data_ptr() if t is not None else None
+
+
 class KernelError(RuntimeError):
     pass
+
+
+def call_checked(entry, *args):
+    """Calls a cm_cuda_* C entry point with an error buffer as its last two arguments; raises
+    KernelError with the entry's message unless it returns 0."""
+    err = ctypes.create_string_buffer(1024)
+    if entry(*args, err, len(err)) != 0:
+        raise KernelError(err.value.decode())
 
 
 class Kernel:
@@ -116,36 +145,21 @@ class Kernel:
         self.lib.cm_cuda_forward_workspace_bytes.restype = ctypes.c_size_t
         nbytes = self.lib.cm_cuda_forward_workspace_bytes()
         self.workspace = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-        self._keep = []
 
     def forward(self, desc, q, k, v, out, lse, layout="bshd", scale=0.0,
                 q_offsets=None, k_offsets=None, mainloop="auto"):
         """Runs the kernel. q/k/v/out: [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd,
         with int32 device q_offsets/k_offsets of length B). lse: float32 [B,H,S] or [H,T].
         mainloop: auto, serial or pingpong (cm::cuda::Mainloop)."""
-        if layout == "thd":
-            batch = q_offsets.numel()
-            heads_q, heads_kv, head_dim = q.shape[1], k.shape[1], q.shape[2]
-            lse_strides = (0, lse.stride(0))
-            total_q, total_k = q.shape[0], k.shape[0]
-        else:
-            batch, head_dim = q.shape[0], q.shape[3]
-            hidx = 2 if layout == "bshd" else 1
-            heads_q, heads_kv = q.shape[hidx], k.shape[hidx]
-            lse_strides = (lse.stride(0), lse.stride(1))
-            total_q = total_k = 0
-        arr = lambda s: (ctypes.c_int64 * len(s))(*s)
-        strides = [arr(strides_bsh(t, layout)) for t in (q, k, v, out)] + [arr(lse_strides)]
-        err = ctypes.create_string_buffer(1024)
-        stream = torch.cuda.current_stream().cuda_stream
-        rc = self.lib.cm_cuda_forward(
-            desc.host_ptr(), desc.device.data_ptr(), _DTYPES[q.dtype], batch, heads_q, heads_kv,
+        batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k = problem_shape(
+            q, k, lse, layout, q_offsets)
+        strides = [int64_array(strides_bsh(t, layout)) for t in (q, k, v, out)]
+        call_checked(
+            self.lib.cm_cuda_forward,
+            desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,
             desc.nq, desc.nk, head_dim, scale, MAINLOOPS[mainloop],
             q.data_ptr(), strides[0], k.data_ptr(), strides[1], v.data_ptr(), strides[2],
-            out.data_ptr(), strides[3], lse.data_ptr(), strides[4],
-            q_offsets.data_ptr() if q_offsets is not None else None,
-            k_offsets.data_ptr() if k_offsets is not None else None,
-            total_q, total_k, self.workspace.data_ptr(), self.workspace.numel(), stream,
-            err, len(err))
-        if rc != 0:
-            raise KernelError(err.value.decode())
+            out.data_ptr(), strides[3], lse.data_ptr(), int64_array(lse_strides),
+            data_ptr_or_null(q_offsets), data_ptr_or_null(k_offsets),
+            total_q, total_k, self.workspace.data_ptr(), self.workspace.numel(),
+            torch.cuda.current_stream().cuda_stream)

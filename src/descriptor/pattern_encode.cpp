@@ -47,6 +47,12 @@ void BandFitter::restart(int32_t row, int32_t lo, int32_t hi) {
   open_[k_++] = OpenBand{row, row, lo, hi, 0, 0};
 }
 
+void BandFitter::extend_to(int32_t row) {
+  if (k_ < open_.size()) close_unreached();  // as add() does at the first piece of a new row
+  for (size_t k = 0; k < k_; ++k) open_[k].last = row;
+  row_ = row;
+}
+
 void BandFitter::finish() {
   close_unreached();  // the last row's unreached slots close first, as at every row change
   for (OpenBand& open : open_) close(open);

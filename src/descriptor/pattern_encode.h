@@ -38,6 +38,11 @@ class BandFitter {
     }
     restart(row, lo, hi);
   }
+  // Pre: the rows after the latest row, up to `row`, each repeat the latest row's pieces, and
+  // every one of those pieces extends its slot's band with the slope that band already has
+  // (the band holds at least two rows). Post: as if their pieces had been added one by one.
+  // Cost: O(slots), whatever the number of rows.
+  void extend_to(int32_t row);
   // Post: bands() holds RowBands whose union, row by row, equals the pieces added since reset.
   void finish();
   const std::vector<desc::RowBand>& bands() const { return bands_; }

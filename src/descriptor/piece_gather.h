@@ -32,9 +32,23 @@ class PieceGatherer {
                  std::vector<RowPiece>& pieces) const;
 
  private:
+  // True if rows q-2, q-1, q hold the same number of intervals, each moving by the same int8
+  // step from q-1 to q as from q-2 to q-1 and keeping the key tiles of its first and last key.
+  // Then each row's pieces in every tile are those of the row before, moved affinely. Pre:
+  // rows q-2 .. q exist.
+  bool steady(const RowIntervals& rows, int32_t q) const;
+
+  // Pre: steady(rows, q). Returns the last row e in [q, q_end) such that every row of
+  // (q, e] moves each interval by the same step as row q did from q - 1, keeping its tiles.
+  int32_t stretch_end(const RowIntervals& rows, int32_t q, int32_t q_end);
+  // How many steps of `step` keep `key` inside its key tile (unbounded for step 0).
+  int64_t rows_in_tile(int32_t key, int32_t step) const;
+
   int32_t tile_n_;
   TileDiv div_;
   std::vector<BandFitter> fitters_;  // one per partial tile; storage reused across tile rows
+  std::vector<size_t> touched_;      // fitters of the row before a stretch
+  std::vector<Interval> steps_;      // per interval of a stretch: its lo and hi step per row
 };
 
 }  // namespace cm::descriptor

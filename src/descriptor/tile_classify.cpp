@@ -12,26 +12,63 @@ TileRowClassifier::TileRowClassifier(int32_t nk, int32_t tile_n)
       num_tiles_((nk + tile_n - 1) / tile_n),
       counts_(static_cast<size_t>(num_tiles_) + 1) {}
 
+TileRowClassifier::IntervalTiles TileRowClassifier::tiles_of(int32_t lo, int32_t hi) const {
+  IntervalTiles t;
+  t.first = div_(lo);
+  t.last = div_(hi - 1);
+  // Tiles wholly inside [lo, hi); the last tile is clipped to nk.
+  t.cover_first = div_(lo + tile_n_ - 1);
+  t.cover_end = hi == nk_ ? num_tiles_ : div_(hi);
+  // lo keeps first and cover_first inside its tile, off the tile's first key; a lo on that key
+  // keeps them alone. Likewise for hi, off and on tile ends and nk.
+  const int32_t lo_base = t.first * tile_n_;
+  t.lo_min = lo == lo_base ? lo : lo_base + 1;
+  t.lo_max = lo == lo_base ? lo : lo_base + tile_n_ - 1;
+  const int32_t hi_base = t.last * tile_n_;
+  const bool hi_on_end = hi == nk_ || hi == hi_base + tile_n_;
+  t.hi_min = hi_on_end ? hi : hi_base + 1;
+  t.hi_max = hi_on_end ? hi : std::min(hi_base + tile_n_ - 1, nk_ - 1);
+  return t;
+}
+
 int64_t TileRowClassifier::add_rows(const RowIntervals& rows, int32_t q0, int32_t q1) {
+  // Consecutive rows whose intervals meet and cover the same tiles (the usual case inside a
+  // tile row) bump the difference arrays once, with their count.
   int64_t width = 0;
-  const Interval* it = rows.row(q0);
-  const Interval* end = rows.row(q1);
-  for (; it != end; ++it) {
-    const auto [lo, hi] = *it;
-    width += hi - lo;
-    const int32_t first = div_(lo);
-    const int32_t last = div_(hi - 1);
-    bump(&Counts::touch, first, 1);
-    bump(&Counts::touch, last + 1, -1);
-    // Tiles wholly inside [lo, hi); the last tile is clipped to nk.
-    const int32_t cover_first = div_(lo + tile_n_ - 1);
-    const int32_t cover_end = hi == nk_ ? num_tiles_ : div_(hi);
-    if (cover_first < cover_end) {
-      bump(&Counts::cover, cover_first, 1);
-      bump(&Counts::cover, cover_end, -1);
+  int32_t repeats = 0;  // rows with the tiles in pending_
+  pending_.clear();
+  for (int32_t q = q0; q < q1; ++q) {
+    const Interval* it = rows.row(q);
+    const auto count = static_cast<size_t>(rows.row_size(q));
+    bool same = count == pending_.size();
+    for (size_t j = 0; same && j < count; ++j) {
+      const IntervalTiles& t = pending_[j];
+      same = it[j].lo >= t.lo_min && it[j].lo <= t.lo_max && it[j].hi >= t.hi_min &&
+             it[j].hi <= t.hi_max;
+    }
+    if (same) {
+      ++repeats;
+    } else {
+      flush_pending(repeats);
+      pending_.resize(count);
+      for (size_t j = 0; j < count; ++j) pending_[j] = tiles_of(it[j].lo, it[j].hi);
+      repeats = 1;
+    }
+    for (size_t j = 0; j < count; ++j) width += it[j].hi - it[j].lo;
+  }
+  flush_pending(repeats);
+  return width;
+}
+
+void TileRowClassifier::flush_pending(int32_t repeats) {
+  for (const IntervalTiles& t : pending_) {
+    bump(&Counts::touch, t.first, repeats);
+    bump(&Counts::touch, t.last + 1, -repeats);
+    if (t.cover_first < t.cover_end) {
+      bump(&Counts::cover, t.cover_first, repeats);
+      bump(&Counts::cover, t.cover_end, -repeats);
     }
   }
-  return width;
 }
 
 void TileRowClassifier::finish(int32_t num_rows, std::vector<TileSegment>& segments) {

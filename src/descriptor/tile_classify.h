@@ -60,12 +60,24 @@ class TileRowClassifier {
     }
   }
 
+  // The tiles one listed interval meets: first and last touched, and [cover_first,
+  // cover_end) wholly inside it; every interval with lo in [lo_min, lo_max] and hi in
+  // [hi_min, hi_max] meets the same ones.
+  struct IntervalTiles {
+    int32_t first, last, cover_first, cover_end;
+    int32_t lo_min, lo_max, hi_min, hi_max;
+  };
+  IntervalTiles tiles_of(int32_t lo, int32_t hi) const;
+  // Bumps the tiles of pending_ for `repeats` rows (none when repeats is 0).
+  void flush_pending(int32_t repeats);
+
   int32_t nk_;
   int32_t tile_n_;
   TileDiv div_;
   int32_t num_tiles_;
   std::vector<Counts> counts_;  // num_tiles_ + 1 entries
   std::vector<int32_t> changed_;
+  std::vector<IntervalTiles> pending_;  // per interval of the latest rows of add_rows
 };
 
 }  // namespace cm::descriptor

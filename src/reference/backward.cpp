@@ -67,7 +67,10 @@ class BackwardWorker {
       for (int i = 0; i < tile_col.partial_count; ++i) {
         const desc::Pattern& pattern = desc::pattern(p_.blob, partial[i].pattern);
         for (int m = partial[i].first; m < partial[i].first + partial[i].count; ++m) {
-          dkv_query_tile(b, h, m, &pattern, k0);
+          // Sparse grid runs bridge empty tiles: skip them as a kernel does.
+          if (desc::partial_tile_nonempty(p_.blob, pattern, m, n)) {
+            dkv_query_tile(b, h, m, &pattern, k0);
+          }
         }
       }
     }

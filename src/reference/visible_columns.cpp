@@ -44,6 +44,20 @@ const std::vector<Interval>& VisibleColumns::tile(const desc::Pattern* pattern, 
   return intervals_;
 }
 
+const std::vector<uint8_t>& VisibleColumns::partial_members(const desc::TileRow& tile_row, int m) {
+  if (&tile_row == members_row_) return members_nonempty_;
+  members_row_ = &tile_row;
+  members_nonempty_.clear();
+  const desc::PartialRun* partial = desc::partial_runs(blob_, tile_row);
+  for (int i = 0; i < tile_row.partial_count; ++i) {
+    const desc::Pattern& pattern = desc::pattern(blob_, partial[i].pattern);
+    for (int n = partial[i].first; n < partial[i].first + partial[i].count; ++n) {
+      members_nonempty_.push_back(desc::partial_tile_nonempty(blob_, pattern, m, n) ? 1 : 0);
+    }
+  }
+  return members_nonempty_;
+}
+
 const std::vector<Interval>& VisibleColumns::row(const desc::TileRow& tile_row, int q) {
   intervals_.clear();
   const desc::FullRun* full = desc::full_runs(blob_, tile_row);
@@ -52,11 +66,13 @@ const std::vector<Interval>& VisibleColumns::row(const desc::TileRow& tile_row, 
       append_tile(nullptr, q, n * tile_n_);
     }
   }
+  const std::vector<uint8_t>& nonempty = partial_members(tile_row, q / tile_m_);
   const desc::PartialRun* partial = desc::partial_runs(blob_, tile_row);
+  size_t member = 0;
   for (int i = 0; i < tile_row.partial_count; ++i) {
     const desc::Pattern& pattern = desc::pattern(blob_, partial[i].pattern);
     for (int n = partial[i].first; n < partial[i].first + partial[i].count; ++n) {
-      append_tile(&pattern, q, n * tile_n_);
+      if (nonempty[member++]) append_tile(&pattern, q, n * tile_n_);
     }
   }
   // Tiles are disjoint, so sorting by start orders the row; merging touching intervals keeps

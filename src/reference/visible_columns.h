@@ -29,10 +29,17 @@ class VisibleColumns {
   // Appends the visible columns of row q in the tile at k0 to intervals_, in increasing order.
   void append_tile(const desc::Pattern* pattern, int q, int k0);
 
+  // Per member tile of tile_row's partial runs, in run order: whether it is non-empty. Sparse
+  // grid runs bridge empty tiles, which a kernel skips and so does the reference. Computed once
+  // per tile row (a TileRow address names one (instance, query tile)) and reused by its rows.
+  const std::vector<uint8_t>& partial_members(const desc::TileRow& tile_row, int m);
+
   const void* blob_;
   int tile_m_, tile_n_, nk_;
   std::vector<uint8_t> column_mask_;  // one tile row; pattern intervals may overlap
   std::vector<Interval> intervals_;
+  const desc::TileRow* members_row_ = nullptr;
+  std::vector<uint8_t> members_nonempty_;
 };
 
 }  // namespace cm::reference

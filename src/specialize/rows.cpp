@@ -24,12 +24,9 @@ struct RowPiece {
   int64_t lo_slope, lo_offset, hi_slope, hi_offset;
 };
 
-// Sorts the `count` intervals at `data` by lo and merges overlapping or adjacent ones, in
-// place; returns how many remain.
-size_t normalize(Interval* data, size_t count) {
-  size_t ordered = 1;  // rows usually arrive sorted and disjoint already
-  while (ordered < count && data[ordered - 1].hi < data[ordered].lo) ++ordered;
-  if (ordered >= count) return count;
+// normalize() for intervals whose first `ordered` ones are sorted and disjoint, and the next
+// is not.
+[[gnu::noinline]] size_t normalize_from(Interval* data, size_t count, size_t ordered) {
   if (count < 16) {  // rows usually hold a handful of intervals
     for (size_t i = ordered; i < count; ++i) {
       const Interval x = data[i];
@@ -51,6 +48,14 @@ size_t normalize(Interval* data, size_t count) {
   return count == 0 ? 0 : last + 1;
 }
 
+// Sorts the `count` intervals at `data` by lo and merges overlapping or adjacent ones, in
+// place; returns how many remain.
+inline size_t normalize(Interval* data, size_t count) {
+  size_t ordered = 1;  // rows usually arrive sorted and disjoint already
+  while (ordered < count && data[ordered - 1].hi < data[ordered].lo) ++ordered;
+  return ordered >= count ? count : normalize_from(data, count, ordered);
+}
+
 // Collects emitted intervals into sorted, merged CSR rows. Rows that arrive in order (the usual
 // case) go straight into the CSR; the first row out of order moves everything to a list that
 // is counting-sorted by row at the end.
@@ -64,7 +69,7 @@ class RowLister {
     rows_.intervals.reserve(static_cast<size_t>(nq));  // most masks list about one per row
   }
 
-  void add(int32_t q, int64_t lo, int64_t hi) {
+  [[gnu::always_inline]] void add(int32_t q, int64_t lo, int64_t hi) {
     lo = std::max<int64_t>(lo, 0);
     hi = std::min<int64_t>(hi, nk_);
     if (lo >= hi) return;
@@ -116,11 +121,12 @@ class RowLister {
  private:
   // Sorts and merges the open row (the intervals after offsets[open_]), then closes it and the
   // empty rows after it, up to row q.
-  void close_rows_before(int32_t q) {
+  [[gnu::always_inline]] void close_rows_before(int32_t q) {
     const auto first = static_cast<size_t>(rows_.offsets.back());
-    if (rows_.intervals.size() > first + 1) {
-      rows_.intervals.resize(
-          first + normalize(rows_.intervals.data() + first, rows_.intervals.size() - first));
+    const size_t count = rows_.intervals.size() - first;
+    if (count > 1) {
+      const size_t kept = normalize(rows_.intervals.data() + first, count);
+      if (kept != count) rows_.intervals.resize(first + kept);
     }
     const auto end = static_cast<int64_t>(rows_.intervals.size());
     if (q == open_ + 1) {
@@ -276,26 +282,35 @@ class RowEvaluator {
         }
         interpreted.push_back(&term);
       }
-      // Row by row, so that rows usually arrive in order and need no sorting.
+      // Row by row, so that rows usually arrive in order and need no sorting; in steps over
+      // which every affine term stays on one piece (`active` holds those pieces).
       std::vector<size_t>& piece = affine_cursor_;
       piece.assign(affine_terms_.begin(), affine_terms_.end() - 1);
-      for (int32_t q = rows.lo; q < rows.hi; ++q) {
-        for (size_t t = 0; t < piece.size(); ++t) {
-          while (affine_pieces_[piece[t]].end <= q) ++piece[t];
-          const RowPiece& p = affine_pieces_[piece[t]];
-          emit(q, p.lo_slope * q + p.lo_offset, p.hi_slope * q + p.hi_offset);
+      std::vector<RowPiece>& active = active_pieces_;
+      for (int32_t q = rows.lo; q < rows.hi;) {
+        int64_t step_end = rows.hi;
+        active.clear();
+        for (size_t& at : piece) {
+          while (affine_pieces_[at].end <= q) ++at;
+          active.push_back(affine_pieces_[at]);
+          step_end = std::min(step_end, affine_pieces_[at].end);
         }
-        if (interpreted.empty()) continue;
-        machine_.set_slot(ir::kSlotQ, q);
-        machine_.run(r.row);
-        for (const TermCode* term : interpreted) {
-          enumerate(*term, 0, [&](int64_t lo, int64_t hi) { emit(q, lo, hi); });
+        for (; q < step_end; ++q) {
+          for (const RowPiece& p : active) {
+            emit(q, p.lo_slope * q + p.lo_offset, p.hi_slope * q + p.hi_offset);
+          }
+          if (interpreted.empty()) continue;
+          machine_.set_slot(ir::kSlotQ, q);
+          machine_.run(r.row);
+          for (const TermCode* term : interpreted) {
+            enumerate(*term, 0, [&](int64_t lo, int64_t hi) { emit(q, lo, hi); });
+          }
         }
       }
     }
   }
 
-  void emit(int32_t q, int64_t lo, int64_t hi) { lister_.add(q, lo, hi); }
+  [[gnu::always_inline]] void emit(int32_t q, int64_t lo, int64_t hi) { lister_.add(q, lo, hi); }
 
   // Records the pieces of a term whose bounds are piecewise affine in q, so its rows are
   // emitted without interpretation.
@@ -350,6 +365,7 @@ class RowEvaluator {
   std::vector<RowPiece> affine_pieces_;
   std::vector<size_t> affine_terms_;
   std::vector<size_t> affine_cursor_;
+  std::vector<RowPiece> active_pieces_;  // per affine term, its piece over the current rows
   std::vector<desc::GridFormula> formulas_;
   std::vector<int32_t> row_formula_;  // nq entries once a formula exists
 };

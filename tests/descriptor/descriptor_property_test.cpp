@@ -101,6 +101,56 @@ TEST(DescriptorProperty, RandomRowsRoundTripExactly) {
   EXPECT_GT(patterns_of_kind[desc::kPatternGridSparse], 0);
 }
 
+// Rows made of a few intervals whose ends move affinely over long row ranges, with slopes
+// around the int8 band limit and ends landing on tile boundaries: the builder skips such
+// stretches of rows in bulk, and must still decode to exactly the input.
+TEST(DescriptorProperty, AffineRowStretchesRoundTripExactly) {
+  std::mt19937 rng(777);
+  constexpr std::array<int32_t, 11> kSteps = {0, 0, 1, -1, 2, -3, 16, 127, -128, 128, 200};
+  auto pick_step = [&] {
+    return kSteps[std::uniform_int_distribution<size_t>(0, kSteps.size() - 1)(rng)];
+  };
+  for (int iteration = 0; iteration < 120; ++iteration) {
+    const int32_t nq = std::uniform_int_distribution<int32_t>(1, 300)(rng);
+    const int32_t nk = std::uniform_int_distribution<int32_t>(1, 600)(rng);
+    const Tiling tiling = kTilings[static_cast<size_t>(iteration) % kTilings.size()];
+    Dense expected(nq, nk);
+    const int terms = std::uniform_int_distribution<int>(1, 3)(rng);
+    for (int t = 0; t < terms; ++t) {
+      // lo and width follow one affine piece per segment of rows; pieces change at random rows.
+      int64_t lo = std::uniform_int_distribution<int32_t>(-nk, nk)(rng);
+      int64_t width = std::uniform_int_distribution<int32_t>(0, nk)(rng);
+      int32_t lo_step = pick_step(), width_step = pick_step() / 4;
+      for (int32_t q = 0; q < nq; ++q) {
+        if (std::uniform_int_distribution<int>(0, 60)(rng) == 0) {
+          lo_step = pick_step();
+          width_step = pick_step() / 4;
+        }
+        for (int64_t k = std::max<int64_t>(lo, 0); k < std::min<int64_t>(lo + width, nk); ++k) {
+          expected.at(q, static_cast<int32_t>(k)) = 1;
+        }
+        lo += lo_step;
+        width = std::max<int64_t>(width + width_step, 0);
+      }
+    }
+    InstanceRows rows;
+    rows.all = testing::rows_from_dense(expected);
+    const std::string context = "iteration " + std::to_string(iteration) +
+                                " nq=" + std::to_string(nq) + " nk=" + std::to_string(nk) +
+                                " tile " + std::to_string(tiling.m) + "x" +
+                                std::to_string(tiling.n);
+
+    PlanStats stats;
+    const std::vector<uint64_t> blob = build_descriptor({rows}, {0}, 1, 1, tiling, stats);
+    ASSERT_NO_THROW(verify_descriptor(blob.data(), blob.size() * 8)) << context;
+    expect_decodes_to(blob, 0, 0, expected, context);
+    const TileCounts c = count_tiles(expected, tiling);
+    EXPECT_EQ(stats.visible_pairs, c.visible) << context;
+    EXPECT_EQ(stats.full_tiles, c.full) << context;
+    EXPECT_EQ(stats.partial_tiles, c.partial) << context;
+  }
+}
+
 TEST(DescriptorProperty, InstanceMapsStoreEqualInstancesOnce) {
   std::mt19937 rng(777);
   for (int iteration = 0; iteration < 40; ++iteration) {

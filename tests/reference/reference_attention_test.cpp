@@ -1,5 +1,6 @@
 // The descriptor-driven reference attention against a naive float64 dense attention, over
 // random masks of several kinds, odd lengths, Nq != Nk, GQA/MQA and three tilings.
+#include <compilemask/descriptor.h>
 #include <compilemask/reference.h>
 
 #include "dense_attention.h"
@@ -110,6 +111,53 @@ void expect_close(const Outputs& got, const DenseResult& want, double tolerance)
   EXPECT_LE(relative_error(got.dq, want.dq), tolerance) << "dQ";
   EXPECT_LE(relative_error(got.dk, want.dk), tolerance) << "dK";
   EXPECT_LE(relative_error(got.dv, want.dv), tolerance) << "dV";
+}
+
+// Members of sparse grid runs (kPatternGridSparse) that are empty, over both forms of every
+// instance: the reference skips them, as a kernel must.
+int64_t empty_sparse_members(const std::vector<uint64_t>& blob) {
+  const void* d = blob.data();
+  const desc::Header& hd = desc::header(d);
+  int64_t empty = 0;
+  for (int32_t i = 0; i < hd.num_instances; ++i) {
+    const desc::Instance& inst = desc::instance(d, i);
+    for (bool forward : {true, false}) {
+      const int32_t count = forward ? hd.num_q_tiles : hd.num_k_tiles;
+      for (int32_t t = 0; t < count; ++t) {
+        const desc::TileRow& row = forward ? desc::q_tile(d, inst, t) : desc::k_tile(d, inst, t);
+        const desc::PartialRun* runs = desc::partial_runs(d, row);
+        for (int32_t r = 0; r < row.partial_count; ++r) {
+          const desc::Pattern& p = desc::pattern(d, runs[r].pattern);
+          for (int32_t n = runs[r].first; n < runs[r].first + runs[r].count; ++n) {
+            empty += !desc::partial_tile_nonempty(d, p, forward ? t : n, forward ? n : t);
+          }
+        }
+      }
+    }
+  }
+  return empty;
+}
+
+TEST(ReferenceSparseRuns, EmptyMembersAreSkippedExactly) {
+  // Grid masks on small tiles give sparse runs that bridge empty tiles; the reference must
+  // skip exactly those and still match the dense attention.
+  std::mt19937 rng(2024);
+  int found = 0;
+  for (int attempt = 0; attempt < 40 && found < 3; ++attempt) {
+    const MaskSet set = make_mask_set(MaskKind::kGrid, 200, 200, 1, 2, Tiling{16, 16}, rng);
+    if (empty_sparse_members(set.blob) == 0) continue;
+    ++found;
+    const AttentionShape shape{1, 2, 1, 200, 200, kHeadDim};
+    const Inputs in = random_inputs(shape, rng);
+    const DenseResult want = dense_attention(
+        shape, 1.0 / std::sqrt(double{kHeadDim}),
+        [&](int32_t b, int32_t h) -> const std::vector<uint8_t>& { return set.dense_of(b, h, 2); },
+        in.q, in.k, in.v, in.dout);
+    const Outputs got = run_reference(set, in, 0.0f, Accumulate::kFloat64);
+    expect_exact_masked_values(set, in, got);
+    expect_close(got, want, kFloat64Tolerance);
+  }
+  EXPECT_GT(found, 0) << "no grid mask had a sparse run with an empty member";
 }
 
 class ReferenceMatchesDense : public testing::TestWithParam<Case> {};

@@ -1,0 +1,126 @@
+"""Pieces shared by the GPU benchmarks (bench_fwd.py, tests/gpu/bwd_bench.py): the command
+line, compiled FlexAttention, the environment record, CUDA-event timing, the per-workload
+problem (descriptor, visible pairs, computed tiles) and the row loop with its time budget.
+
+Every benchmark uses Q/K/V in [B, H, N, D] with B*N = 32768 tokens, H heads of dimension D.
+"""
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from cm_kernel import compile_descriptor, workload_mask
+
+H, D = 16, 128
+TILE = 128
+TOKENS = 32768  # B * N
+
+
+def argument_parser(lens, budget):
+    """--cli, --lib, --examples, --workloads, --out, --lens, --masks and --budget, with the
+    benchmark's default lengths (comma-separated) and time budget in seconds."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--cli", required=True)
+    p.add_argument("--lib", required=True)
+    p.add_argument("--examples", required=True)
+    p.add_argument("--workloads", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--lens", default=lens)
+    p.add_argument("--masks", default="causal,hstu,shared_prefix,clear,doc_causal,sliding")
+    p.add_argument("--budget", type=float, default=budget, help="stop starting new rows after this")
+    return p
+
+
+def compiled_flex():
+    """flex_attention under torch.compile, with recompile limits raised for the sweep."""
+    import torch._dynamo
+    from torch.nn.attention.flex_attention import flex_attention
+    torch._dynamo.config.recompile_limit = 1000
+    torch._dynamo.config.accumulated_recompile_limit = 100000
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def environment():
+    """Date, GPU, library versions and the command line of this run."""
+    import triton
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "triton": triton.__version__, "cudnn": torch.backends.cudnn.version(),
+            "command": " ".join(sys.argv)}
+
+
+def median_ms(fn, grads=None):
+    """Median time of fn in ms (triton.testing.do_bench, CUDA events, after warm-up); the
+    tensors in grads get their .grad reset between calls."""
+    import triton.testing
+    return triton.testing.do_bench(fn, warmup=25, rep=100, grad_to_none=grads,
+                                   return_mode="median")
+
+
+def tile_counts(desc):
+    """(computed tiles, exact visible pairs) of instance 0, read from the descriptor blob."""
+    blob = desc.host
+    u32 = lambda off: int(np.frombuffer(blob[off:off + 4], dtype=np.uint32)[0])
+    u16 = lambda off: int(np.frombuffer(blob[off:off + 2], dtype=np.uint16)[0])
+    num_q_tiles = u32(32)
+    inst = u32(68)
+    q_tiles = u32(inst)
+    visible = int(np.frombuffer(blob[inst + 16:inst + 24], dtype=np.uint64)[0])
+    tiles = 0
+    for m in range(num_q_tiles):
+        row = q_tiles + 16 * m
+        full_off, partial_off = u32(row), u32(row + 4)
+        tiles += sum(u16(full_off + 4 * i + 2) for i in range(u16(row + 8)))
+        tiles += sum(u16(partial_off + 8 * i + 2) for i in range(u16(row + 10)))
+    return tiles, visible
+
+
+class Workload:
+    """One benchmark row's problem: workload `name` at length n0 (mask_mod mm, N, B), its
+    visible pairs, our descriptor from the CLI and the tiles that descriptor computes."""
+
+    def __init__(self, name, n0, a, workloads):
+        self.mm, prm = workloads.WORKLOADS[name](n0, xp=torch, device="cuda")
+        self.N = prm["N"]
+        self.B = max(1, TOKENS // n0)
+        self.visible = workloads.visible_pairs(self.mm, self.N, xp=torch, device="cuda")
+        mask_file, params = workload_mask(name, prm)
+        self.desc = compile_descriptor(a.cli, os.path.join(a.examples, mask_file), params,
+                                       self.N, self.N)
+        self.tiles, self.desc_visible = tile_counts(self.desc)
+
+    def row(self, name, **extra):
+        """The row's leading fields: workload, shape, the extra fields, density and
+        visible/computed."""
+        N = self.N
+        return {"workload": name, "N": N, "B": self.B, "H": H, "D": D, **extra,
+                "density": self.visible / (N * N),
+                "visible_fraction_of_computed": self.visible / (self.tiles * TILE * TILE)}
+
+
+def run_rows(a, bench_one, after_row=None):
+    """bench_one(name, n0) for every length and mask of the command line until the budget is
+    spent; a failing row is recorded with its error. Prints each row as JSON and calls
+    after_row(rows) after each. Returns the rows."""
+    t0, rows = time.time(), []
+    for n0 in [int(x) for x in a.lens.split(",")]:
+        for name in a.masks.split(","):
+            if time.time() - t0 > a.budget:
+                print("budget reached, stopping", flush=True)
+                break
+            try:
+                row = bench_one(name, n0)
+            except Exception as ex:  # report and continue with the other rows
+                row = {"workload": name, "N": n0, "error": f"{type(ex).__name__}: {ex}"}
+            rows.append(row)
+            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
+                              for k, v in row.items()}), flush=True)
+            torch.cuda.empty_cache()
+            if after_row:
+                after_row(rows)
+    return rows
