@@ -1,4 +1,5 @@
-"""cm.attention: argument checks, then the compilemask::attention_forward operator.
+"""cm.attention: argument checks, then the compilemask::attention_forward operator (whose
+autograd runs compilemask::attention_backward).
 
 Every check reads only shapes, strides, dtypes and devices, so it costs no host sync, traces
 under torch.compile without a graph break, and runs before anything reaches the GPU: bad
@@ -35,10 +36,11 @@ def _check_tensor(name: str, x: Any, device: torch.device) -> None:
     if x.stride(-1) != 1:
         raise ValueError(f"{name}: the last (head) dimension must be contiguous (stride 1), got "
                          f"stride {x.stride(-1)}; call .contiguous()")
-    if any(s % _ALIGN for s in x.stride()[:-1]) or x.storage_offset() % _ALIGN:
-        raise ValueError(f"{name}: strides {tuple(x.stride())} and storage offset "
-                         f"{x.storage_offset()} must be multiples of {_ALIGN} elements (16 "
-                         "bytes) for the kernel's tensor loads; call .contiguous()")
+    # The data address is not checked here (storage_offset() breaks a torch.compile trace):
+    # the operator copies a view that starts off a 16-byte boundary.
+    if any(s % _ALIGN for s in x.stride()[:-1]):
+        raise ValueError(f"{name}: strides {tuple(x.stride())} must be multiples of {_ALIGN} "
+                         "elements (16 bytes) for the kernel's tensor loads; call .contiguous()")
 
 
 def _check_offsets(name: str, offsets: Any, batch: int, device: torch.device) -> None:
@@ -65,7 +67,7 @@ def _split(x: Tensor, layout: str) -> tuple[int, int, int, int]:
 def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float] = None,
               return_lse: bool = False, *, layout: str = "bshd",
               offsets: Optional[Tensor] = None,
-              k_offsets: Optional[Tensor] = None) -> Any:
+              k_offsets: Optional[Tensor] = None, deterministic: bool = False) -> Any:
     """softmax(scale * q kᵀ, masked by `plan`) v on torch CUDA tensors (bf16 or fp16, head dim
     64 or 128), differentiable.
 
@@ -80,7 +82,13 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     1 or Hq, and be on q's device (specialize(device=...) or plan.to(device)).
     scale defaults to 1/sqrt(D). Returns out (q's shape and dtype), and with return_lse also
     the float32 natural-log LSE ([B, Hq, Sq], or [Hq, T] for 3-D; -inf where a row sees no
-    key)."""
+    key).
+
+    Autograd runs the sm90 backward kernel; dk and dv are summed over each GQA group. With
+    deterministic=True the gradients are bitwise identical from run to run (slower). With
+    return_lse the LSE is differentiable too, which costs one more forward and backward kernel
+    call in the backward whether or not the LSE's gradient is used. Jagged sequences must not
+    overlap for the backward: each sequence's gradient rows are written, not added."""
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be a compilemask.Plan, got {type(plan).__name__}")
     if plan.device is None:
@@ -136,12 +144,15 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
                          "(plans of heads 1 serve any head count)")
     if plan.tile != _KERNEL_TILE:
         raise ValueError(f"the plan has tile {plan.tile}; the sm90 kernel needs tile=(128, 128)")
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
     if scale is None:
         scale = 1.0 / math.sqrt(dim)
     elif not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
 
     out, lse = torch.ops.compilemask.attention_forward(
-        q, k, v, plan._desc_host, plan._desc_device, plan._tiles, offsets if jagged else None,
-        k_offsets if jagged else None, layout == "bhsd", plan.nq, plan.nk, float(scale))
+        q, k, v, plan._desc_host, plan._desc_device, offsets if jagged else None,
+        k_offsets if jagged else None, layout == "bhsd", plan.nq, plan.nk, float(scale),
+        bool(return_lse), deterministic)
     return (out, lse) if return_lse else out

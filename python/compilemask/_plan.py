@@ -23,11 +23,9 @@ class Plan:
         self.batch, self.heads = core.batch, core.heads
         self.tile = (core.tile_m, core.tile_n)
         self.device = None
-        # Set by compilemask._torch_plan.attach: the descriptor in host and device memory and
-        # the decoded tile lists of the backward fallback.
+        # Set by compilemask._torch_plan.attach: the descriptor in host and device memory.
         self._desc_host = None
         self._desc_device = None
-        self._tiles = None
 
     # ---- inspection ------------------------------------------------------------------------
 

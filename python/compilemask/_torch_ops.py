@@ -1,9 +1,12 @@
-"""The torch operator compilemask::attention_forward: a torch.library custom op over the sm90
-forward kernel, with a fake (meta) implementation for torch.compile and autograd through the
-tile-gather backward of _tile_backward.py (no GPU backward kernel exists yet).
+"""The torch operators over the sm90 kernels: compilemask::attention_forward (out, lse) and
+compilemask::attention_backward (dq, dk, dv), torch.library custom ops with fake (meta)
+implementations joined by autograd, so that torch.compile traces the forward and the backward
+without a graph break.
 
 All arguments are tensors or plain numbers, and the plan's descriptor travels as tensors, so
-a new plan of the same shape is new data to a compiled graph, not a new graph."""
+a new plan of the same shape is new data to a compiled graph, not a new graph. Nothing here
+syncs with the host, and memory (outputs, kernel workspaces) comes from torch's caching
+allocator, so calls can be captured in a CUDA graph."""
 from __future__ import annotations
 
 from typing import Optional
@@ -11,14 +14,13 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ._tile_backward import tile_backward
-
 try:
     from . import _cuda
 except ImportError:  # a build without the CUDA kernels; cm.attention says so before calling
     _cuda = None
 
 _DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
+_ALIGN = 8  # elements of 16 bytes: the kernels' stride and address granularity
 
 
 def _bsh_strides(x: Tensor, heads_first: bool, packed: bool) -> tuple[int, int, int]:
@@ -37,6 +39,43 @@ def _lse_shape(q: Tensor, heads_first: bool, nq: int) -> tuple[int, ...]:
     return (q.shape[0], heads, nq)
 
 
+def _lse_strides(lse: Tensor, packed: bool) -> tuple[int, int]:
+    """Element strides {batch, head} of an LSE tensor made by attention_forward."""
+    return (0, lse.stride(0)) if packed else (lse.stride(0), lse.stride(1))
+
+
+def _dims(q: Tensor, k: Tensor, q_offsets: Optional[Tensor], heads_first: bool, nq: int,
+          nk: int) -> tuple[int, ...]:
+    """The kernels' (dtype code, batch, heads_q, heads_kv, nq, nk, head_dim)."""
+    if q_offsets is not None:
+        batch, heads_q, heads_kv = q_offsets.shape[0], q.shape[1], k.shape[1]
+    else:
+        head_dim = 1 if heads_first else 2
+        batch, heads_q, heads_kv = q.shape[0], q.shape[head_dim], k.shape[head_dim]
+    return (_DTYPE_CODES[q.dtype], batch, heads_q, heads_kv, nq, nk, q.shape[-1])
+
+
+def _packing(q: Tensor, k: Tensor, q_offsets: Optional[Tensor],
+             k_offsets: Optional[Tensor]) -> tuple[int, int, int, int]:
+    """(q_offsets, k_offsets, total_q, total_k) as the kernels take them; zeros when strided."""
+    if q_offsets is None:
+        return (0, 0, 0, 0)
+    return (q_offsets.data_ptr(), k_offsets.data_ptr(), q.shape[0], k.shape[0])
+
+
+def _current_stream(device: torch.device) -> int:
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+def _kernel_layout(x: Tensor) -> Tensor:
+    """x, or a contiguous copy when its strides or address do not suit the kernels' loads: an
+    incoming gradient may be expanded or transposed, and a view may start at an odd address
+    (cm.attention checks strides, but an address check would break torch.compile's trace)."""
+    suits = (x.stride(-1) == 1 and all(s > 0 and s % _ALIGN == 0 for s in x.stride()[:-1])
+             and x.data_ptr() % (2 * _ALIGN) == 0)
+    return x if suits else x.clone(memory_format=torch.contiguous_format)
+
+
 @torch.library.custom_op("compilemask::attention_forward", mutates_args=(), device_types="cuda")
 def attention_forward(
     q: Tensor,
@@ -44,80 +83,167 @@ def attention_forward(
     v: Tensor,
     desc_host: Tensor,
     desc_device: Tensor,
-    tiles: list[Tensor],
     q_offsets: Optional[Tensor],
     k_offsets: Optional[Tensor],
     heads_first: bool,
     nq: int,
     nk: int,
     scale: float,
+    lse_grad: bool,
+    deterministic: bool,
 ) -> tuple[Tensor, Tensor]:
     """(out, lse). q/k/v: [B, S, H, D] (heads_first=False), [B, H, S, D] (True) or [T, H, D]
-    (one sequence without offsets, else sequence b at rows offsets[b] + [0, n)). `tiles` is
-    only read by the backward. Inputs are checked by compilemask._attention."""
+    (one sequence without offsets, else sequence b at rows offsets[b] + [0, n)). lse_grad
+    (the caller sees the LSE, so the backward carries its gradient) and deterministic are read
+    only by the backward. Inputs are checked by compilemask._attention."""
+    q, k, v = (_kernel_layout(x) for x in (q, k, v))
     if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
-        out, lse = _launch(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), desc_host,
-                           desc_device, None, None, False, nq, nk, scale)
+        out, lse = _launch_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), desc_host,
+                                   desc_device, None, None, False, nq, nk, scale)
         return out.squeeze(0), lse.squeeze(0)
-    return _launch(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk,
-                   scale)
+    return _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
+                           nq, nk, scale)
 
 
-def _launch(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale):
+def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk,
+                    scale):
     packed = q_offsets is not None
     if packed:
         # Rows outside every sequence are never written by the kernel.
         out = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
         lse = torch.full(_lse_shape(q, heads_first, nq), float("-inf"), device=q.device)
-        batch, heads_q, heads_kv = q_offsets.shape[0], q.shape[1], k.shape[1]
-        lse_strides = (0, lse.stride(0))
     else:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
-        batch = q.shape[0]
-        heads_q = q.shape[1] if heads_first else q.shape[2]
-        heads_kv = k.shape[1] if heads_first else k.shape[2]
-        lse_strides = (lse.stride(0), lse.stride(1))
     workspace = torch.empty(_cuda.workspace_bytes(), dtype=torch.uint8, device=q.device)
     with torch.cuda.device(q.device):
-        stream = torch.cuda.current_stream(q.device).cuda_stream
         _cuda.forward(
             desc_host.data_ptr(), desc_device.data_ptr(),
-            (_DTYPE_CODES[q.dtype], batch, heads_q, heads_kv, nq, nk, q.shape[-1]), scale,
+            _dims(q, k, q_offsets, heads_first, nq, nk), scale,
             q.data_ptr(), _bsh_strides(q, heads_first, packed),
             k.data_ptr(), _bsh_strides(k, heads_first, packed),
             v.data_ptr(), _bsh_strides(v, heads_first, packed),
             out.data_ptr(), _bsh_strides(out, heads_first, packed),
-            lse.data_ptr(), lse_strides,
-            q_offsets.data_ptr() if packed else 0, k_offsets.data_ptr() if packed else 0,
-            q.shape[0] if packed else 0, k.shape[0] if packed else 0,
-            workspace.data_ptr(), workspace.numel(), stream,
+            lse.data_ptr(), _lse_strides(lse, packed),
+            *_packing(q, k, q_offsets, k_offsets),
+            workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
         )
     return out, lse
 
 
 @attention_forward.register_fake
-def _attention_forward_fake(q, k, v, desc_host, desc_device, tiles, q_offsets, k_offsets,
-                            heads_first, nq, nk, scale):
+def _attention_forward_fake(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
+                            nq, nk, scale, lse_grad, deterministic):
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
     return out, lse
 
 
+@torch.library.custom_op("compilemask::attention_backward", mutates_args=(), device_types="cuda")
+def attention_backward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    output: Tensor,
+    lse: Tensor,
+    dout: Tensor,
+    desc_host: Tensor,
+    desc_device: Tensor,
+    q_offsets: Optional[Tensor],
+    k_offsets: Optional[Tensor],
+    heads_first: bool,
+    nq: int,
+    nk: int,
+    scale: float,
+    deterministic: bool,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(dq, dk, dv) of attention_forward's out for the output gradient dout, in the shapes and
+    dtype of q, k and v (dk and dv summed over the query heads of each GQA group; zero on the
+    rows of a jagged layout outside every sequence). output and lse are the forward's outputs
+    (named `output`: schemas reserve `out` for out= variants); the other arguments are the
+    forward's. The LSE's own gradient is not included."""
+    q, k, v, out, dout = (_kernel_layout(x) for x in (q, k, v, output, dout))
+    if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
+        grads = _launch_backward(*(x.unsqueeze(0) for x in (q, k, v, out, lse, dout)),
+                                 desc_host, desc_device, None, None, False, nq, nk, scale,
+                                 deterministic)
+        return tuple(g.squeeze(0) for g in grads)
+    return _launch_backward(q, k, v, out, lse, dout, desc_host, desc_device, q_offsets,
+                            k_offsets, heads_first, nq, nk, scale, deterministic)
+
+
+def _launch_backward(q, k, v, out, lse, dout, desc_host, desc_device, q_offsets, k_offsets,
+                     heads_first, nq, nk, scale, deterministic):
+    packed = q_offsets is not None
+    # The kernel writes the rows of every sequence; in a jagged layout the rest stay 0.
+    make = torch.zeros if packed else torch.empty
+    dq = make(q.shape, dtype=q.dtype, device=q.device)
+    dk = make(k.shape, dtype=k.dtype, device=k.device)
+    dv = make(k.shape, dtype=k.dtype, device=k.device)
+    dims = _dims(q, k, q_offsets, heads_first, nq, nk)
+    workspace = torch.empty(_cuda.backward_workspace_bytes(dims[1], dims[2], nq, dims[6]),
+                            dtype=torch.uint8, device=q.device)
+    tensors = [(x.data_ptr(), _bsh_strides(x, heads_first, packed))
+               for x in (q, k, v, out, dout, dq, dk, dv)]
+    with torch.cuda.device(q.device):
+        _cuda.backward(
+            desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, tensors,
+            lse.data_ptr(), _lse_strides(lse, packed), *_packing(q, k, q_offsets, k_offsets),
+            deterministic, workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
+        )
+    return dq, dk, dv
+
+
+@attention_backward.register_fake
+def _attention_backward_fake(q, k, v, output, lse, dout, desc_host, desc_device, q_offsets,
+                             k_offsets, heads_first, nq, nk, scale, deterministic):
+    return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+            torch.empty(k.shape, dtype=k.dtype, device=k.device),
+            torch.empty(k.shape, dtype=k.dtype, device=k.device))
+
+
+def _lse_as_column(x: Tensor, q: Tensor, heads_first: bool) -> Tensor:
+    """An LSE-shaped tensor ([B, H, S] or [H, T]) as a column that broadcasts against q."""
+    if q.dim() == 3:
+        return x.transpose(0, 1).unsqueeze(-1)  # [T, H, 1]
+    return (x if heads_first else x.transpose(1, 2)).unsqueeze(-1)
+
+
+def _lse_gradient(q, k, v, out, lse, dlse, common, deterministic):
+    """(dq, dk) of sum(dlse * lse) in float32. With P the attention probabilities,
+    d lse_i / d q_i = scale Σ_j P_ij k_j, which is the forward with v = k, and
+    d lse_i / d k_j = scale P_ij q_i, whose sum over i is the dV the backward kernel forms for
+    the output gradient dlse ∘ q. v gets no gradient from the LSE."""
+    desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale = common
+    weight = _lse_as_column(dlse.float(), q, heads_first)
+    mixed_keys, _ = torch.ops.compilemask.attention_forward(
+        q, k, k, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale,
+        False, deterministic)
+    _, _, weighted_queries = torch.ops.compilemask.attention_backward(
+        q, k, v, out, lse, (weight * q.float()).to(q.dtype), *common, deterministic)
+    return scale * weight * mixed_keys.float(), scale * weighted_queries.float()
+
+
 def _setup_context(ctx, inputs, output):
-    q, k, v, _, _, tiles, q_offsets, k_offsets, heads_first, nq, nk, scale = inputs
+    (q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale, lse_grad,
+     deterministic) = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, q_offsets, k_offsets, *tiles)
-    ctx.heads_first, ctx.nq, ctx.nk, ctx.scale = heads_first, nq, nk, scale
-    ctx.tile_count = len(tiles)
+    ctx.save_for_backward(q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets)
+    ctx.options = (heads_first, nq, nk, scale)
+    ctx.lse_grad, ctx.deterministic = lse_grad, deterministic
 
 
 def _backward(ctx, dout, dlse):
-    q, k, v, out, lse, q_offsets, k_offsets, *tiles = ctx.saved_tensors
-    dq, dk, dv = tile_backward(q, k, v, out, lse, dout, dlse, tiles, q_offsets, k_offsets,
-                               ctx.heads_first, ctx.nq, ctx.nk, ctx.scale)
-    # One gradient slot per input, with the list input `tiles` answered by a list.
-    return dq, dk, dv, None, None, [None] * ctx.tile_count, None, None, None, None, None, None
+    q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets = ctx.saved_tensors
+    common = (desc_host, desc_device, q_offsets, k_offsets, *ctx.options)
+    dq, dk, dv = torch.ops.compilemask.attention_backward(q, k, v, out, lse, dout, *common,
+                                                          ctx.deterministic)
+    # Without lse_grad the caller never saw the LSE, so its gradient is zero.
+    if ctx.lse_grad and dlse is not None:
+        dq_lse, dk_lse = _lse_gradient(q, k, v, out, lse, dlse, common, ctx.deterministic)
+        dq, dk = (dq.float() + dq_lse).to(q.dtype), (dk.float() + dk_lse).to(k.dtype)
+    # One gradient slot per input of attention_forward.
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
 
 
 torch.library.register_autograd(

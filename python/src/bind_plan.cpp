@@ -1,5 +1,5 @@
-// Bindings of cm::Plan: the descriptor bytes, stats, dense decoding, tile lists for the torch
-// backward fallback, and the ASCII and PNG renderings of src/render.
+// Bindings of cm::Plan: the descriptor bytes, stats, dense decoding, and the ASCII and PNG
+// renderings of src/render.
 #include <compilemask/compilemask.h>
 
 #include <nanobind/ndarray.h>
@@ -9,7 +9,6 @@
 #include "render/mask_image.h"
 #include "render/png.h"
 #include "render/tile_map.h"
-#include "tile_lists.h"
 
 #include "bindings.h"
 
@@ -34,28 +33,6 @@ nb::dict stats_dict(const Plan& plan) {
   d["density"] = s.density;
   d["build_seconds"] = s.build_seconds;
   return d;
-}
-
-nb::dict tile_lists_dict(const Plan& plan) {
-  TileLists t = decode_tile_lists(plan.blob());
-  const auto i = static_cast<size_t>(t.instances), m = static_cast<size_t>(t.q_tiles),
-             w = static_cast<size_t>(t.width);
-  nb::dict d;
-  d["key_tile"] = to_numpy(std::move(t.key_tile), {i, m, w});
-  d["mask_slot"] = to_numpy(std::move(t.mask_slot), {i, m, w});
-  d["masks"] = to_numpy(
-      std::move(t.masks),
-      {static_cast<size_t>(t.slots), static_cast<size_t>(t.tile_m), static_cast<size_t>(t.tile_n)});
-  return d;
-}
-
-// The instance index of every (b, h), [batch, heads], read from the descriptor.
-nb::ndarray<nb::numpy, int32_t> instance_map(const Plan& plan) {
-  const desc::Header& h = desc::header(plan.blob());
-  const int32_t* map = desc::at<int32_t>(plan.blob(), h.instance_map_offset);
-  const auto count = static_cast<size_t>(h.batch) * static_cast<size_t>(h.heads);
-  return to_numpy(std::vector<int32_t>(map, map + count),
-                  {static_cast<size_t>(h.batch), static_cast<size_t>(h.heads)});
 }
 
 }  // namespace
@@ -86,8 +63,6 @@ void bind_plan(nb::module_& m) {
                                                static_cast<size_t>(self.dims().nk)});
           },
           nb::arg("b"), nb::arg("h"))
-      .def("instance_map", &instance_map)
-      .def("tile_lists", &tile_lists_dict)
       .def(
           "tile_map",
           [](const Plan& self, int b, int h, int width) {

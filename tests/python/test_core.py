@@ -1,6 +1,6 @@
-"""CPU tests of the compilemask package: compile, specialize, plan inspection, the tile lists of
-the backward fallback, the bundled helpers and the CPU reference attention. Expected values
-come from brute-force numpy evaluation, never from the code under test."""
+"""CPU tests of the compilemask package: compile, specialize, plan inspection, the bundled
+helpers and the CPU reference attention. Expected values come from brute-force numpy
+evaluation, never from the code under test."""
 from __future__ import annotations
 
 import math
@@ -239,33 +239,6 @@ def test_helpers_compile_the_bundled_programs():
     assert cm.masks.program("hstu").params == cm.compile(REPO / "examples" / "hstu.mask").params
     with pytest.raises(ValueError, match="no bundled mask program"):
         cm.masks.program("nonexistent")
-
-
-# ---- tile lists (what the torch backward fallback gathers) -----------------------------------
-
-def dense_from_tile_lists(plan, b, h):
-    lists = plan._core.tile_lists()
-    instance = plan._core.instance_map()[b, h]
-    tm, tn = plan.tile
-    q_tiles, width = lists["key_tile"].shape[1:]
-    k_tiles = math.ceil(plan.nk / tn)
-    out = np.zeros((q_tiles * tm, (k_tiles + 1) * tn), bool)
-    for m in range(q_tiles):
-        for j in range(width):
-            n = lists["key_tile"][instance, m, j]
-            block = lists["masks"][lists["mask_slot"][instance, m, j]].astype(bool)
-            out[m * tm:(m + 1) * tm, n * tn:(n + 1) * tn] |= block
-    assert not out[:, k_tiles * tn:].any(), "padding entries must see nothing"
-    return out[:plan.nq, :plan.nk]
-
-
-def test_tile_lists_rebuild_the_dense_mask(workloads):
-    for name, plan, expected in helper_plans(workloads, 700):
-        np.testing.assert_array_equal(dense_from_tile_lists(plan, 0, 0), expected, err_msg=name)
-    heads = cm.compile(REPO / "examples" / "per_head_window.mask").specialize(
-        nq=300, nk=420, heads=3, windows=[1, 77, 400], tile=(64, 128))
-    for h in range(3):
-        np.testing.assert_array_equal(dense_from_tile_lists(heads, 0, h), heads.to_dense(0, h))
 
 
 # ---- reference attention ---------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""GPU tests of cm.attention (torch, CUDA, sm90 kernels): forward and autograd against a
-float64 dense reference, every argument error, torch.compile(fullgraph=True) without
-recompiles for new parameter values, and CUDA graph replay. Skipped without torch, a GPU or a
-build with the CUDA kernels."""
+"""GPU tests of cm.attention (torch, CUDA, sm90 forward and backward kernels): forward and
+autograd (including the LSE's gradient) against a float64 dense reference, bitwise
+determinism, every argument error, torch.compile(fullgraph=True) of forward and backward
+without recompiles for new parameter values, and CUDA graph replay of forward and backward.
+Skipped without torch, a GPU or a build with the CUDA kernels."""
 from __future__ import annotations
 
 import math
@@ -41,16 +42,24 @@ MASKS = {
 }
 
 
-def reference(q, k, v, visible, scale, dout):
-    """Float64 dense attention in [B, H, S, D] with autograd; visible [Bm, Hm, Nq, Nk]."""
-    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
+def reference(q, k, v, visible, scale, dout, dlse=None, dtype=torch.float64):
+    """Dense attention in [B, H, S, D] computed in `dtype` with autograd; visible
+    [Bm, Hm, Nq, Nk] broadcasts. Returns out, lse (-inf where a row sees no key) and the
+    gradients dq, dk, dv of sum(out * dout) + sum(lse * dlse) over the rows that see a key."""
+    q, k, v = (x.detach().to(dtype).requires_grad_() for x in (q, k, v))
     group = q.shape[1] // k.shape[1]
     kh, vh = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    seen = visible.any(-1, keepdim=True)
     s = torch.where(visible, scale * q @ kh.transpose(-1, -2), float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    p = torch.where(visible, torch.exp(s - torch.where(lse.isinf(), 0, lse)[..., None]), 0)
-    out = p @ vh
-    out.backward(dout.double())
+    s = torch.where(seen, s, 0)  # rows that see nothing: finite here, cut off below
+    lse = torch.logsumexp(s, -1, keepdim=True)
+    out = torch.where(visible, torch.exp(s - lse), 0) @ vh
+    outputs, grads = [out], [dout.to(dtype)]
+    if dlse is not None:
+        outputs.append(torch.where(seen, lse, 0)[..., 0])
+        grads.append(dlse.to(dtype))
+    torch.autograd.backward(outputs, grads)
+    lse = torch.where(seen, lse, float("-inf"))[..., 0]
     return out.detach(), lse.detach(), q.grad, k.grad, v.grad
 
 
@@ -60,19 +69,19 @@ def visible_of(plan):
     return torch.stack([torch.stack(row) for row in masks]).to(DEVICE)
 
 
-def assert_close_to(got, want, low_precision_error, name):
-    """FlashAttention's rule: the kernel's error against float64 is at most a few times that
-    of the same computation done by torch in the input dtype, plus a small floor."""
-    err = (got.double() - want).abs().max().item()
-    assert err <= 3 * low_precision_error + 2e-3, f"{name}: error {err} vs {low_precision_error}"
-
-
-def low_precision_error(q, k, v, visible, scale, want_out):
-    group = q.shape[1] // k.shape[1]
-    kh, vh = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    s = torch.where(visible, (q @ kh.transpose(-1, -2)).float() * scale, float("-inf"))
-    p = torch.nan_to_num(torch.softmax(s, -1)).to(q.dtype)
-    return ((p @ vh).double() - want_out).abs().max().item()
+def check_against_references(got, q, k, v, visible, scale, dout, dlse=None):
+    """FlashAttention's rule for (out, dq, dk, dv) in [B, H, S, D]: the kernel's error against
+    float64 is at most 3 times that of the same dense computation done by torch in the input
+    dtype, plus a small floor relative to the values' size."""
+    exact = reference(q, k, v, visible, scale, dout, dlse)
+    rounded = reference(q, k, v, visible, scale, dout, dlse, dtype=q.dtype)
+    for name, g, want, low in zip(["out", "dq", "dk", "dv"], got, exact[:1] + exact[2:],
+                                  rounded[:1] + rounded[2:]):
+        bound = 3 * (low.double() - want).abs().max().item()
+        bound += 2e-3 * max(1.0, want.abs().max().item())
+        err = (g.double() - want).abs().max().item()
+        assert err <= bound, f"{name}: error {err} above {bound}"
+    return exact
 
 
 def to_bhsd(x, layout):
@@ -84,7 +93,7 @@ def to_bhsd(x, layout):
 @pytest.mark.parametrize("dtype, dim", [(torch.bfloat16, 128), (torch.float16, 64)])
 def test_forward_and_backward_match_float64(mask, layout, dtype, dim):
     torch.manual_seed(0)
-    n, batch, heads_q, heads_kv = 700, 2, 4, 2
+    n, batch, heads_q, heads_kv = 700, 2, 4, 2  # GQA: dk, dv summed over 2 query heads
     plan = MASKS[mask](n).specialize(nq=n, device=DEVICE)
     shape_q = (batch, n, heads_q, dim) if layout == "bshd" else (batch, heads_q, n, dim)
     shape_k = (batch, n, heads_kv, dim) if layout == "bshd" else (batch, heads_kv, n, dim)
@@ -94,19 +103,40 @@ def test_forward_and_backward_match_float64(mask, layout, dtype, dim):
     out, lse = cm.attention(q, k, v, plan, return_lse=True, layout=layout)
     dout = torch.randn_like(out)
     out.backward(dout)
-    scale = 1 / math.sqrt(dim)
-    visible = visible_of(plan)
-    qb, kb, vb, db = (to_bhsd(x, layout) for x in (q, k, v, dout))
-    want = reference(qb, kb, vb, visible, scale, db)
-    lp = low_precision_error(qb.detach(), kb.detach(), vb.detach(), visible, scale, want[0])
-    assert_close_to(to_bhsd(out, layout), want[0], lp, "out")
-    finite = torch.isfinite(want[1])
+    got = [to_bhsd(x, layout) for x in (out, q.grad, k.grad, v.grad)]
+    exact = check_against_references(got, *(to_bhsd(x, layout) for x in (q, k, v)),
+                                     visible_of(plan), 1 / math.sqrt(dim), to_bhsd(dout, layout))
+    finite = torch.isfinite(exact[1])
     assert torch.equal(torch.isfinite(lse), finite)
-    torch.testing.assert_close(lse[finite].double(), want[1][finite], atol=1e-3, rtol=1e-4)
-    grads = [to_bhsd(x.grad, layout) for x in (q, k, v)]
-    for name, g, w in zip(["dq", "dk", "dv"], grads, want[2:]):
-        # The backward runs in float32 from low-precision inputs: allow the input rounding.
-        assert_close_to(g, w, 4 * lp * max(1.0, w.abs().max().item()), name)
+    torch.testing.assert_close(lse[finite].double(), exact[1][finite], atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["bshd", "bhsd", "jagged"])
+def test_the_lse_gradient_matches_float64(layout):
+    torch.manual_seed(4)
+    n, heads_q, heads_kv, dim = 520, 4, 1, 64
+    plan = MASKS["doc_causal"](n).specialize(nq=n, device=DEVICE)
+    q, k, v = (torch.randn(1, heads, n, dim, device=DEVICE, dtype=torch.bfloat16)
+               for heads in (heads_q, heads_kv, heads_kv))
+    dout, dlse = torch.randn_like(q), torch.randn(1, heads_q, n, device=DEVICE)
+
+    def as_layout(x):
+        if layout == "bhsd":
+            return x
+        return x.transpose(1, 2) if layout == "bshd" else x[0].transpose(0, 1).contiguous()
+
+    inputs = [as_layout(x).detach().requires_grad_() for x in (q, k, v)]
+    out, lse = cm.attention(*inputs, plan, return_lse=True,
+                            layout="bhsd" if layout == "bhsd" else "bshd")
+    torch.autograd.backward([out, lse], [as_layout(dout), dlse[0] if layout == "jagged" else dlse])
+
+    def back(x):
+        if layout == "bhsd":
+            return x
+        return x.transpose(1, 2) if layout == "bshd" else x.transpose(0, 1)[None]
+
+    got = [back(x) for x in (out, *(x.grad for x in inputs))]
+    check_against_references(got, q, k, v, visible_of(plan), 1 / math.sqrt(dim), dout, dlse)
 
 
 def test_nq_differs_from_nk_and_a_custom_scale():
@@ -166,6 +196,42 @@ def test_fully_masked_rows_give_zero_output_and_no_nan():
     assert not q.grad[:, :200].any()
 
 
+def test_deterministic_gradients_are_bitwise_identical_over_10_runs():
+    torch.manual_seed(5)
+    n = 1024  # up to 8 key tiles add into a query tile's dQ; 2 query heads per kv head
+    plan = MASKS["causal"](n).specialize(nq=n, device=DEVICE)
+    q = torch.randn(2, n, 4, 128, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(2, n, 2, 128, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))
+    dout = torch.randn_like(q)
+
+    def grads(deterministic):
+        out = cm.attention(q, k, v, plan, deterministic=deterministic)
+        return torch.autograd.grad(out, (q, k, v), dout)
+
+    first = grads(True)
+    for _ in range(9):
+        for g, f in zip(grads(True), first):
+            assert torch.equal(g, f)
+    # The fast mode differs only in the order of the dQ additions.
+    for g, f in zip(grads(False), first):
+        torch.testing.assert_close(g, f, atol=2e-2, rtol=2e-2)
+
+
+def test_views_off_a_16_byte_boundary_are_copied_not_misread():
+    torch.manual_seed(6)
+    plan = plan_256()
+    flat = [torch.randn(256 * 2 * 64 + 1, device=DEVICE, dtype=torch.float16) for _ in range(3)]
+    shifted = [x[1:].view(1, 256, 2, 64).detach().requires_grad_() for x in flat]  # 2 bytes off
+    aligned = [x.detach().clone().requires_grad_() for x in shifted]
+    dout = torch.randn(1, 256, 2, 64, device=DEVICE, dtype=torch.float16)
+    for inputs in (shifted, aligned):
+        cm.attention(*inputs, plan, deterministic=True).backward(dout)
+    assert torch.equal(cm.attention(*shifted, plan), cm.attention(*aligned, plan))
+    for s_, a in zip(shifted, aligned):
+        assert torch.equal(s_.grad, a.grad)
+
+
 # ---- errors ----------------------------------------------------------------------------------
 
 def good(n=256, heads=2, dim=64, dtype=torch.bfloat16):
@@ -204,6 +270,8 @@ ERRORS = [
     ("batch", lambda q, k, v: (q, torch.cat([k, k]), torch.cat([v, v]), {}), ValueError,
      "q has batch 1 but k and v have 2"),
     ("layout", lambda q, k, v: (q, k, v, {"layout": "sbhd"}), ValueError, "layout must be"),
+    ("deterministic", lambda q, k, v: (q, k, v, {"deterministic": 1}), TypeError,
+     "deterministic must be a bool"),
     ("scale", lambda q, k, v: (q, k, v, {"scale": -1.0}), ValueError, "scale must be"),
     ("offsets on 4-D", lambda q, k, v: (q, k, v, {"offsets": torch.zeros(1, dtype=torch.int32,
                                                                        device=DEVICE)}),
@@ -276,23 +344,59 @@ def test_torch_compile_fullgraph_does_not_recompile_for_new_parameter_values():
     assert counter.frame_count == 1, f"compiled {counter.frame_count} times for 4 plans"
 
 
+def test_torch_compile_traces_the_backward_kernel_into_the_graph():
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+
+    torch._dynamo.reset()
+    backend = AotEagerAndRecordGraphs()
+
+    @torch.compile(backend=backend, fullgraph=True)
+    def layer(q, k, v, plan):
+        out, lse = cm.attention(q, k, v, plan, return_lse=True, deterministic=True)
+        return out.float().square().sum() + lse.sum()
+
+    n = 384
+    plan = MASKS["shared_prefix"](n).specialize(nq=n, device=DEVICE)
+    q, k, v = (torch.randn(1, n, 2, 64, device=DEVICE, dtype=torch.float16, requires_grad=True)
+               for _ in range(3))
+    grads = torch.autograd.grad(layer(q, k, v, plan), (q, k, v))
+    out, lse = cm.attention(q, k, v, plan, return_lse=True, deterministic=True)
+    eager = torch.autograd.grad(out.float().square().sum() + lse.sum(), (q, k, v))
+    for g, e in zip(grads, eager):
+        torch.testing.assert_close(g, e, rtol=1e-2, atol=1e-2)
+    assert len(backend.bw_graphs) == 1
+    assert "compilemask.attention_backward" in backend.bw_graphs[0].code
+    assert "compilemask.attention_backward" not in backend.fw_graphs[0].code
+
+
 def test_cuda_graph_replay_with_new_inputs():
     n = 640
     plan = MASKS["doc_causal"](n).specialize(nq=n, device=DEVICE)
-    static = [torch.randn(2, n, 4, 128, device=DEVICE, dtype=torch.bfloat16) for _ in range(3)]
+    static = [torch.randn(2, n, 4, 128, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+              for _ in range(3)]
+    static_dout = torch.randn_like(static[0])
+
+    def step(inputs, dout):
+        out = cm.attention(*inputs, plan, deterministic=True)
+        return (out, *torch.autograd.grad(out, inputs, dout))
+
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(2):  # warm up outside the capture
-            cm.attention(*static, plan)
+            step(static, static_dout)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        static_out = cm.attention(*static, plan)
+        captured = step(static, static_dout)
     for seed in range(3):
         torch.manual_seed(seed)
-        fresh = [torch.randn_like(x) for x in static]
-        for s, f in zip(static, fresh):
-            s.copy_(f)
+        fresh = [torch.randn_like(x).requires_grad_() for x in static]
+        fresh_dout = torch.randn_like(static_dout)
+        with torch.no_grad():
+            for s_, f in zip(static, fresh):
+                s_.copy_(f)
+            static_dout.copy_(fresh_dout)
         graph.replay()
-        torch.testing.assert_close(static_out, cm.attention(*fresh, plan), atol=0, rtol=0)
+        for got, want in zip(captured, step(fresh, fresh_dout)):
+            assert torch.equal(got, want)
