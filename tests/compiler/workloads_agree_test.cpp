@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -103,6 +104,20 @@ TEST(WorkloadsAgree, ExamplesMatchReferencePredicates) {
   for (const char* w : {"causal", "sliding", "doc_causal", "hstu", "shared_prefix", "clear"}) {
     EXPECT_GT(checked[w], 0) << w << " was never checked";
   }
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(SharedReference, CopyMatchesShared) {
+  const std::string shared = read(CM_SHARED_DIR "/reference/workloads.py");
+  if (shared.empty()) GTEST_SKIP() << CM_SHARED_DIR << "/reference/workloads.py is not present";
+  EXPECT_EQ(read(CM_SOURCE_DIR "/tests/data/workloads.py"), shared)
+      << "tests/data/workloads.py differs from ../shared/reference/workloads.py: copy it again";
 }
 
 }  // namespace

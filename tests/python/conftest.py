@@ -12,8 +12,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _workloads_path() -> Path | None:
-    candidates = [os.environ.get("CM_WORKLOADS", ""), REPO.parent / "shared" / "reference",
-                  REPO / "third_party" / "shared_reference"]
+    candidates = [os.environ.get("CM_WORKLOADS", ""), REPO / "tests" / "data",
+                  REPO.parent / "shared" / "reference"]
     for folder in candidates:
         if folder and (Path(folder) / "workloads.py").is_file():
             return Path(folder) / "workloads.py"
