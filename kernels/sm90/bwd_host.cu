@@ -5,6 +5,8 @@
 #include <compilemask/descriptor.h>
 
 #include "bwd_launch.h"
+#include "host_checks.h"
+#include "tma_maps.h"
 
 #include <cuda.h>
 
@@ -15,37 +17,8 @@ namespace cm::cuda {
 namespace {
 
 constexpr int kTile = sm90::kBwdTile;
-constexpr int kBoxCols = 64;   // TMA box width in elements (128 bytes)
-constexpr int64_t kAlign = 8;  // elements per 16 bytes: TMA and vector-access granularity
 constexpr size_t kSectionAlign = 256;
-
-void check_cuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw CudaError(std::string("cm::cuda::backward: ") + what + ": " + cudaGetErrorString(status));
-  }
-}
-
-void require(bool ok, const std::string& rule) {
-  if (!ok) throw Error("cm::cuda::backward: " + rule);
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-void check_tensor(const TensorRef& t, const char* name, bool packed) {
-  const std::string n = name;
-  require(t.data != nullptr, n + ".data is null");
-  require(aligned16(t.data), n + ".data must be 16-byte aligned");
-  require(t.stride_s > 0 && t.stride_s % kAlign == 0,
-          n + ".stride_s must be a positive multiple of 8 elements");
-  require(t.stride_h > 0 && t.stride_h % kAlign == 0,
-          n + ".stride_h must be a positive multiple of 8 elements");
-  if (!packed) {
-    require(t.stride_b > 0 && t.stride_b % kAlign == 0,
-            n + ".stride_b must be a positive multiple of 8 elements");
-  }
-}
+constexpr host::LaunchChecks check{"cm::cuda::backward"};
 
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
@@ -58,11 +31,11 @@ struct WorkspaceLayout {
 };
 
 WorkspaceLayout workspace_layout(int32_t batch, int32_t heads_q, int32_t nq, int32_t head_dim) {
-  require(batch >= 1 && batch <= 65535, "batch must be in [1, 65535]");
-  require(heads_q >= 1 && heads_q <= 65535, "heads_q must be in [1, 65535]");
-  require(nq >= 1, "nq must be >= 1");
-  require(head_dim == 64 || head_dim == 128,
-          "head_dim " + std::to_string(head_dim) + " is not supported (64 or 128)");
+  check.require(batch >= 1 && batch <= 65535, "batch must be in [1, 65535]");
+  check.require(heads_q >= 1 && heads_q <= 65535, "heads_q must be in [1, 65535]");
+  check.require(nq >= 1, "nq must be >= 1");
+  check.require(head_dim == 64 || head_dim == 128,
+                "head_dim " + std::to_string(head_dim) + " is not supported (64 or 128)");
   WorkspaceLayout w{};
   w.rows_padded = round_up(nq, kTile);
   const int64_t rows = int64_t{batch} * heads_q * w.rows_padded;
@@ -79,106 +52,27 @@ WorkspaceLayout workspace_layout(int32_t batch, int32_t heads_q, int32_t nq, int
 
 // Validates args against the descriptor header; throws cm::Error naming the broken rule.
 void validate(const DescriptorView& d, const BackwardArgs& a) {
-  require(d.host != nullptr && d.device != nullptr,
-          "descriptor host and device pointers must be set");
-  const desc::Header& h = desc::header(d.host);
-  require(h.magic == desc::kMagic,
-          "descriptor has a bad magic number (not a CompileMask descriptor)");
-  require(h.version == desc::kVersion, "descriptor version " + std::to_string(h.version) +
-                                           " is not the supported version " +
-                                           std::to_string(desc::kVersion));
-  require(h.tile_m == kTile && h.tile_n == kTile,
-          "descriptor tiles are " + std::to_string(h.tile_m) + "x" + std::to_string(h.tile_n) +
-              "; the sm90 kernel needs 128x128 (specialize with Tiling{128, 128})");
-  require(a.dtype == DType::kBFloat16 || a.dtype == DType::kFloat16, "dtype must be bf16 or fp16");
-  require(a.heads_kv >= 1, "heads_kv must be >= 1");
-  require(a.heads_q % a.heads_kv == 0, "heads_q (" + std::to_string(a.heads_q) +
-                                           ") must be a multiple of heads_kv (" +
-                                           std::to_string(a.heads_kv) + ")");
-  require(a.nk >= 1, "nk must be >= 1");
-  require(a.scale >= 0.f && std::isfinite(a.scale), "scale must be finite and >= 0 (0: 1/sqrt(D))");
-  require(a.nq == h.nq && a.nk == h.nk,
-          "lengths nq=" + std::to_string(a.nq) + ", nk=" + std::to_string(a.nk) +
-              " differ from the descriptor's nq=" + std::to_string(h.nq) +
-              ", nk=" + std::to_string(h.nk));
-  require(
-      h.num_q_tiles == (a.nq + kTile - 1) / kTile && h.num_k_tiles == (a.nk + kTile - 1) / kTile,
-      "descriptor tile counts do not match its lengths");
-  require(h.batch == 1 || h.batch == a.batch, "descriptor batch " + std::to_string(h.batch) +
-                                                  " must be 1 or batch " + std::to_string(a.batch));
-  require(h.heads == 1 || h.heads == a.heads_q, "descriptor heads " + std::to_string(h.heads) +
-                                                    " must be 1 or heads_q " +
-                                                    std::to_string(a.heads_q));
-  require(int64_t{a.batch} * a.heads_kv < (int64_t{1} << 31), "batch * heads_kv is too large");
+  const desc::Header& h = check.descriptor(d, kTile);
+  check.dtype(a.dtype);
+  check.require(a.heads_kv >= 1, "heads_kv must be >= 1");
+  check.heads_group(a.heads_q, a.heads_kv);
+  check.require(a.nk >= 1, "nk must be >= 1");
+  check.scale(a.scale);
+  check.fits_header(h, kTile, a.batch, a.heads_q, a.nq, a.nk);
+  check.require(int64_t{a.batch} * a.heads_kv < (int64_t{1} << 31),
+                "batch * heads_kv is too large");
 
-  const bool packed = a.q_offsets != nullptr || a.k_offsets != nullptr;
-  require(!packed || (a.q_offsets != nullptr && a.k_offsets != nullptr),
-          "packed layout needs both q_offsets and k_offsets");
-  if (packed) {
-    require(a.total_q >= a.nq && a.total_k >= a.nk,
-            "packed layout needs total_q >= nq and total_k >= nk");
-  }
-  check_tensor(a.q, "q", packed);
-  check_tensor(a.k, "k", packed);
-  check_tensor(a.v, "v", packed);
-  check_tensor(a.out, "out", packed);
-  check_tensor(a.dout, "dout", packed);
-  check_tensor(a.dq, "dq", packed);
-  check_tensor(a.dk, "dk", packed);
-  check_tensor(a.dv, "dv", packed);
-  require(a.lse != nullptr, "lse is null");
-  require(a.lse_stride_h >= 0 && a.lse_stride_b >= 0, "lse strides must be >= 0");
-}
-
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-// The driver's cuTensorMapEncodeTiled, found through the runtime (no link against libcuda).
-EncodeTiled encode_tiled() {
-  static const EncodeTiled fn = [] {
-    void* ptr = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    check_cuda(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000,
-                                                cudaEnableDefault, &found),
-               "looking up cuTensorMapEncodeTiled");
-    if (found != cudaDriverEntryPointSuccess || ptr == nullptr) {
-      throw CudaError("cm::cuda::backward: the driver has no cuTensorMapEncodeTiled");
-    }
-    return reinterpret_cast<EncodeTiled>(ptr);
-  }();
-  return fn;
-}
-
-// A 4-D map (head_dim, rows, heads, batch) with box_rows by 64-column boxes, 128-byte swizzle.
-// Rows outside the tensor read as zeros.
-CUtensorMap make_map(const TensorRef& t, DType dtype, int head_dim, int64_t rows, int heads,
-                     int batch, bool packed, int box_rows) {
-  const cuuint64_t bytes = 2;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(rows),
-                              static_cast<cuuint64_t>(heads),
-                              static_cast<cuuint64_t>(packed ? 1 : batch)};
-  const int64_t stride_b = packed ? t.stride_s * rows : t.stride_b;
-  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(t.stride_s) * bytes,
-                                 static_cast<cuuint64_t>(t.stride_h) * bytes,
-                                 static_cast<cuuint64_t>(stride_b) * bytes};
-  const cuuint32_t box[4] = {kBoxCols, static_cast<cuuint32_t>(box_rows), 1, 1};
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  CUtensorMap map;
-  const CUresult status =
-      encode_tiled()(&map,
-                     dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                     4, const_cast<void*>(t.data), dims, strides, box, element_strides,
-                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (status != CUDA_SUCCESS) {
-    throw Error("cm::cuda::backward: cuTensorMapEncodeTiled rejected a tensor (error " +
-                std::to_string(static_cast<int>(status)) +
-                "); strides must be below 2^40 bytes and the rows below 2^32");
-  }
-  return map;
+  const bool packed =
+      check.packed_layout(a.q_offsets, a.k_offsets, a.total_q, a.total_k, a.nq, a.nk);
+  check.tensor(a.q, "q", packed);
+  check.tensor(a.k, "k", packed);
+  check.tensor(a.v, "v", packed);
+  check.tensor(a.out, "out", packed);
+  check.tensor(a.dout, "dout", packed);
+  check.tensor(a.dq, "dq", packed);
+  check.tensor(a.dk, "dk", packed);
+  check.tensor(a.dv, "dv", packed);
+  check.lse(a.lse, a.lse_stride_h, a.lse_stride_b);
 }
 
 template <sm90::ElementKind kElement>
@@ -202,11 +96,11 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
               size_t workspace_bytes, cudaStream_t stream) {
   const WorkspaceLayout layout = workspace_layout(args.batch, args.heads_q, args.nq, args.head_dim);
   validate(descriptor, args);
-  require(workspace != nullptr && workspace_bytes >= layout.total,
-          "workspace must hold backward_workspace_bytes() = " + std::to_string(layout.total) +
-              " bytes");
-  require(reinterpret_cast<uintptr_t>(workspace) % kSectionAlign == 0,
-          "workspace must be 256-byte aligned");
+  check.require(workspace != nullptr && workspace_bytes >= layout.total,
+                "workspace must hold backward_workspace_bytes() = " + std::to_string(layout.total) +
+                    " bytes");
+  check.require(reinterpret_cast<uintptr_t>(workspace) % kSectionAlign == 0,
+                "workspace must be 256-byte aligned");
   const desc::Header& h = desc::header(descriptor.host);
   const bool packed = args.q_offsets != nullptr;
   auto* base = static_cast<unsigned char*>(workspace);
@@ -276,14 +170,14 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   const int64_t k_rows = packed ? args.total_k : args.nk;
   const int d = args.head_dim;
   const int step = sm90::kBwdStepRows;
-  const CUtensorMap q =
-      make_map(args.q, args.dtype, d, q_rows, args.heads_q, args.batch, packed, step);
-  const CUtensorMap dout =
-      make_map(args.dout, args.dtype, d, q_rows, args.heads_q, args.batch, packed, step);
-  const CUtensorMap k =
-      make_map(args.k, args.dtype, d, k_rows, args.heads_kv, args.batch, packed, kTile);
-  const CUtensorMap v =
-      make_map(args.v, args.dtype, d, k_rows, args.heads_kv, args.batch, packed, kTile);
+  const CUtensorMap q = host::make_tile_map(check, args.q, args.dtype, d, q_rows, args.heads_q,
+                                            args.batch, packed, step);
+  const CUtensorMap dout = host::make_tile_map(check, args.dout, args.dtype, d, q_rows,
+                                               args.heads_q, args.batch, packed, step);
+  const CUtensorMap k = host::make_tile_map(check, args.k, args.dtype, d, k_rows, args.heads_kv,
+                                            args.batch, packed, kTile);
+  const CUtensorMap v = host::make_tile_map(check, args.v, args.dtype, d, k_rows, args.heads_kv,
+                                            args.batch, packed, kTile);
 
   const cudaError_t launched =
       args.dtype == DType::kBFloat16
@@ -291,7 +185,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
                                                             args.deterministic, stream)
           : dispatch_head_dim<sm90::ElementKind::kFloat16>(d, prep, main, post, q, k, v, dout,
                                                            args.deterministic, stream);
-  check_cuda(launched, "launching the backward kernels");
+  check.cuda(launched, "launching the backward kernels");
 }
 
 }  // namespace cm::cuda

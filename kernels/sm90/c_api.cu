@@ -1,7 +1,8 @@
-// A C entry point to the forward kernel for foreign callers (Python ctypes with torch tensors'
-// data pointers, in the same process as other attention kernels). Errors come back as a
-// nonzero return code and a message, never as an exception crossing the C boundary.
+// C entry points to the forward and backward kernels for foreign callers (Python ctypes with
+// torch tensors' data pointers, in the same process as other attention kernels). Errors come
+// back as a nonzero return code and a message, never as an exception crossing the C boundary.
 #include <compilemask/cuda.h>
+#include <compilemask/cuda_backward.h>
 
 #include <cstring>
 #include <exception>
@@ -16,6 +17,22 @@ void write_message(const char* message, char* error, size_t error_len) {
 
 cm::cuda::TensorRef tensor(const void* data, const int64_t* strides_bsh) {
   return {data, strides_bsh[0], strides_bsh[1], strides_bsh[2]};
+}
+
+// Runs `call`; returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA or
+// other failure, with the message copied into error[error_len].
+template <typename Call>
+int return_code(Call&& call, char* error, size_t error_len) {
+  try {
+    call();
+    return 0;
+  } catch (const cm::Error& e) {
+    write_message(e.what(), error, error_len);
+    return 1;
+  } catch (const std::exception& e) {
+    write_message(e.what(), error, error_len);
+    return 2;
+  }
 }
 
 }  // namespace
@@ -38,38 +55,90 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
                     const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
                     int64_t total_k, void* workspace, size_t workspace_bytes, void* stream,
                     char* error, size_t error_len) {
+  return return_code(
+      [&] {
+        cm::cuda::ForwardArgs args;
+        args.dtype = static_cast<cm::cuda::DType>(dtype);
+        args.batch = batch;
+        args.heads_q = heads_q;
+        args.heads_kv = heads_kv;
+        args.nq = nq;
+        args.nk = nk;
+        args.head_dim = head_dim;
+        args.scale = scale;
+        args.mainloop = static_cast<cm::cuda::Mainloop>(mainloop);
+        args.q = tensor(q, q_strides);
+        args.k = tensor(k, k_strides);
+        args.v = tensor(v, v_strides);
+        args.out = tensor(out, out_strides);
+        args.lse = lse;
+        args.lse_stride_b = lse_strides[0];
+        args.lse_stride_h = lse_strides[1];
+        args.q_offsets = q_offsets;
+        args.k_offsets = k_offsets;
+        args.total_q = total_q;
+        args.total_k = total_k;
+        cm::cuda::forward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,
+                          static_cast<cudaStream_t>(stream));
+      },
+      error, error_len);
+}
+
+// Workspace bytes for cm_cuda_backward, or 0 for sizes it would reject.
+size_t cm_cuda_backward_workspace_bytes(int batch, int heads_q, int nq, int head_dim) {
   try {
-    cm::cuda::ForwardArgs args;
-    args.dtype = static_cast<cm::cuda::DType>(dtype);
-    args.batch = batch;
-    args.heads_q = heads_q;
-    args.heads_kv = heads_kv;
-    args.nq = nq;
-    args.nk = nk;
-    args.head_dim = head_dim;
-    args.scale = scale;
-    args.mainloop = static_cast<cm::cuda::Mainloop>(mainloop);
-    args.q = tensor(q, q_strides);
-    args.k = tensor(k, k_strides);
-    args.v = tensor(v, v_strides);
-    args.out = tensor(out, out_strides);
-    args.lse = lse;
-    args.lse_stride_b = lse_strides[0];
-    args.lse_stride_h = lse_strides[1];
-    args.q_offsets = q_offsets;
-    args.k_offsets = k_offsets;
-    args.total_q = total_q;
-    args.total_k = total_k;
-    cm::cuda::forward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,
-                      static_cast<cudaStream_t>(stream));
+    return cm::cuda::backward_workspace_bytes(batch, heads_q, nq, head_dim);
+  } catch (const std::exception&) {
     return 0;
-  } catch (const cm::Error& e) {
-    write_message(e.what(), error, error_len);
-    return 1;
-  } catch (const std::exception& e) {
-    write_message(e.what(), error, error_len);
-    return 2;
   }
+}
+
+// Strides are element strides {batch, row, head} for the tensors, {batch, head} for lse, as
+// in cm_cuda_forward. dtype: 0 bf16, 1 fp16. q_offsets/k_offsets: null, or device int32[batch]
+// (packed layout). deterministic: 0 or 1. Returns 0 on success, 1 for a rejected problem
+// (cm::Error), 2 for a CUDA failure.
+int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device, int dtype,
+                     int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim,
+                     float scale, const void* q, const int64_t* q_strides, const void* k,
+                     const int64_t* k_strides, const void* v, const int64_t* v_strides,
+                     const void* out, const int64_t* out_strides, const void* dout,
+                     const int64_t* dout_strides, const float* lse, const int64_t* lse_strides,
+                     void* dq, const int64_t* dq_strides, void* dk, const int64_t* dk_strides,
+                     void* dv, const int64_t* dv_strides, const int32_t* q_offsets,
+                     const int32_t* k_offsets, int64_t total_q, int64_t total_k, int deterministic,
+                     void* workspace, size_t workspace_bytes, void* stream, char* error,
+                     size_t error_len) {
+  return return_code(
+      [&] {
+        cm::cuda::BackwardArgs args;
+        args.dtype = static_cast<cm::cuda::DType>(dtype);
+        args.batch = batch;
+        args.heads_q = heads_q;
+        args.heads_kv = heads_kv;
+        args.nq = nq;
+        args.nk = nk;
+        args.head_dim = head_dim;
+        args.scale = scale;
+        args.q = tensor(q, q_strides);
+        args.k = tensor(k, k_strides);
+        args.v = tensor(v, v_strides);
+        args.out = tensor(out, out_strides);
+        args.dout = tensor(dout, dout_strides);
+        args.lse = lse;
+        args.lse_stride_b = lse_strides[0];
+        args.lse_stride_h = lse_strides[1];
+        args.dq = tensor(dq, dq_strides);
+        args.dk = tensor(dk, dk_strides);
+        args.dv = tensor(dv, dv_strides);
+        args.q_offsets = q_offsets;
+        args.k_offsets = k_offsets;
+        args.total_q = total_q;
+        args.total_k = total_k;
+        args.deterministic = deterministic != 0;
+        cm::cuda::backward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,
+                           static_cast<cudaStream_t>(stream));
+      },
+      error, error_len);
 }
 
 }  // extern "C"

@@ -12,8 +12,9 @@
 # default the first of shared_ref, third_party/shared_reference, ../shared/reference),
 # BENCH_LENS, BENCH_MASKS, BENCH_BUDGET (seconds after which no new benchmark row starts).
 set -uo pipefail
+# shellcheck source=scripts/gpu/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${OUT:-${ROOT}/out/bwd}"
 BUILD="${CM_BUILD:-${ROOT}/build-device}"
 WORKLOADS=""
@@ -25,35 +26,13 @@ CLI="${BUILD}/tools/cli/compilemask"
 LIB="${BUILD}/kernels/libcompilemask_cuda.so"
 CPP_TEST="${BUILD}/tests/gpu/gpu_backward_test"
 LAYOUT_TEST="${BUILD}/tests/gpu/gpu_bwd_layout_test"
-STAGES=("$@")
-[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(build test sanitize bench)
-mkdir -p "${OUT}"
 SUMMARY="${OUT}/bwd_summary.txt"
-: > "${SUMMARY}"
-export PYTHONUNBUFFERED=1
-
-note() { echo "$*" | tee -a "${SUMMARY}"; }
-wants() { local s; for s in "${STAGES[@]}"; do [[ "$s" == "$1" ]] && return 0; done; return 1; }
-elapsed() { echo "$(( $(date +%s) - $1 )) s"; }
-
-note "bwd_checks: $(date -u '+%Y-%m-%d %H:%M:%S UTC') stages: ${STAGES[*]} workloads: ${WORKLOADS:-none}"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "${SUMMARY}"
+start_summary "bwd_checks: $(date -u '+%Y-%m-%d %H:%M:%S UTC') stages: ${STAGES[*]} workloads: ${WORKLOADS:-none}"
 
 if wants build; then
   start=$(date +%s)
-  if ! grep -q "sm90/bwd.cmake" "${ROOT}/kernels/CMakeLists.txt" ||
-     ! grep -q "bwd.cmake" "${ROOT}/tests/gpu/CMakeLists.txt"; then
-    note "build: add include(sm90/bwd.cmake) to kernels/CMakeLists.txt and include(bwd.cmake) to tests/gpu/CMakeLists.txt"
-    exit 1
-  fi
-  "${ROOT}/scripts/fetch_cutlass.sh" || { note "build: CUTLASS headers missing"; exit 1; }
-  prefix=()
-  [[ ! -f /usr/include/gtest/gtest.h && -d "${ROOT}/third_party/gtest" ]] &&
-    prefix=(-DCMAKE_PREFIX_PATH="${ROOT}/third_party/gtest")
-  cmake -S "${ROOT}" -B "${BUILD}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCM_CUDA=ON \
-    -DCM_BUILD_BENCH=OFF "${prefix[@]}" > "${OUT}/bwd_build.log" 2>&1 &&
-    ninja -C "${BUILD}" -j 16 compilemask_cli compilemask_cuda gpu_backward_test \
-      gpu_bwd_layout_test >> "${OUT}/bwd_build.log" 2>&1
+  configure_and_build "${OUT}/bwd_build.log" compilemask_cli compilemask_cuda gpu_backward_test \
+    gpu_bwd_layout_test
   status=$?
   grep -E "spill|error" "${OUT}/bwd_build.log" | grep -E "bwd|error" | head -20 | tee -a "${SUMMARY}"
   note "build: exit ${status} in $(elapsed "${start}")"

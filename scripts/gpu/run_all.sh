@@ -10,40 +10,24 @@
 # third_party/shared_reference, filled by prepare_carry.sh),
 # BENCH_LENS, BENCH_MASKS, BENCH_BUDGET (seconds).
 set -uo pipefail
+# shellcheck source=scripts/gpu/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${OUT:-${ROOT}/out}"
 BUILD="${ROOT}/build-device"
 WORKLOADS="${CM_WORKLOADS:-${ROOT}/third_party/shared_reference}"
 CLI="${BUILD}/tools/cli/compilemask"
 LIB="${BUILD}/kernels/libcompilemask_cuda.so"
 CPP_TEST="${BUILD}/tests/gpu/gpu_forward_test"
-STAGES=("$@")
-[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(build test sanitize bench)
-mkdir -p "${OUT}"
 SUMMARY="${OUT}/summary.txt"
-: > "${SUMMARY}"
-export PYTHONUNBUFFERED=1
-
-note() { echo "$*" | tee -a "${SUMMARY}"; }
-wants() { local s; for s in "${STAGES[@]}"; do [[ "$s" == "$1" ]] && return 0; done; return 1; }
-
-note "run_all: $(date -u '+%Y-%m-%d %H:%M:%S UTC') stages: ${STAGES[*]}"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "${SUMMARY}"
+start_summary "run_all: $(date -u '+%Y-%m-%d %H:%M:%S UTC') stages: ${STAGES[*]}"
 
 if wants build; then
   start=$(date +%s)
-  "${ROOT}/scripts/fetch_cutlass.sh" || { note "build: CUTLASS headers missing"; exit 1; }
-  # The GPU image may lack GoogleTest; a copy can travel in third_party/gtest (prefix layout).
-  prefix=()
-  [[ ! -f /usr/include/gtest/gtest.h && -d "${ROOT}/third_party/gtest" ]] &&
-    prefix=(-DCMAKE_PREFIX_PATH="${ROOT}/third_party/gtest")
-  cmake -S "${ROOT}" -B "${BUILD}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCM_CUDA=ON \
-    -DCM_BUILD_BENCH=OFF "${prefix[@]}" > "${OUT}/build.log" 2>&1 &&
-    ninja -C "${BUILD}" -j 16 compilemask_cli compilemask_cuda gpu_forward_test >> "${OUT}/build.log" 2>&1
+  configure_and_build "${OUT}/build.log" compilemask_cli compilemask_cuda gpu_forward_test
   status=$?
   grep -E "spill|error" "${OUT}/build.log" | head -20
-  note "build: exit ${status} in $(( $(date +%s) - start )) s"
+  note "build: exit ${status} in $(elapsed "${start}")"
   [[ ${status} -ne 0 ]] && { tail -40 "${OUT}/build.log"; exit 1; }
 fi
 
@@ -60,7 +44,7 @@ if wants test; then
       >> "${OUT}/test_dense.log" 2>&1
     note "test ${mainloop} (dense workloads): exit $? $(tail -1 "${OUT}/test_dense.log")"
   done
-  note "test: $(( $(date +%s) - start )) s"
+  note "test: $(elapsed "${start}")"
   grep -E "FAILED|Failure" "${OUT}/test_cpp.log" | sort | uniq | head -20
   grep FAIL "${OUT}/test_dense.log" | head -30
 fi
@@ -79,7 +63,7 @@ if wants sanitize; then
     timeout 150 compute-sanitizer --tool synccheck --error-exitcode 3 "${CPP_TEST}" --gtest_filter="${filter}"
     echo "synccheck exit $?"
   } > "${OUT}/sanitizer.log" 2>&1
-  note "sanitize: $(grep -E '^(memcheck|racecheck|synccheck) exit|ERROR SUMMARY|RACECHECK SUMMARY' "${OUT}/sanitizer.log" | tr '\n' ' ') in $(( $(date +%s) - start )) s"
+  note "sanitize: $(grep -E '^(memcheck|racecheck|synccheck) exit|ERROR SUMMARY|RACECHECK SUMMARY' "${OUT}/sanitizer.log" | tr '\n' ' ') in $(elapsed "${start}")"
 fi
 
 if wants bench; then
@@ -89,7 +73,7 @@ if wants bench; then
     --lens "${BENCH_LENS:-32768,1024,4096,16384}" \
     --masks "${BENCH_MASKS:-causal,hstu,shared_prefix,clear,doc_causal,sliding}" \
     --budget "${BENCH_BUDGET:-300}" 2>&1 | grep -v "^|" | tail -30
-  note "bench: exit ${PIPESTATUS[0]} in $(( $(date +%s) - start )) s"
+  note "bench: exit ${PIPESTATUS[0]} in $(elapsed "${start}")"
   cat "${OUT}/bench_fwd.md" 2>/dev/null
 fi
 cat "${SUMMARY}"

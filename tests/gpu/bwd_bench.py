@@ -13,12 +13,9 @@ Usage: bwd_bench.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcom
        --examples examples --workloads DIR --out OUTDIR [--lens ...] [--masks ...] [--budget S]
 Writes OUTDIR/bench_bwd.json and OUTDIR/bench_bwd.md.
 """
-import argparse
-import datetime
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -26,34 +23,20 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
-from bench_fwd import tile_counts  # noqa: E402
+from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
+                          environment, median_ms, run_rows)
 from bwd_cm import Backward  # noqa: E402
-from cm_kernel import Kernel, compile_descriptor, workload_mask  # noqa: E402
+from cm_kernel import Kernel  # noqa: E402
 
-H, D = 16, 128
-TILE = 128
 BWD_FACTOR = 3.5  # fwd+bwd FLOPs over forward FLOPs
 
 
-def median_ms(fn, grads=None):
-    import triton.testing
-    return triton.testing.do_bench(fn, warmup=25, rep=100, grad_to_none=grads,
-                                   return_mode="median")
-
-
-def bench_one(name, n0, a, kernel, bwd, flex, workloads):
+def bench_one(name, n0, kernel, bwd, flex, workloads, a):
     from torch.nn.attention.flex_attention import create_block_mask
-    mm, prm = workloads.WORKLOADS[name](n0, xp=torch, device="cuda")
-    N = prm["N"]
-    B = max(1, 32768 // n0)
-    row = {"workload": name, "N": N, "B": B, "H": H, "D": D}
-    visible = workloads.visible_pairs(mm, N, xp=torch, device="cuda")
-    mask_file, params = workload_mask(name, prm)
-    desc = compile_descriptor(a.cli, os.path.join(a.examples, mask_file), params, N, N)
-    tiles, _ = tile_counts(desc)
-    row["density"] = visible / (N * N)
-    row["visible_fraction_of_computed"] = visible / (tiles * TILE * TILE)
-    flops = BWD_FACTOR * 4 * D * visible * H * B
+    w = Workload(name, n0, a, workloads)
+    mm, N, B, desc = w.mm, w.N, w.B, w.desc
+    row = w.row(name)
+    flops = BWD_FACTOR * 4 * D * w.visible * H * B
 
     q = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
     k, v, dout = torch.randn_like(q), torch.randn_like(q), torch.randn_like(q)
@@ -123,49 +106,22 @@ def markdown(rows, env):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--cli", required=True)
-    p.add_argument("--lib", required=True)
-    p.add_argument("--examples", required=True)
-    p.add_argument("--workloads", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--lens", default="32768,16384,4096,1024")
-    p.add_argument("--masks", default="causal,hstu,shared_prefix,clear,doc_causal,sliding")
-    p.add_argument("--budget", type=float, default=300, help="stop starting new rows after this")
-    a = p.parse_args()
+    a = argument_parser(lens="32768,16384,4096,1024", budget=300).parse_args()
     sys.path.insert(0, a.workloads)
     import workloads
-    import torch._dynamo
-    import triton
-    from torch.nn.attention.flex_attention import flex_attention
-    torch._dynamo.config.recompile_limit = 1000
-    torch._dynamo.config.accumulated_recompile_limit = 100000
-    flex = torch.compile(flex_attention, dynamic=False)
+    flex = compiled_flex()
     kernel, bwd = Kernel(a.lib), Backward(a.lib)
-    env = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "triton": triton.__version__, "cudnn": torch.backends.cudnn.version(),
-           "command": " ".join(sys.argv)}
-    t0, rows = time.time(), []
+    env = environment()
     os.makedirs(a.out, exist_ok=True)
-    for n0 in [int(x) for x in a.lens.split(",")]:
-        for name in a.masks.split(","):
-            if time.time() - t0 > a.budget:
-                print("budget reached, stopping", flush=True)
-                break
-            try:
-                row = bench_one(name, n0, a, kernel, bwd, flex, workloads)
-            except Exception as ex:  # report and continue with the other rows
-                row = {"workload": name, "N": n0, "error": f"{type(ex).__name__}: {ex}"}
-            rows.append(row)
-            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
-                              for k, v in row.items()}), flush=True)
-            torch.cuda.empty_cache()
-            # Written after every row, so that a run cut short still leaves its tables.
-            with open(os.path.join(a.out, "bench_bwd.json"), "w") as f:
-                json.dump({"env": env, "rows": rows}, f, indent=1)
-            with open(os.path.join(a.out, "bench_bwd.md"), "w") as f:
-                f.write(markdown(rows, env))
+
+    def write_tables(rows):  # after every row, so that a run cut short still leaves its tables
+        with open(os.path.join(a.out, "bench_bwd.json"), "w") as f:
+            json.dump({"env": env, "rows": rows}, f, indent=1)
+        with open(os.path.join(a.out, "bench_bwd.md"), "w") as f:
+            f.write(markdown(rows, env))
+
+    rows = run_rows(a, lambda name, n0: bench_one(name, n0, kernel, bwd, flex, workloads, a),
+                    write_tables)
     print(markdown(rows, env))
 
 

@@ -15,9 +15,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
-from cm_kernel import KernelError, strides_bsh  # noqa: E402
-
-_DTYPES = {torch.bfloat16: 0, torch.float16: 1}
+from cm_kernel import (DTYPES, KernelError, call_checked, data_ptr_or_null,  # noqa: E402
+                       int64_array, problem_shape, strides_bsh)
 
 
 class Backward:
@@ -46,32 +45,19 @@ class Backward:
     def backward(self, desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bshd", scale=0.0,
                  q_offsets=None, k_offsets=None, deterministic=False):
         """dq/dk/dv are written. lse: float32 [B, H, S] (bshd/bhsd) or [H, T] (thd)."""
-        if layout == "thd":
-            batch = q_offsets.numel()
-            heads_q, heads_kv, head_dim = q.shape[1], k.shape[1], q.shape[2]
-            lse_strides = (0, lse.stride(0))
-            total_q, total_k = q.shape[0], k.shape[0]
-        else:
-            batch, head_dim = q.shape[0], q.shape[3]
-            hidx = 2 if layout == "bshd" else 1
-            heads_q, heads_kv = q.shape[hidx], k.shape[hidx]
-            lse_strides = (lse.stride(0), lse.stride(1))
-            total_q = total_k = 0
-        arr = lambda s: (ctypes.c_int64 * len(s))(*s)
-        st = {name: arr(strides_bsh(t, layout))
+        batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k = problem_shape(
+            q, k, lse, layout, q_offsets)
+        st = {name: int64_array(strides_bsh(t, layout))
               for name, t in dict(q=q, k=k, v=v, out=out, dout=dout, dq=dq, dk=dk, dv=dv).items()}
         ws = self.workspace(batch, heads_q, desc.nq, head_dim)
-        err = ctypes.create_string_buffer(1024)
-        rc = self.lib.cm_cuda_backward(
-            desc.host_ptr(), desc.device.data_ptr(), _DTYPES[q.dtype], batch, heads_q, heads_kv,
+        call_checked(
+            self.lib.cm_cuda_backward,
+            desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,
             desc.nq, desc.nk, head_dim, scale,
             q.data_ptr(), st["q"], k.data_ptr(), st["k"], v.data_ptr(), st["v"],
             out.data_ptr(), st["out"], dout.data_ptr(), st["dout"],
-            lse.data_ptr(), arr(lse_strides),
+            lse.data_ptr(), int64_array(lse_strides),
             dq.data_ptr(), st["dq"], dk.data_ptr(), st["dk"], dv.data_ptr(), st["dv"],
-            q_offsets.data_ptr() if q_offsets is not None else None,
-            k_offsets.data_ptr() if k_offsets is not None else None,
+            data_ptr_or_null(q_offsets), data_ptr_or_null(k_offsets),
             total_q, total_k, int(deterministic), ws.data_ptr(), ws.numel(),
-            torch.cuda.current_stream().cuda_stream, err, len(err))
-        if rc != 0:
-            raise KernelError(err.value.decode())
+            torch.cuda.current_stream().cuda_stream)

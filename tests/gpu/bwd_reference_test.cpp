@@ -6,113 +6,28 @@
 #include <compilemask/cuda_backward.h>
 #include <compilemask/reference.h>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "gpu_test_support.h"
+
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
 
 using cm::cuda::DType;
-
-bool have_hopper() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return false;
-  cudaDeviceProp prop{};
-  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major == 9 && prop.minor == 0;
-}
-
-#define SKIP_WITHOUT_HOPPER() \
-  if (!have_hopper()) GTEST_SKIP() << "no compute capability 9.0 GPU: sm90 kernel tests skipped"
-
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-std::string read_example(const std::string& name) {
-  std::ifstream in(std::string(CM_SOURCE_DIR) + "/examples/" + name + ".mask");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-cm::Plan make_plan(const std::string& example, const cm::Params& params, int nq, int nk, int batch,
-                   int heads) {
-  cm::CompileResult compiled = cm::compile(read_example(example), example + ".mask");
-  if (!compiled) throw std::runtime_error("example " + example + " does not compile");
-  return compiled.mask->specialize(params, {.nq = nq, .nk = nk, .batch = batch, .heads = heads},
-                                   {128, 128});
-}
-
-// 16-bit encoding of x in dtype, and the value it decodes to.
-uint16_t encode(float x, DType dtype) {
-  if (dtype == DType::kBFloat16) return static_cast<__nv_bfloat16_raw>(__float2bfloat16(x)).x;
-  return static_cast<__half_raw>(__float2half(x)).x;
-}
-
-float decode(uint16_t bits, DType dtype) {
-  if (dtype == DType::kBFloat16) {
-    __nv_bfloat16_raw raw;
-    raw.x = bits;
-    return __bfloat162float(__nv_bfloat16(raw));
-  }
-  __half_raw raw;
-  raw.x = bits;
-  return __half2float(__half(raw));
-}
-
-// A host tensor rounded to the kernel's precision: the values the reference reads and the bits
-// the device reads.
-struct Rounded {
-  std::vector<float> values;
-  std::vector<uint16_t> bits;
-};
-
-Rounded rounded(const std::vector<float>& x, DType dtype) {
-  Rounded r{std::vector<float>(x.size()), std::vector<uint16_t>(x.size())};
-  for (size_t i = 0; i < x.size(); ++i) {
-    r.bits[i] = encode(x[i], dtype);
-    r.values[i] = decode(r.bits[i], dtype);
-  }
-  return r;
-}
-
-Rounded random_rounded(size_t n, DType dtype, std::mt19937& rng) {
-  std::normal_distribution<float> normal;
-  std::vector<float> x(n);
-  for (float& v : x) v = normal(rng);
-  return rounded(x, dtype);
-}
-
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes) {
-    if (cudaMalloc(&ptr, bytes) != cudaSuccess) ptr = nullptr;
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-struct Case {
-  std::string example;
-  cm::Params params;
-  int nq, nk;
-  int head_dim;
-  int heads_q, heads_kv;
-  DType dtype;
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.example << " nq=" << c.nq << " nk=" << c.nk << " d=" << c.head_dim << " h=" << c.heads_q
-      << "/" << c.heads_kv << (c.dtype == DType::kBFloat16 ? " bf16" : " fp16");
-}
+using cm::gpu_test::Case;
+using cm::gpu_test::decode;
+using cm::gpu_test::DeviceBuffer;
+using cm::gpu_test::make_plan;
+using cm::gpu_test::random_rounded;
+using cm::gpu_test::Rounded;
+using cm::gpu_test::rounded;
 
 // One problem on the device in [B, H, S, D] layout: inputs uploaded, outputs and workspace
 // filled with NaN bytes so that unwritten memory shows.
@@ -280,73 +195,12 @@ TEST_P(BackwardMatchesReference, Gradients) {
   }
 }
 
+// The forward's example cases plus Nq > Nk with MQA, at index 2 (scripts/gpu/bwd_checks.sh's
+// sanitizer filter addresses the cases by index).
 std::vector<Case> example_cases() {
-  using cm::Segments;
-  using B = DType;
-  const auto segs = [](std::vector<int64_t> lengths) { return Segments::from_lengths(lengths); };
-  const auto one = [](int64_t a, int64_t b) { return Segments{{a}, {b}}; };
-  const cm::Params grid = {
-      {"rows", int64_t{15}}, {"cols", int64_t{20}}, {"ry", int64_t{3}}, {"rx", int64_t{4}}};
-  cm::Params box = grid, ellipse = grid;
-  box["shape"] = int64_t{0};
-  ellipse["shape"] = int64_t{1};
-  return {
-      {"causal", {}, 300, 300, 128, 4, 2, B::kBFloat16},
-      {"causal", {}, 129, 385, 64, 4, 4, B::kFloat16},
-      {"causal", {}, 385, 129, 128, 2, 1, B::kBFloat16},
-      {"sliding_window", {{"W", int64_t{77}}}, 300, 300, 64, 4, 1, B::kBFloat16},
-      {"chunked_causal", {{"C", int64_t{100}}}, 300, 300, 128, 4, 2, B::kFloat16},
-      {"prefix_lm", {{"P", int64_t{50}}}, 257, 257, 128, 4, 4, B::kBFloat16},
-      {"sinks_window", {{"S", int64_t{4}}, {"W", int64_t{60}}}, 300, 300, 64, 4, 2, B::kBFloat16},
-      {"block_causal_video", {{"F", int64_t{64}}}, 300, 300, 128, 4, 2, B::kBFloat16},
-      {"per_head_window",
-       {{"windows", std::vector<int64_t>{10, 50, 130, 300}}},
-       300,
-       300,
-       128,
-       4,
-       2,
-       B::kBFloat16},
-      {"doc_causal", {{"docs", segs({90, 1, 150, 59})}}, 300, 300, 128, 4, 2, B::kBFloat16},
-      {"shared_prefix",
-       {{"prompt", one(0, 60)}, {"responses", Segments::from_boundaries({60, 140, 220, 300})}},
-       300,
-       300,
-       64,
-       4,
-       4,
-       B::kFloat16},
-      {"hstu",
-       {{"seqs", segs({100, 120, 80})},
-        {"ctx", std::vector<int64_t>{4, 8, 2}},
-        {"targets", std::vector<int64_t>{10, 15, 8}}},
-       300,
-       300,
-       128,
-       4,
-       2,
-       B::kBFloat16},
-      {"clear",
-       {{"text", int64_t{44}}, {"s", int64_t{16}}, {"r", int64_t{5}}},
-       300,
-       300,
-       128,
-       4,
-       2,
-       B::kBFloat16},
-      {"neighbourhood_2d", box, 300, 300, 64, 4, 2, B::kBFloat16},
-      {"neighbourhood_2d", ellipse, 300, 300, 128, 4, 2, B::kFloat16},
-      // Query rows [120, 130) belong to no query sequence: they see no key.
-      {"cross_attention",
-       {{"queries", Segments{{0, 50, 130}, {50, 120, 200}}},
-        {"keys", Segments{{0, 100, 180}, {100, 180, 300}}}},
-       200,
-       300,
-       128,
-       4,
-       2,
-       B::kBFloat16},
-  };
+  std::vector<Case> cases = cm::gpu_test::example_cases();
+  cases.insert(cases.begin() + 2, {"causal", {}, 385, 129, 128, 2, 1, DType::kBFloat16});
+  return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, BackwardMatchesReference,

@@ -13,7 +13,6 @@ Usage: bwd_test.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcomp
        [--examples examples] [--workloads DIR] [--quick]
 Exit code 0 all passed, 1 a case failed, 77 no Hopper GPU (skipped).
 """
-import argparse
 import os
 import sys
 
@@ -26,8 +25,13 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
+from dense_cases import (Case, argument_parser, causal_visible,  # noqa: E402
+                         doc_gaps_visible, missing_hopper, run_plan, special_cases,
+                         workload_cases)
 
 ATOL = 1e-3
+LENGTHS = [1, 17, 113, 255, 1023, 4097]  # workload sweep; --quick runs the first 4
+QUICK_LENGTHS = LENGTHS[:4]
 DET_RUNS = 10
 
 
@@ -52,18 +56,6 @@ def dense_attention(q, k, v, dout, visible, scale, dtype):
     dk = ((ds.transpose(-1, -2) @ q) * scale).view(B, Hkv, group, -1, D).sum(2)
     dv = (p.transpose(-1, -2) @ dout).view(B, Hkv, group, -1, D).sum(2)
     return out, lse, dq, dk, dv
-
-
-class Case:
-    def __init__(self, name, mask_file, params, visible, nq, nk, batch=2, heads_q=4, heads_kv=4,
-                 head_dim=128, dtype=torch.bfloat16, layout="bshd", scale=0.0):
-        self.__dict__.update(locals())
-        del self.__dict__["self"]
-
-    def label(self):
-        dt = "bf16" if self.dtype == torch.bfloat16 else "fp16"
-        return (f"{self.name:14s} nq={self.nq:5d} nk={self.nk:5d} d={self.head_dim:3d} "
-                f"h={self.heads_q}/{self.heads_kv} b={self.batch} {dt} {self.layout}")
 
 
 class Layout:
@@ -194,70 +186,6 @@ def run_deterministic(bwd, cli, examples, case):
     return ok, f"bitwise equal over {DET_RUNS} runs; " + detail
 
 
-def workload_cases(workloads, quick):
-    """Every workload at the odd lengths, cycling head dims, GQA ratios, layouts and dtypes."""
-    from cm_kernel import workload_mask
-    lengths = [1, 17, 113, 255] if quick else [1, 17, 113, 255, 1023, 4097]
-    builders = {
-        "causal": lambda n: workloads.causal(n, xp=torch, device="cuda"),
-        "sliding": lambda n: workloads.sliding(n, W=max(1, n // 3), xp=torch, device="cuda"),
-        "doc_causal": lambda n: workloads.doc_causal(n, mean=max(4, n // 5), xp=torch,
-                                                     device="cuda"),
-        "hstu": lambda n: workloads.hstu(n, mean=max(8, n // 4), xp=torch, device="cuda"),
-        "shared_prefix": lambda n: workloads.shared_prefix(n, xp=torch, device="cuda"),
-        "clear": lambda n: workloads.clear(n, r=4, text=max(1, n // 8), xp=torch, device="cuda"),
-    }
-    variants = [(128, 4, 4, "bshd", torch.bfloat16), (64, 4, 2, "bhsd", torch.bfloat16),
-                (128, 4, 1, "thd", torch.float16), (64, 2, 2, "bshd", torch.float16),
-                (128, 6, 2, "bhsd", torch.bfloat16)]
-    cases, i = [], 0
-    for n in lengths:
-        for name, build in builders.items():
-            if name == "shared_prefix" and n < 16:
-                continue  # eight responses need at least one token each
-            mm, prm = build(n)
-            N = prm["N"]
-            idx = torch.arange(N, device="cuda")
-            visible = mm(0, 0, idx[:, None], idx[None, :])
-            mask_file, params = workload_mask(name, prm)
-            d, hq, hkv, layout, dtype = variants[i % len(variants)]
-            i += 1
-            cases.append(Case(name, mask_file, params, visible, N, N, heads_q=hq, heads_kv=hkv,
-                              head_dim=d, layout=layout, dtype=dtype))
-    return cases
-
-
-def causal_visible(nq, nk):
-    iq = torch.arange(nq, device="cuda")[:, None]
-    ik = torch.arange(nk, device="cuda")[None, :]
-    return iq + nk - nq >= ik
-
-
-def doc_gaps_visible(n, docs):
-    """Documents with gaps: rows outside every document see no key."""
-    seg = torch.full((n,), -1, device="cuda")
-    for i, (a, b) in enumerate(docs):
-        seg[a:b] = i
-    idx = torch.arange(n, device="cuda")
-    return (seg[:, None] == seg[None, :]) & (seg[:, None] >= 0) & (idx[:, None] >= idx[None, :])
-
-
-def special_cases():
-    """Nq != Nk (bottom-right causal), a softmax scale, MQA, and rows that see no key."""
-    cases = [Case("causal_x", "causal.mask", {}, causal_visible(nq, nk), nq, nk)
-             for nq, nk in [(113, 300), (300, 113), (1, 4097), (257, 129)]]
-    n = 700
-    cases.append(Case("causal_scale", "causal.mask", {}, causal_visible(n, n), n, n, scale=0.3,
-                      head_dim=64, heads_q=8, heads_kv=1))
-    docs = [(0, 100), (150, 300), (300, 600)]
-    params = {"docs": ",".join(f"{a}:{b}" for a, b in docs)}
-    visible = doc_gaps_visible(n, docs)
-    cases.append(Case("doc_gaps", "doc_causal.mask", params, visible, n, n))
-    cases.append(Case("doc_gaps", "doc_causal.mask", params, visible, n, n, layout="thd",
-                      head_dim=64, heads_kv=2))
-    return cases
-
-
 def deterministic_cases():
     n = 1023
     docs = [(0, 300), (310, 700), (700, 1023)]
@@ -268,39 +196,19 @@ def deterministic_cases():
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--examples", default=os.path.join(HERE, "..", "..", "examples"))
-    ap.add_argument("--workloads",
-                    default=os.path.join(HERE, "..", "..", "..", "shared", "reference"))
-    ap.add_argument("--quick", action="store_true", help="short lengths only")
-    a = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("SKIP: no CUDA GPU; the sm90 backward tests need one")
-        return 77
-    if torch.cuda.get_device_capability() != (9, 0):
-        print("SKIP: the sm90 kernel needs a compute capability 9.0 GPU (Hopper)")
+    a = argument_parser().parse_args()
+    skip = missing_hopper("sm90 backward tests")
+    if skip:
+        print(skip)
         return 77
     sys.path.insert(0, a.workloads)
     import workloads
     from bwd_cm import Backward
     bwd = Backward(a.lib)
     torch.manual_seed(0)
-    failed, total = 0, 0
-    plan = [(c, run_case) for c in workload_cases(workloads, a.quick) + special_cases()]
-    plan += [(c, run_deterministic) for c in deterministic_cases()]
-    for case, runner in plan:
-        try:
-            ok, detail = runner(bwd, a.cli, a.examples, case)
-        except Exception as ex:  # a crash in one case must not hide the others
-            ok, detail = False, f"{type(ex).__name__}: {ex}"
-        total += 1
-        failed += not ok
-        print(f"{'PASS' if ok else 'FAIL'} {case.label()} {detail}", flush=True)
-        torch.cuda.empty_cache()
-    print(f"{total - failed}/{total} cases passed")
-    return 1 if failed else 0
+    cases = workload_cases(workloads, QUICK_LENGTHS if a.quick else LENGTHS) + special_cases()
+    plan = [(c, run_case) for c in cases] + [(c, run_deterministic) for c in deterministic_cases()]
+    return run_plan(plan, bwd, a.cli, a.examples)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ Usage: test_forward.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/lib
        [--examples examples] [--workloads DIR] [--quick] [--mainloop auto|serial|pingpong]
 Exit code 0 all passed, 1 a case failed, 77 no GPU (skipped).
 """
-import argparse
 import os
 import sys
 
@@ -21,9 +20,14 @@ except ImportError:
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
+from dense_cases import (argument_parser, missing_hopper, run_plan,  # noqa: E402
+                         special_cases, workload_cases)
 
 ATOL = 1e-3
+LENGTHS = [1, 17, 113, 255, 1023, 4097]  # workload sweep; --quick runs the first 5
+QUICK_LENGTHS = LENGTHS[:5]
 LSE_TOL = 2e-3
 MAINLOOP = "auto"  # set from --mainloop
 
@@ -38,18 +42,6 @@ def reference(q, k, v, visible, scale, dtype):
     lse = torch.logsumexp(s.to(torch.float64), dim=-1)
     p = torch.softmax(s, dim=-1).nan_to_num(0.0)
     return (p @ v), lse
-
-
-class Case:
-    def __init__(self, name, mask_file, params, visible, nq, nk, batch=2, heads_q=4, heads_kv=4,
-                 head_dim=128, dtype=torch.bfloat16, layout="bshd", scale=0.0):
-        self.__dict__.update(locals())
-        del self.__dict__["self"]
-
-    def label(self):
-        dt = "bf16" if self.dtype == torch.bfloat16 else "fp16"
-        return (f"{self.name:14s} nq={self.nq:5d} nk={self.nk:5d} d={self.head_dim:3d} "
-                f"h={self.heads_q}/{self.heads_kv} b={self.batch} {dt} {self.layout}")
 
 
 def run_case(kernel, cli, examples, case):
@@ -121,97 +113,23 @@ def run_case(kernel, cli, examples, case):
     return ok, detail
 
 
-def workload_cases(workloads, quick):
-    """Every workload at the odd lengths, cycling head dims, GQA ratios, layouts and dtypes."""
-    from cm_kernel import workload_mask
-    lengths = [1, 17, 113, 255, 1023] if quick else [1, 17, 113, 255, 1023, 4097]
-    builders = {
-        "causal": lambda n: workloads.causal(n, xp=torch, device="cuda"),
-        "sliding": lambda n: workloads.sliding(n, W=max(1, n // 3), xp=torch, device="cuda"),
-        "doc_causal": lambda n: workloads.doc_causal(n, mean=max(4, n // 5), xp=torch, device="cuda"),
-        "hstu": lambda n: workloads.hstu(n, mean=max(8, n // 4), xp=torch, device="cuda"),
-        "shared_prefix": lambda n: workloads.shared_prefix(n, xp=torch, device="cuda"),
-        "clear": lambda n: workloads.clear(n, r=4, text=max(1, n // 8), xp=torch, device="cuda"),
-    }
-    variants = [(128, 4, 4, "bshd", torch.bfloat16), (64, 4, 2, "bhsd", torch.bfloat16),
-                (128, 4, 1, "thd", torch.float16), (64, 2, 2, "bshd", torch.float16),
-                (128, 6, 2, "bhsd", torch.bfloat16)]
-    cases, i = [], 0
-    for n in lengths:
-        for name, build in builders.items():
-            if name == "shared_prefix" and n < 16:
-                continue  # eight responses need at least one token each
-            mm, prm = build(n)
-            N = prm["N"]
-            idx = torch.arange(N, device="cuda")
-            visible = mm(0, 0, idx[:, None], idx[None, :])
-            mask_file, params = workload_mask(name, prm)
-            d, hq, hkv, layout, dtype = variants[i % len(variants)]
-            i += 1
-            cases.append(Case(name, mask_file, params, visible, N, N, heads_q=hq, heads_kv=hkv,
-                              head_dim=d, layout=layout, dtype=dtype))
-    return cases
-
-
-def special_cases():
-    """Nq != Nk (bottom-right causal), a softmax scale, and rows that see no key."""
-    cases = []
-    for nq, nk in [(113, 300), (300, 113), (1, 4097), (257, 129)]:
-        iq = torch.arange(nq, device="cuda")[:, None]
-        ik = torch.arange(nk, device="cuda")[None, :]
-        cases.append(Case("causal_x", "causal.mask", {}, iq + nk - nq >= ik, nq, nk))
-    n = 700
-    iq = torch.arange(n, device="cuda")[:, None]
-    ik = torch.arange(n, device="cuda")[None, :]
-    cases.append(Case("causal_scale", "causal.mask", {}, iq >= ik, n, n, scale=0.3,
-                      head_dim=64, heads_q=8, heads_kv=1))
-    # Documents with gaps: rows in [100, 150) and [600, 700) belong to no document.
-    docs = [(0, 100), (150, 300), (300, 600)]
-    seg = torch.full((n,), -1, device="cuda")
-    for i, (a, b) in enumerate(docs):
-        seg[a:b] = i
-    visible = (seg[:, None] == seg[None, :]) & (seg[:, None] >= 0) & (iq >= ik)
-    cases.append(Case("doc_gaps", "doc_causal.mask",
-                      {"docs": ",".join(f"{a}:{b}" for a, b in docs)}, visible, n, n))
-    cases.append(Case("doc_gaps", "doc_causal.mask",
-                      {"docs": ",".join(f"{a}:{b}" for a, b in docs)}, visible, n, n,
-                      layout="thd", head_dim=64, heads_kv=2))
-    return cases
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--examples", default=os.path.join(HERE, "..", "..", "examples"))
-    ap.add_argument("--workloads", default=os.path.join(HERE, "..", "..", "..", "shared", "reference"))
-    ap.add_argument("--quick", action="store_true")
+    ap = argument_parser()
     ap.add_argument("--mainloop", default="auto", choices=["auto", "serial", "pingpong"])
     a = ap.parse_args()
     global MAINLOOP
     MAINLOOP = a.mainloop
-    if not torch.cuda.is_available():
-        print("SKIP: no CUDA GPU; the sm90 forward tests need one")
-        return 77
-    if torch.cuda.get_device_capability() != (9, 0):
-        print("SKIP: the sm90 kernel needs a compute capability 9.0 GPU (Hopper)")
+    skip = missing_hopper("sm90 forward tests")
+    if skip:
+        print(skip)
         return 77
     sys.path.insert(0, a.workloads)
     import workloads
     from cm_kernel import Kernel
     kernel = Kernel(a.lib)
     torch.manual_seed(0)
-    failed = 0
-    cases = workload_cases(workloads, a.quick) + special_cases()
-    for case in cases:
-        try:
-            ok, detail = run_case(kernel, a.cli, a.examples, case)
-        except Exception as ex:  # a crash in one case must not hide the others
-            ok, detail = False, f"{type(ex).__name__}: {ex}"
-        failed += not ok
-        print(f"{'PASS' if ok else 'FAIL'} {case.label()} {detail}", flush=True)
-    print(f"{len(cases) - failed}/{len(cases)} cases passed")
-    return 1 if failed else 0
+    cases = workload_cases(workloads, QUICK_LENGTHS if a.quick else LENGTHS) + special_cases()
+    return run_plan([(case, run_case) for case in cases], kernel, a.cli, a.examples)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,101 @@
+// Problem checks shared by the sm90 launchers (host_checks.h).
+#include "host_checks.h"
+
+#include <cmath>
+
+namespace cm::cuda::host {
+namespace {
+
+constexpr int64_t kAlign = 8;  // elements per 16 bytes: TMA and vector-access granularity
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+void LaunchChecks::require(bool ok, const std::string& rule) const {
+  if (!ok) throw Error(std::string(entry_) + ": " + rule);
+}
+
+void LaunchChecks::cuda(cudaError_t status, const char* what) const {
+  if (status != cudaSuccess) {
+    throw CudaError(std::string(entry_) + ": " + what + ": " + cudaGetErrorString(status));
+  }
+}
+
+const desc::Header& LaunchChecks::descriptor(const DescriptorView& d, int tile) const {
+  require(d.host != nullptr && d.device != nullptr,
+          "descriptor host and device pointers must be set");
+  const desc::Header& h = desc::header(d.host);
+  require(h.magic == desc::kMagic,
+          "descriptor has a bad magic number (not a CompileMask descriptor)");
+  require(h.version == desc::kVersion, "descriptor version " + std::to_string(h.version) +
+                                           " is not the supported version " +
+                                           std::to_string(desc::kVersion));
+  require(h.tile_m == tile && h.tile_n == tile,
+          "descriptor tiles are " + std::to_string(h.tile_m) + "x" + std::to_string(h.tile_n) +
+              "; the sm90 kernel needs 128x128 (specialize with Tiling{128, 128})");
+  return h;
+}
+
+void LaunchChecks::dtype(DType dtype) const {
+  require(dtype == DType::kBFloat16 || dtype == DType::kFloat16, "dtype must be bf16 or fp16");
+}
+
+void LaunchChecks::heads_group(int32_t heads_q, int32_t heads_kv) const {
+  require(heads_q % heads_kv == 0, "heads_q (" + std::to_string(heads_q) +
+                                       ") must be a multiple of heads_kv (" +
+                                       std::to_string(heads_kv) + ")");
+}
+
+void LaunchChecks::scale(float scale) const {
+  require(scale >= 0.f && std::isfinite(scale), "scale must be finite and >= 0 (0: 1/sqrt(D))");
+}
+
+void LaunchChecks::fits_header(const desc::Header& h, int tile, int32_t batch, int32_t heads_q,
+                               int32_t nq, int32_t nk) const {
+  require(nq == h.nq && nk == h.nk, "lengths nq=" + std::to_string(nq) +
+                                        ", nk=" + std::to_string(nk) +
+                                        " differ from the descriptor's nq=" + std::to_string(h.nq) +
+                                        ", nk=" + std::to_string(h.nk));
+  require(h.num_q_tiles == (nq + tile - 1) / tile && h.num_k_tiles == (nk + tile - 1) / tile,
+          "descriptor tile counts do not match its lengths");
+  require(h.batch == 1 || h.batch == batch, "descriptor batch " + std::to_string(h.batch) +
+                                                " must be 1 or batch " + std::to_string(batch));
+  require(h.heads == 1 || h.heads == heads_q, "descriptor heads " + std::to_string(h.heads) +
+                                                  " must be 1 or heads_q " +
+                                                  std::to_string(heads_q));
+}
+
+bool LaunchChecks::packed_layout(const int32_t* q_offsets, const int32_t* k_offsets,
+                                 int64_t total_q, int64_t total_k, int32_t nq, int32_t nk) const {
+  const bool packed = q_offsets != nullptr || k_offsets != nullptr;
+  require(!packed || (q_offsets != nullptr && k_offsets != nullptr),
+          "packed layout needs both q_offsets and k_offsets");
+  if (packed) {
+    require(total_q >= nq && total_k >= nk, "packed layout needs total_q >= nq and total_k >= nk");
+  }
+  return packed;
+}
+
+void LaunchChecks::tensor(const TensorRef& t, const char* name, bool packed) const {
+  const std::string n = name;
+  require(t.data != nullptr, n + ".data is null");
+  require(aligned16(t.data), n + ".data must be 16-byte aligned");
+  require(t.stride_s > 0 && t.stride_s % kAlign == 0,
+          n + ".stride_s must be a positive multiple of 8 elements");
+  require(t.stride_h > 0 && t.stride_h % kAlign == 0,
+          n + ".stride_h must be a positive multiple of 8 elements");
+  if (!packed) {
+    require(t.stride_b > 0 && t.stride_b % kAlign == 0,
+            n + ".stride_b must be a positive multiple of 8 elements");
+  }
+}
+
+void LaunchChecks::lse(const float* lse, int64_t stride_h, int64_t stride_b) const {
+  require(lse != nullptr, "lse is null");
+  require(stride_h >= 0 && stride_b >= 0, "lse strides must be >= 0");
+}
+
+}  // namespace cm::cuda::host

@@ -1,0 +1,59 @@
+// Problem checks shared by the sm90 launchers (launch.cu for the forward, bwd_host.cu for the
+// backward). Each check throws cm::Error, or cm::cuda::CudaError for a CUDA failure, with a
+// message that starts with the entry point's name and states the broken rule.
+#pragma once
+
+#include <compilemask/cuda.h>
+#include <compilemask/descriptor.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+namespace cm::cuda::host {
+
+// The checks of one entry point; `entry` (e.g. "cm::cuda::forward") prefixes every message.
+class LaunchChecks {
+ public:
+  explicit constexpr LaunchChecks(const char* entry) : entry_(entry) {}
+
+  const char* entry() const { return entry_; }
+
+  // Throws cm::Error "<entry>: <rule>" unless ok.
+  void require(bool ok, const std::string& rule) const;
+
+  // Throws CudaError "<entry>: <what>: <CUDA message>" unless status is cudaSuccess.
+  void cuda(cudaError_t status, const char* what) const;
+
+  // Host and device pointers set, a CompileMask descriptor of the supported version with
+  // tile x tile tiles. Returns its header.
+  const desc::Header& descriptor(const DescriptorView& d, int tile) const;
+
+  void dtype(DType dtype) const;  // bf16 or fp16
+
+  // heads_q is a multiple of heads_kv (heads_kv >= 1 already checked).
+  void heads_group(int32_t heads_q, int32_t heads_kv) const;
+
+  void scale(float scale) const;  // finite and >= 0 (0 means 1/sqrt(head_dim))
+
+  // The problem's lengths, batch and heads fit the descriptor header `h` with tile x tile tiles.
+  void fits_header(const desc::Header& h, int tile, int32_t batch, int32_t heads_q, int32_t nq,
+                   int32_t nk) const;
+
+  // Packed layout ([T, H, D] with offsets) needs both offset arrays and totals >= the lengths.
+  // Returns whether the layout is packed.
+  bool packed_layout(const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
+                     int64_t total_k, int32_t nq, int32_t nk) const;
+
+  // A 16-bit tensor the kernels read or write through TMA or 16-byte vectors: data set and
+  // 16-byte aligned, strides positive multiples of 8 elements (stride_b unused when packed).
+  void tensor(const TensorRef& t, const char* name, bool packed) const;
+
+  void lse(const float* lse, int64_t stride_h, int64_t stride_b) const;  // set, strides >= 0
+
+ private:
+  const char* entry_;
+};
+
+}  // namespace cm::cuda::host

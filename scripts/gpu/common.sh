@@ -1,0 +1,41 @@
+# shellcheck shell=bash
+# Shared prologue of the GPU-machine scripts (run_all.sh, bwd_checks.sh); source it, do not run
+# it. Sets ROOT (the repository), STAGES (the script's arguments, or all stages) and
+# PYTHONUNBUFFERED, and defines the helpers below. The caller sets OUT and SUMMARY (a file in
+# OUT) and then calls start_summary.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+STAGES=("$@")
+[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(build test sanitize bench)
+export PYTHONUNBUFFERED=1
+
+# note TEXT...: prints the line and appends it to SUMMARY.
+note() { echo "$*" | tee -a "${SUMMARY}"; }
+# wants STAGE: whether STAGE was asked for.
+wants() { local s; for s in "${STAGES[@]}"; do [[ "$s" == "$1" ]] && return 0; done; return 1; }
+# elapsed START: seconds since START (from date +%s), as "N s".
+elapsed() { echo "$(( $(date +%s) - $1 )) s"; }
+
+# start_summary HEADLINE: empties SUMMARY (creating OUT) and notes the headline and the GPU.
+start_summary() {
+  mkdir -p "${OUT}"
+  : > "${SUMMARY}"
+  note "$1"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "${SUMMARY}"
+}
+
+# configure_and_build LOG TARGET...: fetches the CUTLASS headers (exits if that fails),
+# configures a Release build with the kernels in BUILD and builds the targets with ninja, all
+# output into LOG. Returns the exit status of the configure or the build.
+configure_and_build() {
+  local log="$1"
+  shift
+  "${ROOT}/scripts/fetch_cutlass.sh" || { note "build: CUTLASS headers missing"; exit 1; }
+  # The GPU image may lack GoogleTest; a copy can travel in third_party/gtest (prefix layout).
+  local prefix=()
+  [[ ! -f /usr/include/gtest/gtest.h && -d "${ROOT}/third_party/gtest" ]] &&
+    prefix=(-DCMAKE_PREFIX_PATH="${ROOT}/third_party/gtest")
+  cmake -S "${ROOT}" -B "${BUILD}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCM_CUDA=ON \
+    -DCM_BUILD_BENCH=OFF "${prefix[@]}" > "${log}" 2>&1 &&
+    ninja -C "${BUILD}" -j 16 "$@" >> "${log}" 2>&1
+}

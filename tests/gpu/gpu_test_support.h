@@ -1,0 +1,80 @@
+// Helpers shared by the sm90 kernel tests (forward_reference_test.cpp, bwd_reference_test.cpp):
+// the Hopper check, plans of the example masks, 16-bit rounding of random inputs, device
+// buffers and the example-mask cases both tests sweep.
+#pragma once
+
+#include <compilemask/compilemask.h>
+#include <compilemask/cuda.h>
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cm::gpu_test {
+
+// Whether device 0 has compute capability 9.0, the only one the sm90 kernels run on.
+bool have_hopper();
+
+#define SKIP_WITHOUT_HOPPER()         \
+  if (!::cm::gpu_test::have_hopper()) \
+  GTEST_SKIP() << "no compute capability 9.0 GPU: sm90 kernel tests skipped"
+
+// Fails the test and returns unless the CUDA call succeeds.
+#define CUDA_OK(call)                                                                              \
+  do {                                                                                             \
+    const cudaError_t cuda_ok_status = (call);                                                     \
+    ASSERT_EQ(cuda_ok_status, cudaSuccess) << #call << ": " << cudaGetErrorString(cuda_ok_status); \
+  } while (0)
+
+// examples/NAME.mask compiled and specialized to 128x128 tiles; throws if it does not compile.
+cm::Plan make_plan(const std::string& example, const cm::Params& params, int nq, int nk, int batch,
+                   int heads);
+
+// 16-bit encoding of x in dtype, and the value bits decode to.
+uint16_t encode(float x, cuda::DType dtype);
+float decode(uint16_t bits, cuda::DType dtype);
+
+// A host tensor rounded to the kernel's precision: the values the reference reads and the bits
+// the device reads.
+struct Rounded {
+  std::vector<float> values;
+  std::vector<uint16_t> bits;
+};
+
+Rounded rounded(const std::vector<float>& x, cuda::DType dtype);
+
+// n standard normal values from rng, rounded.
+Rounded random_rounded(size_t n, cuda::DType dtype, std::mt19937& rng);
+
+// Device memory freed on scope exit; ptr is null when the allocation failed.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// One example-mask problem: [B, H, S, D] tensors at these lengths, head dim, heads and dtype.
+struct Case {
+  std::string example;
+  cm::Params params;
+  int nq, nk;
+  int head_dim;
+  int heads_q, heads_kv;
+  cuda::DType dtype;
+};
+
+void PrintTo(const Case& c, std::ostream* os);
+
+// Every example mask at small odd shapes, with GQA, both head dims and both dtypes; the
+// sanitizer filters of scripts/gpu address these cases by index, so append new ones.
+std::vector<Case> example_cases();
+
+}  // namespace cm::gpu_test
