@@ -39,7 +39,11 @@ TileGrid classify_tiles(const void* blob, int b, int h) {
     }
     const desc::PartialRun* partial = desc::partial_runs(blob, row);
     for (int i = 0; i < row.partial_count; ++i) {
-      std::fill_n(line + partial[i].first, partial[i].count, TileClass::kPartial);
+      const desc::Pattern& pattern = desc::pattern(blob, partial[i].pattern);
+      for (int n = partial[i].first; n < partial[i].first + partial[i].count; ++n) {
+        // Sparse grid runs may span empty tiles; those stay empty on the map.
+        if (desc::partial_tile_nonempty(blob, pattern, m, n)) line[n] = TileClass::kPartial;
+      }
     }
   }
   return grid;
