@@ -64,6 +64,18 @@ TEST(CliUsage, CommandsAndFlags) {
       {{"run", kSliding, "-p", "W=4", "-n", "64", "--backward=yes"}, 2, {"takes no value"}},
       {{"run", kSliding, "-p", "W=4", "-n", "64", "--dim", "0"}, 2, {"--dim: expected"}},
       {{"run", kSliding, "-p", "W=4", "--nq", "0", "--nk", "8"}, 2, {"lengths must be >= 1"}},
+      {{"run", kSliding, "-p", "W=4", "-n", "64", "--dtype", "fp16"},
+       2,
+       {"--dtype applies only with --gpu"}},
+      {{"run", kSliding, "-p", "W=4", "-n", "64", "--gpu", "--dtype", "fp32"},
+       2,
+       {"--dtype: expected bf16 or fp16, got 'fp32'"}},
+      {{"run", kSliding, "-p", "W=4", "-n", "64", "--gpu", "--dim", "96"},
+       2,
+       {"--gpu supports --dim 64 or 128, got 96"}},
+      {{"run", kSliding, "-p", "W=4", "-n", "64", "--gpu", "--tile", "64x128"},
+       2,
+       {"--gpu needs --tile 128x128", "got 64x128"}},
   };
   for (const BadInput& c : cases) expect_failure(c);
 }

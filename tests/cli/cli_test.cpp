@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -163,9 +164,10 @@ TEST(Cli, ShowWritesPng) {
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
 }
 
-// The number following `label ` on the error line of `text`.
-double value_after(const std::string& text, const std::string& label) {
-  const size_t line = text.find("max abs error vs float64:");
+// The number following ` label ` on the first line of `text` that starts with `line_start`.
+double value_after(const std::string& text, const std::string& label,
+                   const std::string& line_start = "  max abs error vs float64:") {
+  const size_t line = text.find(line_start);
   const size_t at = line == std::string::npos ? line : text.find(" " + label + " ", line);
   EXPECT_NE(at, std::string::npos) << label << " missing in:\n" << text;
   return at == std::string::npos ? 1e9 : std::strtod(text.c_str() + at + label.size() + 2, nullptr);
@@ -182,6 +184,55 @@ TEST(Cli, RunReportsSmallFloat32Errors) {
   }
   EXPECT_TRUE(contains(r.out, "float64 reference")) << r.out;
   EXPECT_TRUE(contains(r.out, "backward")) << r.out;
+}
+
+// Effective TFLOP/s count 4 D flops per visible pair: causal has n (n + 1) / 2 per (b, h).
+TEST(Cli, RunReportsEffectiveThroughput) {
+  const int n = 512, dim = 64, batch = 2, heads = 3;
+  const CliResult r = expect_ok({"run", example("causal"), "-n", std::to_string(n), "--dim",
+                                 std::to_string(dim), "--batch", std::to_string(batch), "--heads",
+                                 std::to_string(heads), "--threads", "2"});
+  const double flops = 4.0 * dim * batch * heads * n * (n + 1) / 2;
+  const size_t line = r.out.find("float64 reference");
+  ASSERT_NE(line, std::string::npos) << r.out;
+  double time = 0, tflops = 0;
+  char unit[3] = {};
+  ASSERT_EQ(std::sscanf(r.out.c_str() + line, "float64 reference forward %lf %2s (%lf TFLOP/s)",
+                        &time, unit, &tflops),
+            3)
+      << r.out;
+  const double seconds = std::string(unit) == "ms" ? time * 1e-3 : time;
+  ASSERT_GT(seconds, 0) << r.out;
+  // The printed figures have 3 decimals and 3 significant digits.
+  EXPECT_NEAR(tflops * 1e12 * seconds / flops, 1.0, 0.02) << r.out;
+}
+
+// `run --gpu` runs the sm90 kernels where a Hopper GPU and a CUDA build exist; anywhere else it
+// fails with exit code 1 and says why, before printing anything.
+TEST(Cli, RunOnGpuOrExplainsWhyNot) {
+  const CliResult r =
+      run_cli({"run", example("causal"), "-n", "300", "--heads", "2", "--backward", "--gpu"});
+#if CM_CLI_GPU_BUILD
+  if (r.exit_code == 0) {
+    // A Hopper machine: each error within 16x the cost of rounding the exact result to bf16
+    // (the kernel rounds P, dS and its outputs once each), plus a small atol.
+    for (const char* label : {"O", "dQ", "dK", "dV"}) {
+      const double floor = value_after(r.out, label, "  rounding the float64 results");
+      EXPECT_LE(value_after(r.out, label), 16 * floor + 1e-3) << label << "\n" << r.out;
+    }
+    EXPECT_LE(value_after(r.out, "LSE"), 1e-2) << r.out;
+    EXPECT_TRUE(contains(r.out, "TFLOP/s")) << r.out;
+    return;
+  }
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(contains(r.err, "no CUDA device: ") || contains(r.err, "compute capability 9.0"))
+      << describe(r);
+#else
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_TRUE(contains(r.err, "this build has no GPU support (nvcc not found at configure time)"))
+      << describe(r);
+#endif
+  EXPECT_TRUE(r.out.empty()) << describe(r);
 }
 
 TEST(Cli, RunDrawsProgressWhenAsked) {

@@ -81,7 +81,8 @@ AttentionBackend reference_backend(Accumulate accumulate) {
           [accumulate](const void* descriptor, const AttentionProblem& p,
                        const BackendOptions& options) {
             return run_reference(accumulate, descriptor, p, options);
-          }};
+          },
+          {}};  // round_to_storage: none, the reference stores float32
 }
 
 }  // namespace cm::cli

@@ -1,9 +1,8 @@
 // The attention computations `compilemask run` compares. Every backend takes the same random
 // problem and returns the same outputs, so `run` can hold each against the float64 reference.
 //
-// Extension point: the CPU reference (float32 or float64 accumulation) is the only backend
-// today. A GPU backend for a later `--gpu` flag implements AttentionBackend in its own file
-// and is appended to the candidate list in cmd_run.cpp.
+// Backends: the CPU reference (float32 or float64 accumulation, this file) and, in builds with
+// the CUDA kernels, the sm90 GPU kernels (gpu_backend.h), which `run --gpu` selects.
 #pragma once
 
 #include <compilemask/reference.h>
@@ -43,6 +42,9 @@ struct AttentionBackend {
   std::function<AttentionResult(const void* descriptor, const AttentionProblem&,
                                 const BackendOptions&)>
       run;
+  // Rounds a value to the type the backend stores tensors in; empty when that is float32.
+  // `compilemask run` rounds the inputs with it first, so that every backend sees the same values.
+  std::function<float(float)> round_to_storage;
 };
 
 // Inputs uniform in [-1, 1), reproducible from `seed`. Throws cm::Error if a tensor would

@@ -7,7 +7,7 @@ namespace cm::cli {
 
 enum ExitCode : int {
   kExitOk = 0,
-  kExitDiagnostics = 1,  // the mask program, its parameters or an input file are bad
+  kExitDiagnostics = 1,  // a bad mask program, parameter or input file; or no usable GPU
   kExitUsage = 2,        // the command line itself is malformed
 };
 

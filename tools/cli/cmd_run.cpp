@@ -3,15 +3,22 @@
 #include "attention_backend.h"
 #include "cli_error.h"
 #include "commands.h"
+#include "gpu_backend.h"
 #include "mask_setup.h"
 #include "progress_bar.h"
 
+#include <compilemask/descriptor.h>
+
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <limits>
+#include <optional>
+#include <stdexcept>
 
 namespace cm::cli {
 namespace {
@@ -48,9 +55,66 @@ AttentionShape parse_shape(const ParsedArgs& args, const Dims& lengths) {
   return s;
 }
 
-void print_timing(const AttentionBackend& backend, const AttentionResult& r, bool backward) {
-  std::printf("%-18s forward %.3f s", backend.name.c_str(), r.forward_seconds);
-  if (backward) std::printf(", backward %.3f s", r.backward_seconds);
+// --gpu and --dtype. Throws UsageError for what the sm90 kernels do not support.
+std::optional<GpuDType> parse_gpu(const ParsedArgs& args, const AttentionShape& shape,
+                                  const Tiling& tiling) {
+  const std::optional<std::string> dtype = args.value("dtype");
+  if (!args.has("gpu")) {
+    if (dtype) throw UsageError(args.spelling("dtype") + " applies only with --gpu");
+    return std::nullopt;
+  }
+  if (shape.head_dim != 64 && shape.head_dim != 128) {
+    throw UsageError("--gpu supports --dim 64 or 128, got " + std::to_string(shape.head_dim));
+  }
+  if (tiling.m != 128 || tiling.n != 128) {
+    throw UsageError("--gpu needs --tile 128x128 (the sm90 kernel's tile), got " +
+                     std::to_string(tiling.m) + "x" + std::to_string(tiling.n));
+  }
+  if (!dtype || *dtype == "bf16") return GpuDType::kBFloat16;
+  if (*dtype == "fp16") return GpuDType::kFloat16;
+  throw UsageError(args.spelling("dtype") + ": expected bf16 or fp16, got '" + *dtype + "'");
+}
+
+// The backend `run --gpu` compares. Checks the device now, before the slow CPU reference.
+AttentionBackend checked_gpu_backend([[maybe_unused]] GpuDType dtype) {
+#ifdef CM_CLI_GPU
+  return gpu_backend(dtype);
+#else
+  throw std::runtime_error("this build has no GPU support (nvcc not found at configure time)");
+#endif
+}
+
+// Visible (q, k) pairs over every (b, h): the work that effective TFLOP/s counts.
+double visible_pairs(const void* blob, const AttentionShape& s) {
+  const desc::Header& h = desc::header(blob);
+  double pairs = 0;
+  for (int32_t b = 0; b < s.batch; ++b) {
+    for (int32_t head = 0; head < s.heads_q; ++head) {
+      const int instance = desc::instance_of(blob, h.batch == 1 ? 0 : b, h.heads == 1 ? 0 : head);
+      pairs += static_cast<double>(desc::instance(blob, instance).visible_pairs);
+    }
+  }
+  return pairs;
+}
+
+void print_phase(const char* phase, double seconds, double flops) {
+  if (seconds >= 1) {
+    std::printf("%s %.3f s", phase, seconds);
+  } else {
+    std::printf("%s %.3f ms", phase, seconds * 1e3);
+  }
+  std::printf(" (%.3g TFLOP/s)", seconds > 0 ? flops / seconds * 1e-12 : 0.0);
+}
+
+// Effective TFLOP/s count 4 D flops per visible pair forward and 2.5 times that backward.
+void print_timing(const AttentionBackend& backend, const AttentionResult& r, bool backward,
+                  double forward_flops) {
+  std::printf("%-18s ", backend.name.c_str());
+  print_phase("forward", r.forward_seconds, forward_flops);
+  if (backward) {
+    std::printf(", ");
+    print_phase("backward", r.backward_seconds, 2.5 * forward_flops);
+  }
   std::printf("\n");
 }
 
@@ -64,6 +128,33 @@ void print_errors(const AttentionResult& r, const AttentionResult& oracle, bool 
   std::printf("\n");
 }
 
+// Largest |round(x) - x|: what storing the exact result in the backend's type alone costs.
+double rounding_floor(const std::vector<float>& exact, const std::function<float(float)>& round) {
+  double worst = 0;
+  for (float x : exact) {
+    if (std::isfinite(x)) worst = std::max(worst, std::fabs(static_cast<double>(round(x)) - x));
+  }
+  return worst;
+}
+
+void print_rounding_floors(const AttentionBackend& backend, const AttentionResult& oracle,
+                           bool backward) {
+  const auto& round = backend.round_to_storage;
+  std::printf("  rounding the float64 results to storage alone: O %.3g",
+              rounding_floor(oracle.out, round));
+  if (backward) {
+    std::printf("  dQ %.3g  dK %.3g  dV %.3g", rounding_floor(oracle.dq, round),
+                rounding_floor(oracle.dk, round), rounding_floor(oracle.dv, round));
+  }
+  std::printf("\n");
+}
+
+void round_inputs(AttentionProblem& p, const std::function<float(float)>& round) {
+  for (std::vector<float>* tensor : {&p.q, &p.k, &p.v, &p.dout}) {
+    for (float& x : *tensor) x = round(x);
+  }
+}
+
 int run_attention(const ParsedArgs& args) {
   const Dims lengths = parse_lengths(args);
   const AttentionShape shape = parse_shape(args, lengths);
@@ -72,13 +163,21 @@ int run_attention(const ParsedArgs& args) {
   BackendOptions options;
   options.backward = args.has("backward");
   options.threads = static_cast<int>(integer_flag(args, "threads", 0, 0, 4096));
+  const std::optional<GpuDType> gpu = parse_gpu(args, shape, tiling);
+  // Backends checked against the float64 oracle.
+  const std::vector<AttentionBackend> candidates = {gpu ? checked_gpu_backend(*gpu)
+                                                        : reference_backend(Accumulate::kFloat32)};
 
   const Mask mask = load_mask(args.positional[0]);
   Dims dims = lengths;
   dims.batch = shape.batch;
   dims.heads = shape.heads_q;
   const Plan plan = make_plan(mask, args, dims, tiling);
-  const AttentionProblem problem = random_problem(shape, seed, options.backward);
+  AttentionProblem problem = random_problem(shape, seed, options.backward);
+  for (const AttentionBackend& backend : candidates) {
+    if (backend.round_to_storage) round_inputs(problem, backend.round_to_storage);
+  }
+  const double forward_flops = 4.0 * shape.head_dim * visible_pairs(plan.blob(), shape);
 
   std::printf("run %s: batch %d, heads %d (kv %d), nq %d, nk %d, dim %d, tiles %dx%d, seed %llu\n",
               mask.name().c_str(), shape.batch, shape.heads_q, shape.heads_kv, shape.nq, shape.nk,
@@ -88,8 +187,6 @@ int run_attention(const ParsedArgs& args) {
   ProgressBar bar(std::cerr, args.has("progress") || isatty(STDERR_FILENO) != 0,
                   args.has("progress") ? 0.0 : kProgressDelaySeconds);
   const AttentionBackend oracle_backend = reference_backend(Accumulate::kFloat64);
-  // Backends checked against the oracle. A `--gpu` flag appends its backend here.
-  const std::vector<AttentionBackend> candidates = {reference_backend(Accumulate::kFloat32)};
 
   auto run = [&](const AttentionBackend& backend) {
     BackendOptions with_bar = options;
@@ -97,12 +194,13 @@ int run_attention(const ParsedArgs& args) {
     with_bar.on_progress = [&](double f) { bar.update(f); };
     AttentionResult r = backend.run(plan.blob(), problem, with_bar);
     bar.finish();
-    print_timing(backend, r, options.backward);
+    print_timing(backend, r, options.backward, forward_flops);
     return r;
   };
   const AttentionResult oracle = run(oracle_backend);
   for (const AttentionBackend& backend : candidates) {
     print_errors(run(backend), oracle, options.backward);
+    if (backend.round_to_storage) print_rounding_floors(backend, oracle, options.backward);
   }
   return kExitOk;
 }
@@ -122,14 +220,24 @@ Command run_command() {
           {"seed", 0, "S", false, "random seed for the inputs (default 0)"},
           {"threads", 0, "T", false, "worker threads (default 0: all cores)"},
           {"progress", 0, "", false, "always draw the progress bar (default: only on a terminal)"},
+          {"gpu", 0, "", false, "run the sm90 GPU kernels, not the float32 reference (Hopper GPU)"},
+          {"dtype", 0, "TYPE", false, "GPU input and output type: bf16 (default) or fp16"},
       });
   return {{"run", "FILE -p NAME=VALUE... (-n N | --nq N --nk N) [options]",
-           "run reference attention through a mask on random data",
+           "run attention through a mask on random data (CPU reference, or GPU with --gpu)",
            "Specializes FILE, fills Q, K, V (and dO) with uniform random values, and runs the\n"
            "CPU reference attention from the descriptor with float64 accumulation (the oracle)\n"
            "and with float32 accumulation. Prints the wall time of each and the largest\n"
            "absolute error of float32 against float64 for O and LSE (and dQ, dK, dV with\n"
-           "--backward). A progress bar is drawn on stderr for long runs on a terminal." +
+           "--backward). A progress bar is drawn on stderr for long runs on a terminal.\n\n"
+           "With --gpu, the sm90 kernels replace the float32 reference: the inputs are rounded\n"
+           "to --dtype first (the float64 reference reads the same values), the outputs are\n"
+           "filled with NaN before the kernels run, and each time is the median of five runs\n"
+           "after a warm-up, by CUDA events. As the GPU stores O, dQ, dK and dV in --dtype, the\n"
+           "error of rounding the float64 results to --dtype is printed for scale; errors of a\n"
+           "few times that are expected.\n"
+           "--gpu needs --dim 64 or 128 and the default --tile 128x128. Effective TFLOP/s\n"
+           "count 4*D flops per visible (q, k) pair forward and 2.5 times that backward." +
                param_syntax_help(),
            flags},
           run_attention};

@@ -1,0 +1,262 @@
+// The sm90 GPU backend of `compilemask run --gpu` (see gpu_backend.h). Every CUDA call is
+// checked; a failure throws cm::cuda::CudaError naming the step.
+#include "gpu_backend.h"
+
+#include <compilemask/cuda.h>
+#include <compilemask/cuda_backward.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cm::cli {
+namespace {
+
+using cuda::CudaError;
+
+constexpr int kTimedRuns = 5;  // odd, so that the median is one run's time
+
+void check(cudaError_t status, const std::string& step) {
+  if (status != cudaSuccess) {
+    throw CudaError("GPU run: " + step + ": " + cudaGetErrorString(status));
+  }
+}
+
+uint16_t encode(float x, GpuDType dtype) {
+  if (dtype == GpuDType::kBFloat16) return static_cast<__nv_bfloat16_raw>(__float2bfloat16(x)).x;
+  return static_cast<__half_raw>(__float2half(x)).x;
+}
+
+float decode(uint16_t bits, GpuDType dtype) {
+  if (dtype == GpuDType::kBFloat16) {
+    __nv_bfloat16_raw raw;
+    raw.x = bits;
+    return __bfloat162float(__nv_bfloat16(raw));
+  }
+  __half_raw raw;
+  raw.x = bits;
+  return __half2float(__half(raw));
+}
+
+// Device memory that every exit path frees.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(size_t bytes, const std::string& name) : bytes_(bytes) {
+    check(cudaMalloc(&ptr_, bytes), "allocating " + std::to_string(bytes) + " bytes for " + name);
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+  // All bytes 0xff: NaN in bf16, fp16 and float32 alike.
+  void poison() const { check(cudaMemset(ptr_, 0xff, bytes_), "filling a buffer with NaN"); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_;
+};
+
+// A 16-bit tensor on the device.
+class DeviceTensor {
+ public:
+  DeviceTensor(size_t elements, GpuDType dtype, const std::string& name)
+      : buffer_(elements * sizeof(uint16_t), name), dtype_(dtype) {}
+
+  void upload(const std::vector<float>& values) const {
+    std::vector<uint16_t> bits(values.size());
+    std::transform(values.begin(), values.end(), bits.begin(),
+                   [&](float x) { return encode(x, dtype_); });
+    check(cudaMemcpy(buffer_.get(), bits.data(), buffer_.bytes(), cudaMemcpyHostToDevice),
+          "uploading an input");
+  }
+
+  std::vector<float> download() const {
+    std::vector<uint16_t> bits(buffer_.bytes() / sizeof(uint16_t));
+    check(cudaMemcpy(bits.data(), buffer_.get(), buffer_.bytes(), cudaMemcpyDeviceToHost),
+          "downloading a result");
+    std::vector<float> values(bits.size());
+    std::transform(bits.begin(), bits.end(), values.begin(),
+                   [&](uint16_t b) { return decode(b, dtype_); });
+    return values;
+  }
+
+  void* get() const { return buffer_.get(); }
+  void poison() const { buffer_.poison(); }
+
+ private:
+  DeviceBuffer buffer_;
+  GpuDType dtype_;
+};
+
+class Event {
+ public:
+  Event() { check(cudaEventCreate(&event_), "creating a CUDA event"); }
+  ~Event() { cudaEventDestroy(event_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// Runs `launch` once to warm up, then kTimedRuns times between CUDA events on the default
+// stream; returns the median in seconds. Kernel faults surface at the synchronizations.
+double median_seconds(const std::function<void()>& launch, const std::string& phase) {
+  launch();
+  check(cudaDeviceSynchronize(), "the " + phase + " warm-up run");
+  const Event start, stop;
+  std::vector<float> milliseconds(kTimedRuns);
+  for (float& ms : milliseconds) {
+    check(cudaEventRecord(start.get(), nullptr), "recording a CUDA event");
+    launch();
+    check(cudaEventRecord(stop.get(), nullptr), "recording a CUDA event");
+    check(cudaEventSynchronize(stop.get()), "the timed " + phase + " runs");
+    check(cudaEventElapsedTime(&ms, start.get(), stop.get()), "reading a CUDA event time");
+  }
+  std::nth_element(milliseconds.begin(), milliseconds.begin() + kTimedRuns / 2, milliseconds.end());
+  return milliseconds[kTimedRuns / 2] * 1e-3;
+}
+
+// Strides of a dense [B, H, S, D] tensor, the layout of AttentionProblem.
+cuda::TensorRef bhsd(const void* data, int32_t heads, int32_t rows, int32_t dim) {
+  const int64_t d = dim;
+  return {data, int64_t{heads} * rows * d, d, int64_t{rows} * d};
+}
+
+cuda::DType kernel_dtype(GpuDType dtype) {
+  return dtype == GpuDType::kBFloat16 ? cuda::DType::kBFloat16 : cuda::DType::kFloat16;
+}
+
+std::vector<float> download_floats(const DeviceBuffer& buffer) {
+  std::vector<float> values(buffer.bytes() / sizeof(float));
+  check(cudaMemcpy(values.data(), buffer.get(), buffer.bytes(), cudaMemcpyDeviceToHost),
+        "downloading the LSE");
+  return values;
+}
+
+AttentionResult run_gpu(GpuDType dtype, const void* blob, const AttentionProblem& p,
+                        const BackendOptions& options) {
+  const AttentionShape& s = p.shape;
+  const cuda::DeviceDescriptor descriptor(blob);
+  const DeviceTensor q(p.q.size(), dtype, "Q"), k(p.k.size(), dtype, "K"),
+      v(p.v.size(), dtype, "V"), out(p.q.size(), dtype, "O");
+  const DeviceBuffer lse(static_cast<size_t>(s.batch) * s.heads_q * s.nq * sizeof(float), "LSE");
+  const DeviceBuffer forward_workspace(cuda::forward_workspace_bytes(), "the forward workspace");
+  q.upload(p.q);
+  k.upload(p.k);
+  v.upload(p.v);
+  out.poison();
+  lse.poison();
+
+  cuda::ForwardArgs f;
+  f.dtype = kernel_dtype(dtype);
+  f.batch = s.batch;
+  f.heads_q = s.heads_q;
+  f.heads_kv = s.heads_kv;
+  f.nq = s.nq;
+  f.nk = s.nk;
+  f.head_dim = s.head_dim;
+  f.q = bhsd(q.get(), s.heads_q, s.nq, s.head_dim);
+  f.k = bhsd(k.get(), s.heads_kv, s.nk, s.head_dim);
+  f.v = bhsd(v.get(), s.heads_kv, s.nk, s.head_dim);
+  f.out = bhsd(out.get(), s.heads_q, s.nq, s.head_dim);
+  f.lse = static_cast<float*>(lse.get());
+  f.lse_stride_b = int64_t{s.heads_q} * s.nq;
+  f.lse_stride_h = s.nq;
+
+  AttentionResult r;
+  if (options.on_phase) options.on_phase("forward");
+  r.forward_seconds = median_seconds(
+      [&] {
+        cuda::forward(descriptor.view(), f, forward_workspace.get(), forward_workspace.bytes(),
+                      nullptr);
+      },
+      "forward");
+  r.out = out.download();
+  r.lse = download_floats(lse);
+  if (!options.backward) return r;
+
+  const DeviceTensor dout(p.dout.size(), dtype, "dO"), dq(p.q.size(), dtype, "dQ"),
+      dk(p.k.size(), dtype, "dK"), dv(p.v.size(), dtype, "dV");
+  const DeviceBuffer backward_workspace(
+      cuda::backward_workspace_bytes(s.batch, s.heads_q, s.nq, s.head_dim),
+      "the backward workspace");
+  dout.upload(p.dout);
+  for (const DeviceTensor* t : {&dq, &dk, &dv}) t->poison();
+  backward_workspace.poison();
+
+  cuda::BackwardArgs b;
+  b.dtype = f.dtype;
+  b.batch = s.batch;
+  b.heads_q = s.heads_q;
+  b.heads_kv = s.heads_kv;
+  b.nq = s.nq;
+  b.nk = s.nk;
+  b.head_dim = s.head_dim;
+  b.q = f.q;
+  b.k = f.k;
+  b.v = f.v;
+  b.out = f.out;
+  b.dout = bhsd(dout.get(), s.heads_q, s.nq, s.head_dim);
+  b.lse = f.lse;
+  b.lse_stride_b = f.lse_stride_b;
+  b.lse_stride_h = f.lse_stride_h;
+  b.dq = bhsd(dq.get(), s.heads_q, s.nq, s.head_dim);
+  b.dk = bhsd(dk.get(), s.heads_kv, s.nk, s.head_dim);
+  b.dv = bhsd(dv.get(), s.heads_kv, s.nk, s.head_dim);
+
+  if (options.on_phase) options.on_phase("backward");
+  r.backward_seconds = median_seconds(
+      [&] {
+        cuda::backward(descriptor.view(), b, backward_workspace.get(), backward_workspace.bytes(),
+                       nullptr);
+      },
+      "backward");
+  r.dq = dq.download();
+  r.dk = dk.download();
+  r.dv = dv.download();
+  return r;
+}
+
+// The name of device 0 after checking that it runs sm_90a code.
+std::string sm90_device_name() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    throw CudaError(std::string("no CUDA device: ") +
+                    (status != cudaSuccess ? cudaGetErrorString(status) : "the driver lists none") +
+                    " (--gpu needs an NVIDIA driver and a Hopper GPU)");
+  }
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "reading the properties of device 0");
+  if (prop.major != 9 || prop.minor != 0) {
+    throw CudaError(std::string("--gpu needs a compute capability 9.0 GPU (Hopper, sm_90a); "
+                                "device 0, ") +
+                    prop.name + ", is " + std::to_string(prop.major) + "." +
+                    std::to_string(prop.minor));
+  }
+  return prop.name;
+}
+
+}  // namespace
+
+AttentionBackend gpu_backend(GpuDType dtype) {
+  const std::string device = sm90_device_name();
+  const std::string type = dtype == GpuDType::kBFloat16 ? "bf16" : "fp16";
+  return {"GPU " + type + " (" + device + ")",
+          [dtype](const void* descriptor, const AttentionProblem& p,
+                  const BackendOptions& options) { return run_gpu(dtype, descriptor, p, options); },
+          [dtype](float x) { return decode(encode(x, dtype), dtype); }};
+}
+
+}  // namespace cm::cli

@@ -1,0 +1,25 @@
+// The GPU backend of `compilemask run --gpu`: the sm90 forward and backward kernels of
+// include/compilemask/cuda.h and cuda_backward.h on the run's random problem. gpu_backend.cpp
+// is compiled only in builds that have the cm_cuda library (they define CM_CLI_GPU); this
+// header names no CUDA type.
+#pragma once
+
+#include "attention_backend.h"
+
+namespace cm::cli {
+
+enum class GpuDType { kBFloat16, kFloat16 };
+
+// Checks that device 0 can run the sm90 kernels and returns the backend for `dtype`.
+// Throws std::runtime_error "no CUDA device: ..." when the driver or the device is missing, and
+// one naming the device when it is not compute capability 9.0.
+//
+// The backend's run(): uploads Q, K, V (and dO) in `dtype`, [B, H, S, D] layout; fills the
+// outputs with NaN so that unwritten elements show; runs forward() (then backward() on the
+// forward's own O and LSE) once to warm up and five more times; reports the median time
+// by CUDA events; returns the outputs converted to float. Its round_to_storage rounds to `dtype`.
+// Preconditions (checked by `run` before): head_dim is 64 or 128, the descriptor's tiles are
+// 128x128.
+AttentionBackend gpu_backend(GpuDType dtype);
+
+}  // namespace cm::cli
