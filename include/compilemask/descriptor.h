@@ -49,20 +49,20 @@ struct Header {
   int32_t num_patterns;
   int32_t num_grid_formulas;
   int32_t reserved0;
-  uint32_t instance_map_offset;  // int32[batch * heads]: instance index of (b, h) at b*heads + h
-  uint32_t instances_offset;     // Instance[num_instances]
-  uint32_t patterns_offset;      // Pattern[num_patterns]
-  uint32_t grid_formulas_offset; // GridFormula[num_grid_formulas]
+  uint32_t instance_map_offset;   // int32[batch * heads]: instance index of (b, h) at b*heads + h
+  uint32_t instances_offset;      // Instance[num_instances]
+  uint32_t patterns_offset;       // Pattern[num_patterns]
+  uint32_t grid_formulas_offset;  // GridFormula[num_grid_formulas]
 };
 static_assert(sizeof(Header) == 80, "descriptor header layout is part of the format");
 
 // One distinct mask. Offsets point at arrays inside the blob.
 struct Instance {
-  uint32_t q_tiles_offset;   // TileRow[num_q_tiles]: forward form, one row per query tile
-  uint32_t k_tiles_offset;   // TileRow[num_k_tiles]: transposed form, one row per key tile
-  uint32_t fwd_order_offset; // uint16[num_q_tiles]: query tiles by descending cost (LPT order)
-  uint32_t bwd_order_offset; // uint16[num_k_tiles]: key tiles by descending cost
-  uint64_t visible_pairs;    // exact number of visible (q, k) pairs of this mask
+  uint32_t q_tiles_offset;    // TileRow[num_q_tiles]: forward form, one row per query tile
+  uint32_t k_tiles_offset;    // TileRow[num_k_tiles]: transposed form, one row per key tile
+  uint32_t fwd_order_offset;  // uint16[num_q_tiles]: query tiles by descending cost (LPT order)
+  uint32_t bwd_order_offset;  // uint16[num_k_tiles]: key tiles by descending cost
+  uint64_t visible_pairs;     // exact number of visible (q, k) pairs of this mask
   uint64_t reserved0;
 };
 static_assert(sizeof(Instance) == 32, "descriptor layout");
@@ -116,11 +116,11 @@ CM_HD bool is_grid_kind(uint8_t kind) {
 }
 
 struct Pattern {
-  uint8_t kind;      // PatternKind
+  uint8_t kind;  // PatternKind
   uint8_t reserved;
-  uint16_t count;    // number of RowBand entries (bands and grid kinds)
+  uint16_t count;  // number of RowBand entries (bands and grid kinds)
   uint32_t data_offset;
-  int32_t formula;   // GridFormula index for the grid kinds, else -1
+  int32_t formula;  // GridFormula index for the grid kinds, else -1
   uint32_t reserved1;
 };
 static_assert(sizeof(Pattern) == 16, "descriptor layout");
@@ -146,12 +146,12 @@ enum GridShape : int32_t {
 // Query rows in [q_lo, q_hi) whose position lies on the grid see the grid keys around them.
 // Only the part of the neighbourhood inside the grid is visible.
 struct GridFormula {
-  int32_t q_lo, q_hi;           // query rows the formula applies to
-  int32_t start;                // first token of the grid (keys)
-  int32_t center_start;         // first token of the grid the query's centre lies on
-  int32_t frames, rows, cols;   // grid extent; frames == 1 for 2D grids
-  int32_t shape;                // GridShape
-  int32_t rt, ry, rx;           // radii
+  int32_t q_lo, q_hi;          // query rows the formula applies to
+  int32_t start;               // first token of the grid (keys)
+  int32_t center_start;        // first token of the grid the query's centre lies on
+  int32_t frames, rows, cols;  // grid extent; frames == 1 for 2D grids
+  int32_t shape;               // GridShape
+  int32_t rt, ry, rx;          // radii
   int32_t reserved;
 };
 static_assert(sizeof(GridFormula) == 48, "descriptor layout");
@@ -163,7 +163,9 @@ CM_HD const T* at(const void* blob, uint32_t offset) {
   return reinterpret_cast<const T*>(static_cast<const unsigned char*>(blob) + offset);
 }
 
-CM_HD const Header& header(const void* blob) { return *at<Header>(blob, 0); }
+CM_HD const Header& header(const void* blob) {
+  return *at<Header>(blob, 0);
+}
 
 CM_HD int instance_of(const void* blob, int b, int h) {
   const Header& hd = header(blob);
