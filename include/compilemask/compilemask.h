@@ -22,6 +22,7 @@ namespace cm {
 namespace ir {
 struct Program;
 }
+struct MaskCode;  // the program's row expressions, flattened once for evaluation
 
 // A problem found in a mask program, with its position (1-based line and column).
 struct Diagnostic {
@@ -131,6 +132,7 @@ class Mask {
 
  private:
   std::shared_ptr<const ir::Program> program_;
+  std::shared_ptr<const MaskCode> code_;
 };
 
 struct CompileResult {

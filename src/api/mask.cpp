@@ -28,7 +28,15 @@ uint64_t hash_rows(const InstanceRows& rows) {
 
 }  // namespace
 
-Mask::Mask(std::shared_ptr<const ir::Program> program) : program_(std::move(program)) {}
+// Flattening the row expressions depends only on the program, so it happens once here and
+// every specialize call reuses it.
+struct MaskCode {
+  std::vector<RegionCode> regions;
+};
+
+Mask::Mask(std::shared_ptr<const ir::Program> program)
+    : program_(std::move(program)),
+      code_(std::make_shared<const MaskCode>(MaskCode{compile_regions(*program_)})) {}
 
 const std::string& Mask::name() const {
   return program_->name;
@@ -45,7 +53,7 @@ std::vector<ParamInfo> Mask::params() const {
 Plan Mask::specialize(const Params& params, const Dims& dims, const Tiling& tiling) const {
   const auto started = std::chrono::steady_clock::now();
   const Bindings bindings = bind(*program_, params, dims);
-  const std::vector<RegionCode> regions = compile_regions(*program_);
+  const std::vector<RegionCode>& regions = code_->regions;
   // Only the dimensions the mask reads get separate instances.
   const int32_t batches = program_->uses_batch ? dims.batch : 1;
   const int32_t heads = program_->uses_head ? dims.heads : 1;
