@@ -161,14 +161,12 @@ class RowLister {
 
 class RowEvaluator {
  public:
-  RowEvaluator(const ir::Program& program, const Bindings& bindings, const Dims& dims,
-               bool use_formulas)
+  RowEvaluator(const ir::Program& program, const Bindings& bindings, const Dims& dims)
       : program_(program),
         machine_(program, bindings),
         bindings_(bindings),
         nq_(static_cast<int32_t>(dims.nq)),
         nk_(static_cast<int32_t>(dims.nk)),
-        use_formulas_(use_formulas),
         lister_(nq_, nk_) {}
 
   InstanceRows run(const std::vector<RegionCode>& regions, int32_t b, int32_t h) {
@@ -262,9 +260,8 @@ class RowEvaluator {
       affine_terms_.assign(1, 0);
       std::optional<AffineRows> affine;
       for (const TermCode& term : r.keys) {
-        const int32_t formula = use_formulas_ && term.grid != ir::kNone
-                                    ? make_formula(r, term.grid, rows.lo, rows.hi)
-                                    : -1;
+        const int32_t formula =
+            term.grid != ir::kNone ? make_formula(r, term.grid, rows.lo, rows.hi) : -1;
         if (formula >= 0) {
           assign_formula(formula);
           continue;
@@ -358,7 +355,6 @@ class RowEvaluator {
   Machine machine_;
   const Bindings& bindings_;
   int32_t nq_, nk_;
-  bool use_formulas_;
   RowLister lister_;
   // The affine key terms of the current query range: term t owns affine_pieces_
   // [affine_terms_[t], affine_terms_[t + 1]); affine_cursor_ walks them row by row.
@@ -379,9 +375,8 @@ int64_t RowIntervals::visible_pairs() const {
 }
 
 InstanceRows evaluate_rows(const ir::Program& program, const std::vector<RegionCode>& regions,
-                           const Bindings& bindings, const Dims& dims, int32_t b, int32_t h,
-                           bool use_formulas) {
-  return RowEvaluator(program, bindings, dims, use_formulas).run(regions, b, h);
+                           const Bindings& bindings, const Dims& dims, int32_t b, int32_t h) {
+  return RowEvaluator(program, bindings, dims).run(regions, b, h);
 }
 
 }  // namespace cm

@@ -12,7 +12,7 @@ namespace cm {
 // for `program` and `dims`.
 // Postconditions: for every row q in [0, nq), the result describes exactly the keys in [0, nk)
 // visible to q at (b, h), as row_intervals.h defines: without formulas in `all`; with them
-// (neighbourhood terms whose grid lies inside [0, nk), when `use_formulas` is set) as
+// (neighbourhood terms whose grid lies inside [0, nk)) as
 // `residual` plus the row's formula, `all` left empty. Listed intervals are sorted, disjoint
 // and non-adjacent. A row gets at most one formula; a second neighbourhood term on the same
 // row is listed explicitly.
@@ -20,7 +20,6 @@ namespace cm {
 // O(1) each.
 // Throws cm::Error for evaluation errors (division by zero, index out of range...).
 InstanceRows evaluate_rows(const ir::Program& program, const std::vector<RegionCode>& regions,
-                           const Bindings& bindings, const Dims& dims, int32_t b, int32_t h,
-                           bool use_formulas = true);
+                           const Bindings& bindings, const Dims& dims, int32_t b, int32_t h);
 
 }  // namespace cm
