@@ -27,11 +27,13 @@ VOCAB, TASTES, CTX, TARGETS, MAX_LEN = 512, 16, 2, 4, 512
 
 def make_batch(rng: np.random.Generator, tokens: int, device: torch.device):
     """(items, positions, targets, loss mask, sequence offsets) of one packed batch."""
+    shortest = CTX + TARGETS + 2
     lengths = []
-    while sum(lengths) < tokens:
-        lengths.append(int(min(rng.integers(32, MAX_LEN), tokens - sum(lengths))))
-    if lengths[-1] < CTX + TARGETS + 2:  # fold a too-short tail into the previous sequence
-        lengths[-2] += lengths.pop()
+    while sum(lengths) < tokens:  # below MAX_LEN even after a tail is folded in
+        lengths.append(int(min(rng.integers(32, MAX_LEN - shortest), tokens - sum(lengths))))
+    if lengths[-1] < shortest:  # fold a too-short tail into the previous sequence
+        tail = lengths.pop()
+        lengths[-1] += tail
     items, positions, predict = [], [], []
     for length in lengths:
         taste = int(rng.integers(1, TASTES))

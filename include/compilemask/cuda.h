@@ -39,7 +39,7 @@ inline constexpr int64_t kPingpongMaxPartialShare = 4;
 
 // A [batch, rows, heads, head_dim] tensor by element strides; head_dim must be contiguous.
 // [B, S, H, D] and [B, H, S, D] are two choices of strides. In the packed layout ([T, H, D],
-// see ForwardArgs::q_offsets) stride_b is ignored.
+// see Problem::q_offsets) stride_b is ignored.
 struct TensorRef {
   const void* data = nullptr;
   int64_t stride_b = 0;
@@ -47,7 +47,9 @@ struct TensorRef {
   int64_t stride_h = 0;
 };
 
-struct ForwardArgs {
+// The attention problem that forward() and backward() share: element type, sizes, the
+// forward's tensors and LSE, and the packed layout.
+struct Problem {
   DType dtype = DType::kBFloat16;
   int32_t batch = 1;
   int32_t heads_q = 1;
@@ -56,15 +58,13 @@ struct ForwardArgs {
   int32_t nk = 0;        // key rows per sequence; must equal the descriptor's nk
   int32_t head_dim = 0;  // 64 or 128
   float scale = 0.f;     // softmax scale; 0 means 1/sqrt(head_dim)
-  Mainloop mainloop = Mainloop::kAuto;
-
   TensorRef q, k, v;
-  TensorRef out;  // written; same dtype as q
+  TensorRef out;  // same dtype as q; forward() writes it (through a cast), backward() reads it
   // Natural-log LSE, float32, row stride 1: lse[b * lse_stride_b + h * lse_stride_h + row].
-  float* lse = nullptr;
+  // forward() writes it (through a cast), backward() reads it.
+  const float* lse = nullptr;
   int64_t lse_stride_b = 0;
   int64_t lse_stride_h = 0;
-
   // Packed layout [T, H, D]: when set, device arrays of `batch` int32 row offsets; sequence b
   // occupies rows [q_offsets[b], q_offsets[b] + nq) of q/out (and of the LSE rows) and rows
   // [k_offsets[b], k_offsets[b] + nk) of k/v. total_q and total_k are T of each tensor.
@@ -73,6 +73,10 @@ struct ForwardArgs {
   const int32_t* k_offsets = nullptr;
   int64_t total_q = 0;
   int64_t total_k = 0;
+};
+
+struct ForwardArgs : Problem {
+  Mainloop mainloop = Mainloop::kAuto;
 };
 
 // A non-owning pair: the descriptor in host memory (read for validation and the launch

@@ -17,34 +17,11 @@
 
 namespace cm::cuda {
 
-struct BackwardArgs {
-  DType dtype = DType::kBFloat16;
-  int32_t batch = 1;
-  int32_t heads_q = 1;
-  int32_t heads_kv = 1;  // heads_q must be a multiple (GQA/MQA)
-  int32_t nq = 0;        // must equal the descriptor's nq
-  int32_t nk = 0;        // must equal the descriptor's nk
-  int32_t head_dim = 0;  // 64 or 128
-  float scale = 0.f;     // softmax scale of the forward; 0 means 1/sqrt(head_dim)
-
-  // Inputs: the forward's q, k, v, its output and LSE, and the output gradient. Same layout
-  // rules as ForwardArgs (strides in elements, head_dim contiguous, 16-byte alignment).
-  TensorRef q, k, v;
-  TensorRef out;
-  TensorRef dout;
-  const float* lse = nullptr;  // natural log, row stride 1, as forward() writes it
-  int64_t lse_stride_b = 0;
-  int64_t lse_stride_h = 0;
-
+// The forward's problem (its q, k, v, out and LSE are read) and the output gradient.
+struct BackwardArgs : Problem {
+  TensorRef dout;  // same layout rules as q (strides in elements, head_dim contiguous)
   // Outputs, written (their data pointers are cast to writable): dq like q, dk and dv like k.
   TensorRef dq, dk, dv;
-
-  // Packed layout [T, H, D], as in ForwardArgs.
-  const int32_t* q_offsets = nullptr;
-  const int32_t* k_offsets = nullptr;
-  int64_t total_q = 0;
-  int64_t total_k = 0;
-
   // Bitwise-identical dQ, dK and dV across runs (dQ adds ordered by key tile); slower.
   bool deterministic = false;
 };

@@ -10,7 +10,6 @@
 
 #include <cuda.h>
 
-#include <cmath>
 #include <string>
 
 namespace cm::cuda {
@@ -53,26 +52,13 @@ WorkspaceLayout workspace_layout(int32_t batch, int32_t heads_q, int32_t nq, int
 // Validates args against the descriptor header; throws cm::Error naming the broken rule.
 void validate(const DescriptorView& d, const BackwardArgs& a) {
   const desc::Header& h = check.descriptor(d, kTile);
-  check.dtype(a.dtype);
-  check.require(a.heads_kv >= 1, "heads_kv must be >= 1");
-  check.heads_group(a.heads_q, a.heads_kv);
-  check.require(a.nk >= 1, "nk must be >= 1");
-  check.scale(a.scale);
-  check.fits_header(h, kTile, a.batch, a.heads_q, a.nq, a.nk);
+  const bool packed = check.problem(h, kTile, a);
   check.require(int64_t{a.batch} * a.heads_kv < (int64_t{1} << 31),
                 "batch * heads_kv is too large");
-
-  const bool packed =
-      check.packed_layout(a.q_offsets, a.k_offsets, a.total_q, a.total_k, a.nq, a.nk);
-  check.tensor(a.q, "q", packed);
-  check.tensor(a.k, "k", packed);
-  check.tensor(a.v, "v", packed);
-  check.tensor(a.out, "out", packed);
   check.tensor(a.dout, "dout", packed);
   check.tensor(a.dq, "dq", packed);
   check.tensor(a.dk, "dk", packed);
   check.tensor(a.dv, "dv", packed);
-  check.lse(a.lse, a.lse_stride_h, a.lse_stride_b);
 }
 
 template <sm90::ElementKind kElement>
@@ -121,8 +107,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   ws.dsum = reinterpret_cast<float*>(base + layout.dsum);
   ws.dq_accum = reinterpret_cast<float*>(base + layout.dq_accum);
   ws.semaphores = reinterpret_cast<int32_t*>(base + layout.semaphores);
-  const float scale =
-      args.scale != 0.f ? args.scale : 1.f / std::sqrt(static_cast<float>(args.head_dim));
+  const float scale = host::softmax_scale(args);
   const auto batch_stride = [&](const TensorRef& t) { return packed ? 0 : t.stride_b; };
 
   sm90::BwdPrepParams prep{};

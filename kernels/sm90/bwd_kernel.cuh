@@ -22,6 +22,7 @@
 
 #include "bwd_params.h"
 #include "sync.cuh"
+#include "wgmma.cuh"
 
 #include <compilemask/descriptor.h>
 
@@ -44,7 +45,6 @@ struct BwdConfig {
   static constexpr int kStages = 2;             // Q/dO pipeline depth
   static constexpr int kConsumerThreads = 256;
   static constexpr int kThreads = 128 + kConsumerThreads;
-  static constexpr int kConsumerWarps = kConsumerThreads / 32;
   static constexpr int kBoxCols = 64;  // TMA box width: 128 bytes, the swizzle span
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dims 64 and 128 are instantiated");
   // setmaxnreg split of the 168 x 384 registers the launch reserves: head dim 128 gives the
@@ -115,31 +115,6 @@ struct BwdConfig {
   static_assert(cosize_v<LayoutQt> == kStages * kBlockM * kHeadDim, "Qᵀ layout is dense");
   static_assert(cosize_v<LayoutdS> == kBlockM * kBlockN, "dS layout is dense");
 };
-
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Issues the wgmma k-blocks of C (+)= A B and commits them as one group; the caller waits.
-// A register A operand is fenced like the accumulator, so that the compiler neither defers
-// its definition past the issue nor moves later writes above the wait.
-template <bool kZeroInit, bool kRegisterA, class Mma, class TA, class TB, class TC>
-__device__ __forceinline__ void wgmma(Mma& mma, TA& a, const TB& b, TC& c) {
-  if constexpr (kRegisterA) warpgroup_fence_operand(a);
-  warpgroup_fence_operand(c);
-  warpgroup_arrive();
-  mma.accumulate_ = kZeroInit ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
-  CUTE_UNROLL
-  for (int kb = 0; kb < size<2>(a); ++kb) {
-    cute::gemm(mma, a(_, _, kb), b(_, _, kb), c);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-  warpgroup_fence_operand(c);
-  if constexpr (kRegisterA) warpgroup_fence_operand(a);
-}
 
 // The key tile n of kv head hk of sequence b.
 struct BwdItem {
@@ -372,10 +347,11 @@ struct BwdConsumer {
 
   __device__ void sync_consumers() const { named_sync(kBarrier, Config::kConsumerThreads); }
 
-  __device__ void release(uint64_t& bar) const {
-    __syncwarp();
-    if (tid % 32 == 0) arrive_barrier(bar);
-  }
+  // Every consumer thread arrives, not one per warp: each has read lse_log2 and dsum of the
+  // stage with ordinary loads, and the producer's next bulk copy overwrites them, so each
+  // reader's own arrival orders its reads before that write (compute-sanitizer racecheck
+  // reports the one-arrival-per-warp form).
+  __device__ void release(uint64_t& bar) const { arrive_barrier(bar); }
 
   // ss.visible for the step's 64 rows: thread t computes keys [32 (t % 4), +32) of row t / 4,
   // from the pattern's intervals (all keys for a full tile) cut at nk; rows past nq see none.
@@ -487,8 +463,8 @@ struct BwdConsumer {
       // Sᵀ and dPᵀ: element (e, h, j) is key key0 + 8h, step row 8j + col0 + e.
       Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      wgmma<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, st.stage), tSrS);
-      wgmma<true, false>(mma_sdp, tSrV, tSrdO(_, _, _, st.stage), tSrdP);
+      wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, st.stage), tSrS);
+      wgmma<true>(mma_sdp, tSrV, tSrdO(_, _, _, st.stage), tSrdP);
       // Bit i of keep: element i of this thread's Sᵀ is visible.
       uint32_t keep = ~0u;
       const Fragment mask_frag(fresh_consumer_tid());
@@ -533,8 +509,8 @@ struct BwdConsumer {
         }
       }
       // dV and dK take P and dS from registers: they run while dS goes through shared memory.
-      wgmma<false, true>(mma_kv, tPrP, tKVrdOt(_, _, _, st.stage), tdVrdV);
-      wgmma<false, true>(mma_kv, tdSrdS, tKVrQt(_, _, _, st.stage), tdKrdK);
+      wgmma<false>(mma_kv, tPrP, tKVrdOt(_, _, _, st.stage), tdVrdV);
+      wgmma<false>(mma_kv, tdSrdS, tKVrQt(_, _, _, st.stage), tdKrdK);
       // dS to shared memory as (step row, key), row pairs e = 0, 1 in one 32-bit store.
       const Fragment store_frag(fresh_consumer_tid());
       CUTE_UNROLL
@@ -553,7 +529,7 @@ struct BwdConsumer {
 
       // dQ_step: element (e, h, j) is step row row0 + 8h, column (D / 2) wg + 8j + col0 + e.
       Tensor tQrdQ = partition_fragment_C(mma_q, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-      wgmma<true, false>(mma_q, tQrdS, tQrKt, tQrdQ);
+      wgmma<true>(mma_q, tQrdS, tQrKt, tQrdQ);
       warpgroup_wait<0>();
       release(ss.step_empty[st.stage]);
       st.advance();
@@ -633,7 +609,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     Barrier::init(&ss->kv_full, 1);
     for (int s = 0; s < Config::kStages; ++s) {
       Barrier::init(&ss->step_full[s], 1);
-      Barrier::init(&ss->step_empty[s], Config::kConsumerWarps);
+      Barrier::init(&ss->step_empty[s], Config::kConsumerThreads);
     }
     cutlass::arch::fence_barrier_init();
   }

@@ -19,6 +19,36 @@ cm::cuda::TensorRef tensor(const void* data, const int64_t* strides_bsh) {
   return {data, strides_bsh[0], strides_bsh[1], strides_bsh[2]};
 }
 
+// The fields cm_cuda_forward and cm_cuda_backward share, from their C arguments.
+cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int nq, int nk,
+                          int head_dim, float scale, const void* q, const int64_t* q_strides,
+                          const void* k, const int64_t* k_strides, const void* v,
+                          const int64_t* v_strides, const void* out, const int64_t* out_strides,
+                          const float* lse, const int64_t* lse_strides, const int32_t* q_offsets,
+                          const int32_t* k_offsets, int64_t total_q, int64_t total_k) {
+  cm::cuda::Problem p;
+  p.dtype = static_cast<cm::cuda::DType>(dtype);
+  p.batch = batch;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.nq = nq;
+  p.nk = nk;
+  p.head_dim = head_dim;
+  p.scale = scale;
+  p.q = tensor(q, q_strides);
+  p.k = tensor(k, k_strides);
+  p.v = tensor(v, v_strides);
+  p.out = tensor(out, out_strides);
+  p.lse = lse;
+  p.lse_stride_b = lse_strides[0];
+  p.lse_stride_h = lse_strides[1];
+  p.q_offsets = q_offsets;
+  p.k_offsets = k_offsets;
+  p.total_q = total_q;
+  p.total_k = total_k;
+  return p;
+}
+
 // Runs `call`; returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA or
 // other failure, with the message copied into error[error_len].
 template <typename Call>
@@ -57,27 +87,11 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
                     char* error, size_t error_len) {
   return return_code(
       [&] {
-        cm::cuda::ForwardArgs args;
-        args.dtype = static_cast<cm::cuda::DType>(dtype);
-        args.batch = batch;
-        args.heads_q = heads_q;
-        args.heads_kv = heads_kv;
-        args.nq = nq;
-        args.nk = nk;
-        args.head_dim = head_dim;
-        args.scale = scale;
-        args.mainloop = static_cast<cm::cuda::Mainloop>(mainloop);
-        args.q = tensor(q, q_strides);
-        args.k = tensor(k, k_strides);
-        args.v = tensor(v, v_strides);
-        args.out = tensor(out, out_strides);
-        args.lse = lse;
-        args.lse_stride_b = lse_strides[0];
-        args.lse_stride_h = lse_strides[1];
-        args.q_offsets = q_offsets;
-        args.k_offsets = k_offsets;
-        args.total_q = total_q;
-        args.total_k = total_k;
+        const cm::cuda::ForwardArgs args{
+            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, q, q_strides, k,
+                    k_strides, v, v_strides, out, out_strides, lse, lse_strides, q_offsets,
+                    k_offsets, total_q, total_k),
+            static_cast<cm::cuda::Mainloop>(mainloop)};
         cm::cuda::forward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,
                           static_cast<cudaStream_t>(stream));
       },
@@ -110,31 +124,15 @@ int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device,
                      size_t error_len) {
   return return_code(
       [&] {
-        cm::cuda::BackwardArgs args;
-        args.dtype = static_cast<cm::cuda::DType>(dtype);
-        args.batch = batch;
-        args.heads_q = heads_q;
-        args.heads_kv = heads_kv;
-        args.nq = nq;
-        args.nk = nk;
-        args.head_dim = head_dim;
-        args.scale = scale;
-        args.q = tensor(q, q_strides);
-        args.k = tensor(k, k_strides);
-        args.v = tensor(v, v_strides);
-        args.out = tensor(out, out_strides);
-        args.dout = tensor(dout, dout_strides);
-        args.lse = lse;
-        args.lse_stride_b = lse_strides[0];
-        args.lse_stride_h = lse_strides[1];
-        args.dq = tensor(dq, dq_strides);
-        args.dk = tensor(dk, dk_strides);
-        args.dv = tensor(dv, dv_strides);
-        args.q_offsets = q_offsets;
-        args.k_offsets = k_offsets;
-        args.total_q = total_q;
-        args.total_k = total_k;
-        args.deterministic = deterministic != 0;
+        const cm::cuda::BackwardArgs args{
+            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, q, q_strides, k,
+                    k_strides, v, v_strides, out, out_strides, lse, lse_strides, q_offsets,
+                    k_offsets, total_q, total_k),
+            tensor(dout, dout_strides),
+            tensor(dq, dq_strides),
+            tensor(dk, dk_strides),
+            tensor(dv, dv_strides),
+            deterministic != 0};
         cm::cuda::backward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,
                            static_cast<cudaStream_t>(stream));
       },

@@ -13,6 +13,7 @@
 #include "fwd_params.h"
 #include "sync.cuh"
 #include "tile_mask.cuh"
+#include "wgmma.cuh"
 
 #include <compilemask/descriptor.h>
 
@@ -154,12 +155,6 @@ class KeyTileCursor {
   int at_ = 0, end_ = 0, pattern_ = -1;
 };
 
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -168,29 +163,6 @@ __device__ __forceinline__ float quad_max(float x) {
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
-// Issues the wgmma k-blocks of C (+)= A B and commits them as one group; the caller waits.
-// An A operand held in registers (P) is fenced like the accumulator, so that the compiler
-// does not defer its definition past the issue. Callers fence the accumulator (and P) again
-// right after the matching warpgroup_wait, so that no read or write of those registers is
-// scheduled while the wgmma may still be using them.
-template <bool kZeroInit, class Mma, class TA, class TB, class TC>
-__device__ __forceinline__ void gemm(Mma& mma, TA& a, const TB& b, TC& c) {
-  constexpr bool kRegisterA =
-      !std::is_same_v<std::remove_cv_t<typename TA::value_type>, cute::GmmaDescriptor>;
-  if constexpr (kRegisterA) warpgroup_fence_operand(a);
-  warpgroup_fence_operand(c);
-  warpgroup_arrive();
-  mma.accumulate_ = kZeroInit ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
-  CUTE_UNROLL
-  for (int kb = 0; kb < size<2>(a); ++kb) {
-    cute::gemm(mma, a(_, _, kb), b(_, _, kb), c);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-  warpgroup_fence_operand(c);
-  if constexpr (kRegisterA) warpgroup_fence_operand(a);
 }
 
 template <class Config>
@@ -489,7 +461,7 @@ struct Consumer {
             Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
             wait_barrier(ss.k_full[kv.stage], kv.phase);
             wait_turn();
-            gemm<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
+            wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             pass_turn();
             warpgroup_wait<0>();
             warpgroup_fence_operand(tSrS);
@@ -508,8 +480,8 @@ struct Consumer {
             wait_barrier(ss.k_full[kv.stage], kv.phase);
             wait_barrier(ss.v_full[prev.stage], prev.phase);
             wait_turn();
-            gemm<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
-            gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, prev.stage), tOrO);
+            wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
+            wgmma<false>(mma_pv, tOrP, tOrVt(_, _, _, prev.stage), tOrO);
             pass_turn();
             warpgroup_wait<1>();
             warpgroup_fence_operand(tSrS);
@@ -530,7 +502,7 @@ struct Consumer {
           }
           wait_barrier(ss.v_full[prev.stage], prev.phase);
           wait_turn();
-          gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, prev.stage), tOrO);
+          wgmma<false>(mma_pv, tOrP, tOrVt(_, _, _, prev.stage), tOrO);
           pass_turn();
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
@@ -540,7 +512,7 @@ struct Consumer {
           while (cursor.next(n, pattern)) {
             Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
             wait_barrier(ss.k_full[kv.stage], kv.phase);
-            gemm<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
+            wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             warpgroup_wait<0>();
             warpgroup_fence_operand(tSrS);
             release(ss.k_empty[kv.stage]);
@@ -553,7 +525,7 @@ struct Consumer {
             Tensor tOrP = make_tensor<Element>(PLayout{});
             convert(tSrS, tOrP);
             wait_barrier(ss.v_full[kv.stage], kv.phase);
-            gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, kv.stage), tOrO);
+            wgmma<false>(mma_pv, tOrP, tOrVt(_, _, _, kv.stage), tOrO);
             warpgroup_wait<0>();
             warpgroup_fence_operand(tOrO);
             warpgroup_fence_operand(tOrP);

@@ -98,4 +98,26 @@ void LaunchChecks::lse(const float* lse, int64_t stride_h, int64_t stride_b) con
   require(stride_h >= 0 && stride_b >= 0, "lse strides must be >= 0");
 }
 
+bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) const {
+  dtype(a.dtype);
+  require(a.head_dim == 64 || a.head_dim == 128,
+          "head_dim " + std::to_string(a.head_dim) + " is not supported (64 or 128)");
+  require(a.batch >= 1 && a.heads_q >= 1 && a.heads_kv >= 1, "batch and heads must be >= 1");
+  heads_group(a.heads_q, a.heads_kv);
+  require(a.nq >= 1 && a.nk >= 1, "nq and nk must be >= 1");
+  scale(a.scale);
+  fits_header(h, tile, a.batch, a.heads_q, a.nq, a.nk);
+  const bool packed = packed_layout(a.q_offsets, a.k_offsets, a.total_q, a.total_k, a.nq, a.nk);
+  tensor(a.q, "q", packed);
+  tensor(a.k, "k", packed);
+  tensor(a.v, "v", packed);
+  tensor(a.out, "out", packed);
+  lse(a.lse, a.lse_stride_h, a.lse_stride_b);
+  return packed;
+}
+
+float softmax_scale(const Problem& a) {
+  return a.scale != 0.f ? a.scale : 1.f / std::sqrt(static_cast<float>(a.head_dim));
+}
+
 }  // namespace cm::cuda::host

@@ -1,6 +1,7 @@
-// Problem checks shared by the sm90 launchers (launch.cu for the forward, bwd_host.cu for the
-// backward). Each check throws cm::Error, or cm::cuda::CudaError for a CUDA failure, with a
-// message that starts with the entry point's name and states the broken rule.
+// Problem checks (and the softmax scale) shared by the sm90 launchers (launch.cu for the
+// forward, bwd_host.cu for the backward). Each check throws cm::Error, or
+// cm::cuda::CudaError for a CUDA failure, with a message that starts with the entry point's
+// name and states the broken rule.
 #pragma once
 
 #include <compilemask/cuda.h>
@@ -52,8 +53,16 @@ class LaunchChecks {
 
   void lse(const float* lse, int64_t stride_h, int64_t stride_b) const;  // set, strides >= 0
 
+  // Everything above for the fields forward and backward share: dtype, head dim 64 or 128,
+  // sizes >= 1 that fit the header `h` (tile x tile tiles), GQA grouping, scale, layout, and
+  // q, k, v, out and the LSE. Returns whether the layout is packed.
+  bool problem(const desc::Header& h, int tile, const Problem& a) const;
+
  private:
   const char* entry_;
 };
+
+// The scale the kernels apply: Problem::scale, or 1/sqrt(head_dim) for 0.
+float softmax_scale(const Problem& a);
 
 }  // namespace cm::cuda::host

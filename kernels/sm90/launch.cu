@@ -9,7 +9,6 @@
 
 #include <cuda.h>
 
-#include <cmath>
 #include <string>
 
 namespace cm::cuda {
@@ -21,27 +20,12 @@ constexpr host::LaunchChecks check{"cm::cuda::forward"};
 // Validates args against the descriptor header; throws cm::Error naming the broken rule.
 void validate(const DescriptorView& d, const ForwardArgs& a) {
   const desc::Header& h = check.descriptor(d, kTile);
-  check.dtype(a.dtype);
+  check.problem(h, kTile, a);
   check.require(a.mainloop == Mainloop::kAuto || a.mainloop == Mainloop::kSerial ||
                     a.mainloop == Mainloop::kPingpong,
                 "mainloop must be kAuto, kSerial or kPingpong");
-  check.require(a.head_dim == 64 || a.head_dim == 128,
-                "head_dim " + std::to_string(a.head_dim) + " is not supported (64 or 128)");
-  check.require(a.batch >= 1 && a.heads_q >= 1 && a.heads_kv >= 1, "batch and heads must be >= 1");
-  check.heads_group(a.heads_q, a.heads_kv);
-  check.require(a.nq >= 1 && a.nk >= 1, "nq and nk must be >= 1");
-  check.scale(a.scale);
-  check.fits_header(h, kTile, a.batch, a.heads_q, a.nq, a.nk);
   const int64_t items = int64_t{h.num_q_tiles} * a.batch * a.heads_q;
   check.require(items < (int64_t{1} << 31), "too many (batch, head, query tile) work items");
-
-  const bool packed =
-      check.packed_layout(a.q_offsets, a.k_offsets, a.total_q, a.total_k, a.nq, a.nk);
-  check.tensor(a.q, "q", packed);
-  check.tensor(a.k, "k", packed);
-  check.tensor(a.v, "v", packed);
-  check.tensor(a.out, "out", packed);
-  check.lse(a.lse, a.lse_stride_h, a.lse_stride_b);
 }
 
 // Pingpong pays off only on long rows of mostly full key tiles: the serial mainloop's two
@@ -122,15 +106,14 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   p.desc_batch = h.batch;
   p.desc_heads = h.heads;
   p.total_items = h.num_q_tiles * args.batch * args.heads_q;
-  const float scale = args.scale != 0.f ? args.scale : 1.f / std::sqrt(float(args.head_dim));
-  p.scale_log2 = scale * 1.4426950408889634f;
+  p.scale_log2 = host::softmax_scale(args) * 1.4426950408889634f;
   p.q_offsets = args.q_offsets;
   p.k_offsets = args.k_offsets;
   p.out = const_cast<void*>(args.out.data);
   p.out_stride_b = packed ? 0 : args.out.stride_b;
   p.out_stride_s = args.out.stride_s;
   p.out_stride_h = args.out.stride_h;
-  p.lse = args.lse;
+  p.lse = const_cast<float*>(args.lse);
   p.lse_stride_b = packed ? 0 : args.lse_stride_b;
   p.lse_stride_h = args.lse_stride_h;
   p.work_counter = static_cast<int32_t*>(workspace);

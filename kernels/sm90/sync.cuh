@@ -1,4 +1,4 @@
-// Synchronisation primitives of the sm90 forward kernel: mbarrier waits with phase tracking,
+// Synchronisation primitives of the sm90 kernels: mbarrier waits with phase tracking,
 // TMA tile loads completing on an mbarrier, and named barriers among consumer warps.
 #pragma once
 

@@ -42,9 +42,8 @@ struct Packing {
   int64_t total_q, total_k;
 };
 
-// Fills the fields ForwardArgs and BackwardArgs share.
-template <class Args>
-void set_common(Args& args, const Dims& dims, float scale, const Packing& packing) {
+// Fills the sizes and packing of the problem ForwardArgs and BackwardArgs share.
+void set_common(cm::cuda::Problem& args, const Dims& dims, float scale, const Packing& packing) {
   args.dtype = static_cast<cm::cuda::DType>(dims[0]);
   args.batch = dims[1];
   args.heads_q = dims[2];

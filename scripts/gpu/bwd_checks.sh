@@ -8,7 +8,7 @@
 #
 # Usage: scripts/gpu/bwd_checks.sh [STAGE...]   stages: build test sanitize bench (default: all)
 # Environment: OUT (output folder; default ./out/bwd), CM_BUILD (build folder; default
-# build-device, shared with scripts/gpu/run_all.sh), CM_WORKLOADS (folder with workloads.py;
+# build-device, shared with scripts/gpu/fwd_checks.sh), CM_WORKLOADS (folder with workloads.py;
 # default the first of shared_ref, third_party/shared_reference, ../shared/reference),
 # BENCH_LENS, BENCH_MASKS, BENCH_BUDGET (seconds after which no new benchmark row starts).
 set -uo pipefail
@@ -56,19 +56,11 @@ if wants test; then
 fi
 
 if wants sanitize; then
-  start=$(date +%s)
   # Small shapes: causal bf16 d128 (dQ by bulk reduce-add), causal fp16 d64 deterministic,
   # shared_prefix deterministic, cross_attention with rows that see no key; validation.
-  filter='Examples/BackwardMatchesReference.Gradients/0:Examples/BackwardMatchesReference.Gradients/3:Examples/BackwardMatchesReference.Gradients/21:Examples/BackwardMatchesReference.Gradients/30:BackwardValidation.*'
-  {
-    echo "== memcheck"
-    timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "${CPP_TEST}" --gtest_filter="${filter}"
-    echo "memcheck exit $?"
-    echo "== racecheck"
-    timeout 200 compute-sanitizer --tool racecheck --error-exitcode 3 "${CPP_TEST}" --gtest_filter="${filter}"
-    echo "racecheck exit $?"
-  } > "${OUT}/bwd_sanitizer.log" 2>&1
-  note "sanitize: $(grep -E '^(memcheck|racecheck) exit|ERROR SUMMARY|RACECHECK SUMMARY' "${OUT}/bwd_sanitizer.log" | tr '\n' ' ') in $(elapsed "${start}")"
+  sanitize "${OUT}/bwd_sanitizer.log" "${CPP_TEST}" \
+    'Examples/BackwardMatchesReference.Gradients/0:Examples/BackwardMatchesReference.Gradients/3:Examples/BackwardMatchesReference.Gradients/21:Examples/BackwardMatchesReference.Gradients/30:BackwardValidation.*' \
+    memcheck racecheck
 fi
 
 if wants bench; then

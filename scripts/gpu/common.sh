@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared prologue of the GPU-machine scripts (run_all.sh, bwd_checks.sh); source it, do not run
+# Shared prologue of the GPU-machine scripts (fwd_checks.sh, bwd_checks.sh); source it, do not run
 # it. Sets ROOT (the repository), STAGES (the script's arguments, or all stages) and
 # PYTHONUNBUFFERED, and defines the helpers below. The caller sets OUT and SUMMARY (a file in
 # OUT) and then calls start_summary.
@@ -38,4 +38,20 @@ configure_and_build() {
   cmake -S "${ROOT}" -B "${BUILD}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCM_CUDA=ON \
     -DCM_BUILD_BENCH=OFF "${prefix[@]}" > "${log}" 2>&1 &&
     ninja -C "${BUILD}" -j 16 "$@" >> "${log}" 2>&1
+}
+
+# sanitize LOG TEST FILTER TOOL...: runs each compute-sanitizer TOOL (memcheck, racecheck,
+# synccheck) over the gtest binary TEST's FILTER, all output into LOG, and notes the verdicts.
+sanitize() {
+  local log="$1" test="$2" filter="$3" tool start
+  shift 3
+  start=$(date +%s)
+  : > "${log}"
+  for tool in "$@"; do
+    echo "== ${tool}" >> "${log}"
+    timeout 200 compute-sanitizer --tool "${tool}" --error-exitcode 3 "${test}" \
+      --gtest_filter="${filter}" >> "${log}" 2>&1
+    echo "${tool} exit $?" >> "${log}"
+  done
+  note "sanitize: $(grep -E '^(memcheck|racecheck|synccheck) exit|ERROR SUMMARY|RACECHECK SUMMARY' "${log}" | tr '\n' ' ') in $(elapsed "${start}")"
 }

@@ -1,79 +1,52 @@
 #!/usr/bin/env bash
-# Builds CompileMask on the GPU machine and runs the GPU work in one call: the C++ test against
-# the CPU reference, the dense-reference sweep (both mainloops), compute-sanitizer memcheck,
-# racecheck and synccheck on small shapes, and the forward benchmark. Logs and tables go to
-# $OUT (default ./out). Before the call, run scripts/gpu/prepare_carry.sh here and carry
-# third_party/.
+# Everything GPU in one call on the GPU machine: the forward checks and benchmark
+# (fwd_checks.sh), the backward checks and fwd+bwd benchmark (bwd_checks.sh), the Python
+# package's GPU tests and training example (python_checks.sh), and `compilemask run --gpu`.
+# Before the call, run scripts/gpu/prepare_carry.sh here and carry third_party and .whl.
 #
-# Usage: scripts/gpu/run_all.sh [STAGE...]   stages: build test sanitize bench (default: all)
-# Environment: OUT (output folder), CM_WORKLOADS (folder holding workloads.py; default
-# third_party/shared_reference, filled by prepare_carry.sh),
-# BENCH_LENS, BENCH_MASKS, BENCH_BUDGET (seconds).
+# Usage: scripts/gpu/run_all.sh [STAGE...]   stages: build test sanitize bench python cli
+#        (default: all). OUT (default ./out) receives the results, at most eight files:
+#   summary.txt    every script's summary lines, in order
+#   bench_fwd.md, bench_fwd.json, bench_fwd.png    forward benchmark (bench stage)
+#   bench_bwd.md, bench_bwd.json                   fwd+bwd benchmark (bench stage)
+#   logs.txt       the failure lines of every log, and the CLI run
+# Full logs stay in $LOGS (default /tmp/cm-logs) on the GPU machine.
 set -uo pipefail
-# shellcheck source=scripts/gpu/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
-
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${OUT:-${ROOT}/out}"
-BUILD="${ROOT}/build-device"
-WORKLOADS="${CM_WORKLOADS:-${ROOT}/third_party/shared_reference}"
-CLI="${BUILD}/tools/cli/compilemask"
-LIB="${BUILD}/kernels/libcompilemask_cuda.so"
-CPP_TEST="${BUILD}/tests/gpu/gpu_forward_test"
-SUMMARY="${OUT}/summary.txt"
-start_summary "run_all: $(date -u '+%Y-%m-%d %H:%M:%S UTC') stages: ${STAGES[*]}"
+LOGS="${LOGS:-/tmp/cm-logs}"
+STAGES=("$@")
+[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(build test sanitize bench python cli)
+wants() { local s; for s in "${STAGES[@]}"; do [[ "$s" == "$1" ]] && return 0; done; return 1; }
+kernel_stages=()
+for s in build test sanitize bench; do wants "$s" && kernel_stages+=("$s"); done
+mkdir -p "${OUT}" "${LOGS}"
 
-if wants build; then
-  start=$(date +%s)
-  configure_and_build "${OUT}/build.log" compilemask_cli compilemask_cuda gpu_forward_test
-  status=$?
-  grep -E "spill|error" "${OUT}/build.log" | head -20
-  note "build: exit ${status} in $(elapsed "${start}")"
-  [[ ${status} -ne 0 ]] && { tail -40 "${OUT}/build.log"; exit 1; }
+if [[ ${#kernel_stages[@]} -gt 0 ]]; then
+  OUT="${LOGS}/fwd" "${ROOT}/scripts/gpu/fwd_checks.sh" "${kernel_stages[@]}" > "${LOGS}/fwd.txt" 2>&1
+  OUT="${LOGS}/bwd" "${ROOT}/scripts/gpu/bwd_checks.sh" "${kernel_stages[@]}" > "${LOGS}/bwd.txt" 2>&1
 fi
-
-if wants test; then
-  : > "${OUT}/test_cpp.log"
-  : > "${OUT}/test_dense.log"
-  start=$(date +%s)
-  timeout 300 "${CPP_TEST}" > "${OUT}/test_cpp.log" 2>&1
-  note "test (C++ vs CPU reference, both mainloops): exit $? $(grep -E '^\[  (PASSED|FAILED)' "${OUT}/test_cpp.log" | tr '\n' ' ')"
-  for mainloop in serial pingpong; do
-    echo "== mainloop ${mainloop}" >> "${OUT}/test_dense.log"
-    timeout 300 python3 "${ROOT}/tests/gpu/test_forward.py" --cli "${CLI}" --lib "${LIB}" \
-      --examples "${ROOT}/examples" --workloads "${WORKLOADS}" --mainloop "${mainloop}" \
-      >> "${OUT}/test_dense.log" 2>&1
-    note "test ${mainloop} (dense workloads): exit $? $(tail -1 "${OUT}/test_dense.log")"
-  done
-  note "test: $(elapsed "${start}")"
-  grep -E "FAILED|Failure" "${OUT}/test_cpp.log" | sort | uniq | head -20
-  grep FAIL "${OUT}/test_dense.log" | head -30
+if wants python; then
+  OUT="${LOGS}/python" "${ROOT}/scripts/gpu/python_checks.sh" > "${LOGS}/python.txt" 2>&1
 fi
-
-if wants sanitize; then
-  start=$(date +%s)
-  filter='Examples/*/0:Examples/*/1:Examples/*/17:Examples/*/22:Examples/*/23:Examples/*/29'
+if wants cli; then
+  cli="${ROOT}/build-device/tools/cli/compilemask"
   {
-    echo "== memcheck"
-    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "${CPP_TEST}" --gtest_filter="${filter}"
-    echo "memcheck exit $?"
-    echo "== racecheck"
-    timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 "${CPP_TEST}" --gtest_filter="${filter}"
-    echo "racecheck exit $?"
-    echo "== synccheck"
-    timeout 150 compute-sanitizer --tool synccheck --error-exitcode 3 "${CPP_TEST}" --gtest_filter="${filter}"
-    echo "synccheck exit $?"
-  } > "${OUT}/sanitizer.log" 2>&1
-  note "sanitize: $(grep -E '^(memcheck|racecheck|synccheck) exit|ERROR SUMMARY|RACECHECK SUMMARY' "${OUT}/sanitizer.log" | tr '\n' ' ') in $(elapsed "${start}")"
+    echo "== compilemask run --gpu --backward (shared_prefix, N = 4096, GQA 4:2, d128)"
+    "${cli}" run "${ROOT}/examples/shared_prefix.mask" -p prompt=0:1024 \
+      -p responses=1024,1792,2560,3328,4096 -n 4096 --heads 4 --heads-kv 2 --dim 128 --backward --gpu
+    echo "exit $?"
+  } > "${LOGS}/cli.txt" 2>&1
 fi
 
-if wants bench; then
-  start=$(date +%s)
-  python3 "${ROOT}/bench/gpu/bench_fwd.py" --cli "${CLI}" --lib "${LIB}" \
-    --examples "${ROOT}/examples" --workloads "${WORKLOADS}" --out "${OUT}" \
-    --lens "${BENCH_LENS:-32768,1024,4096,16384}" \
-    --masks "${BENCH_MASKS:-causal,hstu,shared_prefix,clear,doc_causal,sliding}" \
-    --budget "${BENCH_BUDGET:-300}" 2>&1 | grep -v "^|" | tail -30
-  note "bench: exit ${PIPESTATUS[0]} in $(elapsed "${start}")"
-  cat "${OUT}/bench_fwd.md" 2>/dev/null
-fi
-cat "${SUMMARY}"
+cat "${LOGS}"/fwd/summary.txt "${LOGS}"/bwd/bwd_summary.txt "${LOGS}"/python/python_summary.txt \
+  2>/dev/null > "${OUT}/summary.txt"
+for f in bench_fwd.md bench_fwd.json bench_fwd.png; do cp "${LOGS}/fwd/${f}" "${OUT}/" 2>/dev/null; done
+for f in bench_bwd.md bench_bwd.json; do cp "${LOGS}/bwd/${f}" "${OUT}/" 2>/dev/null; done
+{
+  grep -hE "^FAIL|FAILED|Failure|error:|Race reported|Traceback" "${LOGS}"/fwd/*.log \
+    "${LOGS}"/bwd/*.log "${LOGS}"/python/*.log 2>/dev/null | sort | uniq -c | sort -rn | head -60
+  cat "${LOGS}/cli.txt" 2>/dev/null
+  tail -5 "${LOGS}/python/train_hstu.log" 2>/dev/null
+} > "${OUT}/logs.txt"
+cat "${OUT}/summary.txt"

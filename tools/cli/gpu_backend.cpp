@@ -196,21 +196,8 @@ AttentionResult run_gpu(GpuDType dtype, const void* blob, const AttentionProblem
   backward_workspace.poison();
 
   cuda::BackwardArgs b;
-  b.dtype = f.dtype;
-  b.batch = s.batch;
-  b.heads_q = s.heads_q;
-  b.heads_kv = s.heads_kv;
-  b.nq = s.nq;
-  b.nk = s.nk;
-  b.head_dim = s.head_dim;
-  b.q = f.q;
-  b.k = f.k;
-  b.v = f.v;
-  b.out = f.out;
+  static_cast<cuda::Problem&>(b) = f;  // the forward's problem, read
   b.dout = bhsd(dout.get(), s.heads_q, s.nq, s.head_dim);
-  b.lse = f.lse;
-  b.lse_stride_b = f.lse_stride_b;
-  b.lse_stride_h = f.lse_stride_h;
   b.dq = bhsd(dq.get(), s.heads_q, s.nq, s.head_dim);
   b.dk = bhsd(dk.get(), s.heads_kv, s.nk, s.head_dim);
   b.dv = bhsd(dv.get(), s.heads_kv, s.nk, s.head_dim);

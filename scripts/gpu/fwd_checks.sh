@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The forward kernel's GPU work, in stages: build, the C++ test against
+# the CPU reference, the dense-reference sweep (both mainloops), compute-sanitizer memcheck,
+# racecheck and synccheck on small shapes, and the forward benchmark. Logs and tables go to
+# $OUT (default ./out). Before the call, run scripts/gpu/prepare_carry.sh here and carry
+# third_party/.
+#
+# Usage: scripts/gpu/fwd_checks.sh [STAGE...]   stages: build test sanitize bench (default: all)
+# Environment: OUT (output folder), CM_WORKLOADS (folder holding workloads.py; default
+# third_party/shared_reference, filled by prepare_carry.sh),
+# BENCH_LENS, BENCH_MASKS, BENCH_BUDGET (seconds).
+set -uo pipefail
+# shellcheck source=scripts/gpu/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
+
+OUT="${OUT:-${ROOT}/out}"
+BUILD="${ROOT}/build-device"
+WORKLOADS="${CM_WORKLOADS:-${ROOT}/third_party/shared_reference}"
+CLI="${BUILD}/tools/cli/compilemask"
+LIB="${BUILD}/kernels/libcompilemask_cuda.so"
+CPP_TEST="${BUILD}/tests/gpu/gpu_forward_test"
+SUMMARY="${OUT}/summary.txt"
+start_summary "fwd_checks: $(date -u '+%Y-%m-%d %H:%M:%S UTC') stages: ${STAGES[*]}"
+
+if wants build; then
+  start=$(date +%s)
+  configure_and_build "${OUT}/build.log" compilemask_cli compilemask_cuda gpu_forward_test
+  status=$?
+  grep -E "spill|error" "${OUT}/build.log" | head -20
+  note "build: exit ${status} in $(elapsed "${start}")"
+  [[ ${status} -ne 0 ]] && { tail -40 "${OUT}/build.log"; exit 1; }
+fi
+
+if wants test; then
+  : > "${OUT}/test_cpp.log"
+  : > "${OUT}/test_dense.log"
+  start=$(date +%s)
+  timeout 300 "${CPP_TEST}" > "${OUT}/test_cpp.log" 2>&1
+  note "test (C++ vs CPU reference, both mainloops): exit $? $(grep -E '^\[  (PASSED|FAILED)' "${OUT}/test_cpp.log" | tr '\n' ' ')"
+  for mainloop in serial pingpong; do
+    echo "== mainloop ${mainloop}" >> "${OUT}/test_dense.log"
+    timeout 300 python3 "${ROOT}/tests/gpu/test_forward.py" --cli "${CLI}" --lib "${LIB}" \
+      --examples "${ROOT}/examples" --workloads "${WORKLOADS}" --mainloop "${mainloop}" \
+      >> "${OUT}/test_dense.log" 2>&1
+    note "test ${mainloop} (dense workloads): exit $? $(tail -1 "${OUT}/test_dense.log")"
+  done
+  note "test: $(elapsed "${start}")"
+  grep -E "FAILED|Failure" "${OUT}/test_cpp.log" | sort | uniq | head -20
+  grep FAIL "${OUT}/test_dense.log" | head -30
+fi
+
+if wants sanitize; then
+  sanitize "${OUT}/sanitizer.log" "${CPP_TEST}" \
+    'Examples/*/0:Examples/*/1:Examples/*/17:Examples/*/22:Examples/*/23:Examples/*/29' \
+    memcheck racecheck synccheck
+fi
+
+if wants bench; then
+  start=$(date +%s)
+  python3 "${ROOT}/bench/gpu/bench_fwd.py" --cli "${CLI}" --lib "${LIB}" \
+    --examples "${ROOT}/examples" --workloads "${WORKLOADS}" --out "${OUT}" \
+    --lens "${BENCH_LENS:-32768,1024,4096,16384}" \
+    --masks "${BENCH_MASKS:-causal,hstu,shared_prefix,clear,doc_causal,sliding}" \
+    --budget "${BENCH_BUDGET:-300}" 2>&1 | grep -v "^|" | tail -30
+  note "bench: exit ${PIPESTATUS[0]} in $(elapsed "${start}")"
+  cat "${OUT}/bench_fwd.md" 2>/dev/null
+fi
+cat "${SUMMARY}"
