@@ -127,13 +127,16 @@ __device__ inline const desc::Instance& bwd_instance(const BwdMainParams& p, int
   return desc::instance(p.descriptor, index);
 }
 
-// blockIdx.x: b * heads_kv + hk; blockIdx.y: rank of the key tile. Deterministic mode takes
-// key tiles in ascending order (its dQ semaphores wait only on lower key tiles, which were
-// dispatched earlier); otherwise the descriptor's longest-first order of the group's first head.
+// blockIdx.x: rank of the key tile; y: kv head hk; z: sequence b. CTAs are dispatched in
+// that order, so the CTAs running at once share one or two (b, hk): the dQ accumulator rows,
+// Q and dO they all touch then stay in L2 instead of streaming from DRAM (perf-notes).
+// Deterministic mode takes key tiles in ascending order (its dQ semaphores wait only on lower
+// key tiles of the same head, which were dispatched earlier); otherwise the descriptor's
+// longest-first order of the group's first head.
 __device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool ascending) {
-  const int b = static_cast<int>(blockIdx.x) / p.shape.heads_kv;
-  const int hk = static_cast<int>(blockIdx.x) - b * p.shape.heads_kv;
-  const int rank = static_cast<int>(blockIdx.y);
+  const int rank = static_cast<int>(blockIdx.x);
+  const int hk = static_cast<int>(blockIdx.y);
+  const int b = static_cast<int>(blockIdx.z);
   if (ascending) return {b, hk, rank};
   const int group = p.shape.heads_q / p.shape.heads_kv;
   const desc::Instance& inst = bwd_instance(p, b, hk * group);

@@ -22,8 +22,9 @@ cudaError_t launch_bwd_main(const BwdMainParams& params, const CUtensorMap& q, c
   const cudaError_t status = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Config::kSmemBytes));
   if (status != cudaSuccess) return status;
-  const dim3 grid(static_cast<unsigned>(params.shape.batch * params.shape.heads_kv),
-                  static_cast<unsigned>(params.shape.num_k_tiles));
+  const dim3 grid(static_cast<unsigned>(params.shape.num_k_tiles),
+                  static_cast<unsigned>(params.shape.heads_kv),
+                  static_cast<unsigned>(params.shape.batch));
   kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params, q, k, v, dout);
   return cudaGetLastError();
 }
