@@ -127,17 +127,22 @@ __device__ inline const desc::Instance& bwd_instance(const BwdMainParams& p, int
   return desc::instance(p.descriptor, index);
 }
 
-// blockIdx.x: rank of the key tile; y: kv head hk; z: sequence b. CTAs are dispatched in
-// that order, so the CTAs running at once share one or two (b, hk): the dQ accumulator rows,
-// Q and dO they all touch then stay in L2 instead of streaming from DRAM (perf-notes).
-// Deterministic mode takes key tiles in ascending order (its dQ semaphores wait only on lower
-// key tiles of the same head, which were dispatched earlier); otherwise the descriptor's
-// longest-first order of the group's first head.
-__device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool ascending) {
+// CTAs are dispatched in blockIdx order, x fastest (the launch sets the grid to match).
+// Default: x is the rank of the key tile in the descriptor's longest-first order of the group's
+// first head, y the kv head hk, z the sequence b. The CTAs running at once then share one or
+// two (b, hk), so the dQ accumulator rows, Q and dO they all touch stay in L2 instead of
+// streaming from DRAM (perf-notes). Deterministic: x is hk, y is b, z the key tile in
+// ascending order. A key tile's ordered dQ adds wait for the lower key tiles of its head,
+// which were all dispatched before it, and the CTAs running at once belong to different heads
+// and so do not wait for each other.
+__device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool deterministic) {
+  if (deterministic) {
+    return {static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x),
+            static_cast<int>(blockIdx.z)};
+  }
   const int rank = static_cast<int>(blockIdx.x);
   const int hk = static_cast<int>(blockIdx.y);
   const int b = static_cast<int>(blockIdx.z);
-  if (ascending) return {b, hk, rank};
   const int group = p.shape.heads_q / p.shape.heads_kv;
   const desc::Instance& inst = bwd_instance(p, b, hk * group);
   return {b, hk, desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[rank]};
