@@ -16,8 +16,10 @@
 namespace cm {
 namespace {
 
+using testing::count_tiles;
 using testing::Dense;
 using testing::formula_sees;
+using testing::TileCounts;
 
 // `text` tokens that see and are seen by everything, then a rows x cols grid whose tokens see
 // their neighbourhood under `f` (f's extents and radii set by the caller).
@@ -46,26 +48,6 @@ GridMask text_and_grid(int32_t text, desc::GridFormula f) {
   return out;
 }
 
-struct Counts {
-  int64_t full = 0, partial = 0, visible = 0;
-};
-
-Counts count_tiles(const Dense& d, const Tiling& t) {
-  Counts c;
-  for (int32_t q0 = 0; q0 < d.nq; q0 += t.m) {
-    for (int32_t k0 = 0; k0 < d.nk; k0 += t.n) {
-      const int32_t q1 = std::min(d.nq, q0 + t.m), k1 = std::min(d.nk, k0 + t.n);
-      int64_t seen = 0;
-      for (int32_t q = q0; q < q1; ++q) {
-        for (int32_t k = k0; k < k1; ++k) seen += d.at(q, k);
-      }
-      c.visible += seen;
-      if (seen > 0) ++(seen == int64_t{q1 - q0} * (k1 - k0) ? c.full : c.partial);
-    }
-  }
-  return c;
-}
-
 // Builds, verifies, and checks both forms and the stats against the dense mask.
 std::vector<uint64_t> build_and_check(const GridMask& mask, const Tiling& tiling) {
   PlanStats stats;
@@ -75,7 +57,7 @@ std::vector<uint64_t> build_and_check(const GridMask& mask, const Tiling& tiling
     EXPECT_EQ(decode_dense(blob.data(), 0, 0, form), mask.expected.cells)
         << (form == DescriptorForm::kForward ? "forward" : "transposed");
   }
-  const Counts c = count_tiles(mask.expected, tiling);
+  const TileCounts c = count_tiles(mask.expected, tiling);
   EXPECT_EQ(stats.visible_pairs, c.visible);
   EXPECT_EQ(stats.full_tiles, c.full);
   EXPECT_EQ(stats.partial_tiles, c.partial);
@@ -147,7 +129,7 @@ TEST(DescriptorGrid, BoxCoveringWholeLinesGivesFullTilesThroughTheFormula) {
   box.rx = 16;  // every row sees whole grid lines y-2 .. y+2
   const GridMask mask = text_and_grid(16, box);
   const auto blob = build_and_check(mask, {16, 16});
-  const Counts c = count_tiles(mask.expected, {16, 16});
+  const TileCounts c = count_tiles(mask.expected, {16, 16});
   EXPECT_GT(c.full, 16 + 12);  // beyond the text row and column
 }
 

@@ -14,38 +14,13 @@
 namespace cm {
 namespace {
 
+using testing::count_tiles;
 using testing::Dense;
 using testing::RandomInstance;
+using testing::TileCounts;
 
 constexpr std::array<Tiling, 6> kTilings = {Tiling{16, 16}, Tiling{64, 128},  Tiling{128, 64},
                                             Tiling{32, 48}, Tiling{128, 128}, Tiling{48, 16}};
-
-struct TileCounts {
-  int64_t full = 0, partial = 0, empty = 0, computed = 0, visible = 0;
-};
-
-// Tile classes and pair counts straight from the dense mask.
-TileCounts count_tiles(const Dense& d, const Tiling& t) {
-  TileCounts c;
-  for (int32_t q0 = 0; q0 < d.nq; q0 += t.m) {
-    for (int32_t k0 = 0; k0 < d.nk; k0 += t.n) {
-      const int32_t q1 = std::min(d.nq, q0 + t.m), k1 = std::min(d.nk, k0 + t.n);
-      int64_t seen = 0;
-      for (int32_t q = q0; q < q1; ++q) {
-        for (int32_t k = k0; k < k1; ++k) seen += d.at(q, k);
-      }
-      const int64_t area = int64_t{q1 - q0} * (k1 - k0);
-      c.visible += seen;
-      if (seen == 0) {
-        ++c.empty;
-        continue;
-      }
-      ++(seen == area ? c.full : c.partial);
-      c.computed += area;
-    }
-  }
-  return c;
-}
 
 void expect_decodes_to(const std::vector<uint64_t>& blob, int32_t b, int32_t h,
                        const Dense& expected, const std::string& context) {

@@ -79,6 +79,28 @@ desc::GridFormula random_formula(std::mt19937& rng, int32_t nk, int32_t q_lo, in
 
 }  // namespace
 
+TileCounts count_tiles(const Dense& d, const Tiling& t) {
+  TileCounts c;
+  for (int32_t q0 = 0; q0 < d.nq; q0 += t.m) {
+    for (int32_t k0 = 0; k0 < d.nk; k0 += t.n) {
+      const int32_t q1 = std::min(d.nq, q0 + t.m), k1 = std::min(d.nk, k0 + t.n);
+      int64_t seen = 0;
+      for (int32_t q = q0; q < q1; ++q) {
+        for (int32_t k = k0; k < k1; ++k) seen += d.at(q, k);
+      }
+      const int64_t area = int64_t{q1 - q0} * (k1 - k0);
+      c.visible += seen;
+      if (seen == 0) {
+        ++c.empty;
+        continue;
+      }
+      ++(seen == area ? c.full : c.partial);
+      c.computed += area;
+    }
+  }
+  return c;
+}
+
 RowIntervals rows_from_dense(const Dense& dense) {
   RowIntervals rows;
   rows.nq = dense.nq;

@@ -1,7 +1,9 @@
 // Test fixtures for the descriptor tests: dense masks, their conversion to RowIntervals, a
-// brute-force grid formula, and random instances whose expected visibility is known densely.
+// brute-force grid formula, tile counts, and random instances whose expected visibility is
+// known densely.
 #pragma once
 
+#include <compilemask/compilemask.h>
 #include <compilemask/descriptor.h>
 
 #include "specialize/row_intervals.h"
@@ -26,6 +28,13 @@ struct Dense {
 
 // The maximal runs of each row, as RowIntervals.
 RowIntervals rows_from_dense(const Dense& dense);
+
+// Tile classes and pair counts of a dense mask cut into `tiling` tiles; `computed` counts the
+// pairs of the non-empty tiles.
+struct TileCounts {
+  int64_t full = 0, partial = 0, empty = 0, computed = 0, visible = 0;
+};
+TileCounts count_tiles(const Dense& dense, const Tiling& tiling);
 
 // Brute-force membership of key k in the neighbourhood of query q, straight from the
 // definition in descriptor.h (no interval walking).
