@@ -7,36 +7,21 @@
 # fwd+bwd benchmark against compiled FlexAttention and cuDNN SDPA. At most 8 files go to $OUT.
 #
 # Usage: scripts/gpu/bwd_checks.sh [STAGE...]   stages: build test sanitize bench (default: all)
-# Environment: OUT (output folder; default ./out/bwd), CM_BUILD (build folder; default
-# build-device, shared with scripts/gpu/fwd_checks.sh), CM_WORKLOADS (folder with workloads.py;
-# default the first of shared_ref, third_party/shared_reference, ../shared/reference),
-# BENCH_LENS, BENCH_MASKS, BENCH_BUDGET (seconds after which no new benchmark row starts).
+# Environment: OUT (output folder; default ./out/bwd), CM_BUILD and CM_WORKLOADS (see
+# common.sh), BENCH_LENS, BENCH_MASKS, BENCH_BUDGET (seconds after which no new benchmark row starts).
 set -uo pipefail
 # shellcheck source=scripts/gpu/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
 
 OUT="${OUT:-${ROOT}/out/bwd}"
-BUILD="${CM_BUILD:-${ROOT}/build-device}"
-WORKLOADS=""
-for dir in "${CM_WORKLOADS:-}" "${ROOT}/shared_ref" "${ROOT}/third_party/shared_reference" \
-           "${ROOT}/../shared/reference"; do
-  if [[ -n "${dir}" && -f "${dir}/workloads.py" ]]; then WORKLOADS="${dir}"; break; fi
-done
-CLI="${BUILD}/tools/cli/compilemask"
-LIB="${BUILD}/kernels/libcompilemask_cuda.so"
 CPP_TEST="${BUILD}/tests/gpu/gpu_backward_test"
 LAYOUT_TEST="${BUILD}/tests/gpu/gpu_bwd_layout_test"
 SUMMARY="${OUT}/bwd_summary.txt"
 start_summary "bwd_checks: $(date -u '+%Y-%m-%d %H:%M:%S UTC') stages: ${STAGES[*]} workloads: ${WORKLOADS:-none}"
 
 if wants build; then
-  start=$(date +%s)
-  configure_and_build "${OUT}/bwd_build.log" compilemask_cli compilemask_cuda gpu_backward_test \
+  build_stage "${OUT}/bwd_build.log" compilemask_cli compilemask_cuda gpu_backward_test \
     gpu_bwd_layout_test
-  status=$?
-  grep -E "spill|error" "${OUT}/bwd_build.log" | grep -E "bwd|error" | head -20 | tee -a "${SUMMARY}"
-  note "build: exit ${status} in $(elapsed "${start}")"
-  [[ ${status} -ne 0 ]] && { tail -40 "${OUT}/bwd_build.log"; exit 1; }
 fi
 
 if wants test; then

@@ -1,13 +1,23 @@
 # shellcheck shell=bash
 # Shared prologue of the GPU-machine scripts (fwd_checks.sh, bwd_checks.sh); source it, do not run
-# it. Sets ROOT (the repository), STAGES (the script's arguments, or all stages) and
-# PYTHONUNBUFFERED, and defines the helpers below. The caller sets OUT and SUMMARY (a file in
-# OUT) and then calls start_summary.
+# it. Sets ROOT (the repository), STAGES (the script's arguments, or all stages),
+# PYTHONUNBUFFERED, BUILD (CM_BUILD, default build-device; shared by both scripts), CLI and LIB
+# (the tool and the kernel library in BUILD) and WORKLOADS (the first folder holding
+# workloads.py of CM_WORKLOADS, third_party/shared_reference and ../shared/reference; empty if
+# none), and defines the helpers below. The caller sets OUT and SUMMARY (a file in OUT) and
+# then calls start_summary.
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 STAGES=("$@")
 [[ ${#STAGES[@]} -eq 0 ]] && STAGES=(build test sanitize bench)
 export PYTHONUNBUFFERED=1
+BUILD="${CM_BUILD:-${ROOT}/build-device}"
+CLI="${BUILD}/tools/cli/compilemask"
+LIB="${BUILD}/kernels/libcompilemask_cuda.so"
+WORKLOADS=""
+for dir in "${CM_WORKLOADS:-}" "${ROOT}/third_party/shared_reference" "${ROOT}/../shared/reference"; do
+  if [[ -n "${dir}" && -f "${dir}/workloads.py" ]]; then WORKLOADS="${dir}"; break; fi
+done
 
 # note TEXT...: prints the line and appends it to SUMMARY.
 note() { echo "$*" | tee -a "${SUMMARY}"; }
@@ -54,4 +64,17 @@ sanitize() {
     echo "${tool} exit $?" >> "${log}"
   done
   note "sanitize: $(grep -E '^(memcheck|racecheck|synccheck) exit|ERROR SUMMARY|RACECHECK SUMMARY' "${log}" | tr '\n' ' ') in $(elapsed "${start}")"
+}
+
+# build_stage LOG TARGET...: the build stage: configure_and_build, then notes the spill
+# warnings of the kernels and the exit status; exits the script if the build failed.
+build_stage() {
+  local log="$1" start status
+  shift
+  start=$(date +%s)
+  configure_and_build "${log}" "$@"
+  status=$?
+  grep -E "spill|error" "${log}" | head -20 | tee -a "${SUMMARY}"
+  note "build: exit ${status} in $(elapsed "${start}")"
+  [[ ${status} -ne 0 ]] && { tail -40 "${log}"; exit 1; }
 }

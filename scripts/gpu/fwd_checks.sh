@@ -6,29 +6,20 @@
 # third_party/.
 #
 # Usage: scripts/gpu/fwd_checks.sh [STAGE...]   stages: build test sanitize bench (default: all)
-# Environment: OUT (output folder), CM_WORKLOADS (folder holding workloads.py; default
-# third_party/shared_reference, filled by prepare_carry.sh),
-# BENCH_LENS, BENCH_MASKS, BENCH_BUDGET (seconds).
+# Environment: OUT (output folder), CM_BUILD and CM_WORKLOADS (see common.sh; workloads.py is
+# in third_party/shared_reference after prepare_carry.sh), BENCH_LENS, BENCH_MASKS,
+# BENCH_BUDGET (seconds).
 set -uo pipefail
 # shellcheck source=scripts/gpu/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
 
 OUT="${OUT:-${ROOT}/out}"
-BUILD="${ROOT}/build-device"
-WORKLOADS="${CM_WORKLOADS:-${ROOT}/third_party/shared_reference}"
-CLI="${BUILD}/tools/cli/compilemask"
-LIB="${BUILD}/kernels/libcompilemask_cuda.so"
 CPP_TEST="${BUILD}/tests/gpu/gpu_forward_test"
 SUMMARY="${OUT}/summary.txt"
 start_summary "fwd_checks: $(date -u '+%Y-%m-%d %H:%M:%S UTC') stages: ${STAGES[*]}"
 
 if wants build; then
-  start=$(date +%s)
-  configure_and_build "${OUT}/build.log" compilemask_cli compilemask_cuda gpu_forward_test
-  status=$?
-  grep -E "spill|error" "${OUT}/build.log" | head -20
-  note "build: exit ${status} in $(elapsed "${start}")"
-  [[ ${status} -ne 0 ]] && { tail -40 "${OUT}/build.log"; exit 1; }
+  build_stage "${OUT}/build.log" compilemask_cli compilemask_cuda gpu_forward_test
 fi
 
 if wants test; then
