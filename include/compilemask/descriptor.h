@@ -27,7 +27,7 @@
 namespace cm::desc {
 
 inline constexpr uint32_t kMagic = 0x4B534D43u;  // "CMSK" in little-endian byte order
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 inline constexpr int kMaxTileM = 256;  // pattern row indices are stored in 8 bits
 inline constexpr int kMaxTileN = 256;
 inline constexpr int kMaxTiles = 65535;  // tile indices in runs are 16-bit
@@ -152,7 +152,10 @@ struct GridFormula {
   int32_t frames, rows, cols;  // grid extent; frames == 1 for 2D grids
   int32_t shape;               // GridShape
   int32_t rt, ry, rx;          // radii
-  int32_t reserved;
+  // int16 half_widths[(grid_table_dt_max + 1) * (grid_table_dy_max + 1)]: the formula's
+  // grid_half_width for every |dt|, |dy| a grid holds, tabulated so kernels need no square root
+  // (see grid_half_width_table). Written by the builder; 0 in formulas not yet placed in a blob.
+  uint32_t half_widths_offset;
 };
 static_assert(sizeof(GridFormula) == 48, "descriptor layout");
 
@@ -225,6 +228,22 @@ CM_HD long long grid_half_width(const GridFormula& f, long long dt, long long dy
       rt * rt * ry * ry * rx * rx - dt * dt * ry * ry * rx * rx - dy * dy * rt * rt * rx * rx;
   if (budget <= 0) return -1;
   return isqrt_floor((budget - 1) / (rt * rt * ry * ry));
+}
+
+// The half-width table covers the frame and row offsets that occur on the grid within the
+// radii: |dt| <= grid_table_dt_max, |dy| <= grid_table_dy_max. Beyond them no key is visible.
+CM_HD int grid_table_dt_max(const GridFormula& f) { return f.rt < f.frames - 1 ? f.rt : f.frames - 1; }
+CM_HD int grid_table_dy_max(const GridFormula& f) { return f.ry < f.rows - 1 ? f.ry : f.rows - 1; }
+CM_HD int64_t grid_table_entries(const GridFormula& f) {
+  return int64_t{grid_table_dt_max(f) + 1} * (grid_table_dy_max(f) + 1);
+}
+
+// grid_half_width(f, dt, dy) read from the formula's table, for |dt| < frames, |dy| < rows.
+CM_HD int grid_half_width_table(const void* blob, const GridFormula& f, int dt, int dy) {
+  const int adt = dt < 0 ? -dt : dt, ady = dy < 0 ? -dy : dy;
+  const int dy_max = grid_table_dy_max(f);
+  if (adt > grid_table_dt_max(f) || ady > dy_max) return -1;
+  return at<int16_t>(blob, f.half_widths_offset)[adt * (dy_max + 1) + ady];
 }
 
 // Calls emit(lo, hi) for each visible key interval of query row q within the key columns

@@ -22,6 +22,7 @@
 
 #include "bwd_params.h"
 #include "sync.cuh"
+#include "tile_mask.cuh"
 #include "wgmma.cuh"
 
 #include <compilemask/descriptor.h>
@@ -41,6 +42,7 @@ struct BwdConfig {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
   static constexpr int kBlockN = kBwdTile;      // keys per CTA
+  static_assert(kBlockN == kMaskTileN, "tile_mask.cuh assumes 128-column key tiles");
   static constexpr int kBlockM = kBwdStepRows;  // query rows per step
   static constexpr int kStages = 2;             // Q/dO pipeline depth
   static constexpr int kConsumerThreads = 256;
@@ -230,13 +232,6 @@ class StepCursor {
   QueryTileCursor tiles_;
 };
 
-// The set bits of [lo, hi) ∩ [0, 32).
-__device__ __forceinline__ uint32_t window_bits(int lo, int hi) {
-  lo = max(lo, 0);
-  hi = min(hi, 32);
-  return hi > lo ? static_cast<uint32_t>((uint64_t{1} << hi) - (uint64_t{1} << lo)) : 0u;
-}
-
 __device__ __forceinline__ void bulk_load(void* smem, const void* gmem, uint32_t bytes,
                                           uint64_t& bar) {
   SM90_BULK_COPY_G2S::copy(gmem, &bar, smem, static_cast<int32_t>(bytes));
@@ -369,19 +364,12 @@ struct BwdConsumer {
     const int tile_row = step.half * kBwdStepRows + r;
     const int q0 = step.m * kBwdTile;
     const int k0 = item.n * kBwdTile;
-    uint32_t bits = 0;
+    uint32_t bits[1] = {0u};
     if (q0 + tile_row < p.shape.nq) {
-      bits = ~0u;
-      if (step.pattern >= 0) {
-        bits = 0;
-        const desc::Pattern& pat = desc::pattern(p.descriptor, static_cast<uint32_t>(step.pattern));
-        desc::for_each_pattern_interval(p.descriptor, pat, q0, k0, tile_row, [&](int lo, int hi) {
-          bits |= window_bits(lo - 32 * word, hi - 32 * word);
-        });
-      }
-      bits &= window_bits(-32 * word, p.shape.nk - k0 - 32 * word);
+      rows_visibility(p.descriptor, step.pattern, q0, k0, tile_row, p.shape.nk - k0,
+                      WindowColumns(word), bits);
     }
-    ss.visible[r][word] = bits;
+    ss.visible[r][word] = bits[0];
   }
 
   // Key tiles below item.n that visit query tile m of head h's mask: the number of dQ adds

@@ -92,14 +92,25 @@ __global__ void __launch_bounds__(kPrepostThreads)
   const int64_t bh = int64_t{b} * s.heads_q + h;
   const float* acc = p.dq_accum + (bh * s.rows_padded + row) * kHeadDim;
   Element* dq = row_ptr<Element>(p.dq, s, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h, b, row, h);
-  for (int chunk = lane; chunk < kHeadDim / 8; chunk += kRowThreads) {
-    const float4* src = reinterpret_cast<const float4*>(acc + dq_chunk_swizzle(row, chunk) * 8);
-    const float4 lo = src[0], hi = src[1];
-    const float values[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  // All of the thread's loads are issued before its first store (the store could alias them
+  // as far as the compiler knows), with the streaming hint: the accumulator is read once.
+  constexpr int kChunks = kHeadDim / 8 / kRowThreads;
+  float4 values[kChunks][2];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const float4* src =
+        reinterpret_cast<const float4*>(acc + dq_chunk_swizzle(row, lane + i * kRowThreads) * 8);
+    values[i][0] = __ldcs(src);
+    values[i][1] = __ldcs(src + 1);
+  }
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const float4 lo = values[i][0], hi = values[i][1];
+    const float chunk[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     Vec8<Element> out;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) out.x[j] = static_cast<Element>(values[j] * p.scale);
-    *reinterpret_cast<Vec8<Element>*>(dq + chunk * 8) = out;
+    for (int j = 0; j < 8; ++j) out.x[j] = static_cast<Element>(chunk[j] * p.scale);
+    *reinterpret_cast<Vec8<Element>*>(dq + (lane + i * kRowThreads) * 8) = out;
   }
 }
 

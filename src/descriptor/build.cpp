@@ -100,6 +100,23 @@ PlacedForm place_form(BlobWriter& writer, RunForm form) {
   return {rows, order};
 }
 
+// Appends each formula's half-width table, then the formula table pointing at them; returns
+// the formula table's offset.
+uint32_t place_formulas(BlobWriter& writer, const std::vector<desc::GridFormula>& formulas) {
+  std::vector<desc::GridFormula> placed = formulas;
+  for (desc::GridFormula& f : placed) {
+    std::vector<int16_t> half_widths;
+    half_widths.reserve(static_cast<size_t>(desc::grid_table_entries(f)));
+    for (int dt = 0; dt <= desc::grid_table_dt_max(f); ++dt) {
+      for (int dy = 0; dy <= desc::grid_table_dy_max(f); ++dy) {
+        half_widths.push_back(static_cast<int16_t>(desc::grid_half_width(f, dt, dy)));
+      }
+    }
+    f.half_widths_offset = writer.append(std::span<const int16_t>(half_widths));
+  }
+  return writer.append(std::span<const desc::GridFormula>(placed));
+}
+
 }  // namespace
 
 std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instances,
@@ -130,8 +147,7 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
     map[i] = unique.remap[static_cast<size_t>(instance_map[i])];
   const uint32_t map_offset = writer.append(std::span<const int32_t>(map));
   const uint32_t instances_offset = writer.reserve(sizeof(desc::Instance) * encoded.size());
-  const uint32_t formulas_offset =
-      writer.append(std::span<const desc::GridFormula>(table.formulas()));
+  const uint32_t formulas_offset = place_formulas(writer, table.formulas());
   const uint32_t data_offset = writer.append(std::span<const unsigned char>(table.data()));
   std::vector<desc::Pattern> patterns = table.patterns();
   for (desc::Pattern& p : patterns) p.data_offset += data_offset;

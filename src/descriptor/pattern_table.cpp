@@ -24,7 +24,7 @@ std::span<const unsigned char> bytes_of(const desc::GridFormula& f) {
 
 int32_t PatternTable::add_formula(const desc::GridFormula& formula) {
   desc::GridFormula canonical = formula;
-  canonical.reserved = 0;
+  canonical.half_widths_offset = 0;
   const uint64_t h = hash_bytes(bytes_of(canonical), 0);
   const auto [begin, end] = formula_index_.equal_range(h);
   for (auto it = begin; it != end; ++it) {

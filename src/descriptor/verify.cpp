@@ -110,8 +110,27 @@ class Verifier {
 
   void check_formulas() const {
     for (int32_t i = 0; i < hd().num_grid_formulas; ++i) {
-      const std::string problem = descriptor::grid_formula_problem(desc::grid_formula(blob_, i));
-      if (!problem.empty()) fail("grid formula " + str(i) + ": " + problem);
+      const desc::GridFormula& f = desc::grid_formula(blob_, i);
+      const std::string name = "grid formula " + str(i);
+      const std::string problem = descriptor::grid_formula_problem(f);
+      if (!problem.empty()) fail(name + ": " + problem);
+      check_half_widths(f, name);
+    }
+  }
+
+  // The table must hold exactly the formula's half-widths: kernels trust it.
+  void check_half_widths(const desc::GridFormula& f, const std::string& name) const {
+    require_array(f.half_widths_offset, uint64_t(desc::grid_table_entries(f)), sizeof(int16_t),
+                  16, name + " half-width table");
+    for (int dt = 0; dt <= desc::grid_table_dt_max(f); ++dt) {
+      for (int dy = 0; dy <= desc::grid_table_dy_max(f); ++dy) {
+        const long long want = desc::grid_half_width(f, dt, dy);
+        const int have = desc::grid_half_width_table(blob_, f, dt, dy);
+        if (have != want) {
+          fail(name + ": half-width table entry (dt " + str(dt) + ", dy " + str(dy) + ") is " +
+               str(have) + ", the formula gives " + str(want));
+        }
+      }
     }
   }
 

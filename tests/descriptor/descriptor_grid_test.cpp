@@ -29,7 +29,7 @@ struct GridMask {
 };
 
 GridMask text_and_grid(int32_t text, desc::GridFormula f) {
-  const int32_t n = text + f.rows * f.cols;
+  const int32_t n = text + f.frames * f.rows * f.cols;
   f.q_lo = f.start = f.center_start = text;
   f.q_hi = n;
   GridMask out{InstanceRows{}, Dense(n, n)};
@@ -131,6 +131,43 @@ TEST(DescriptorGrid, BoxCoveringWholeLinesGivesFullTilesThroughTheFormula) {
   const auto blob = build_and_check(mask, {16, 16});
   const TileCounts c = count_tiles(mask.expected, {16, 16});
   EXPECT_GT(c.full, 16 + 12);  // beyond the text row and column
+}
+
+TEST(DescriptorGrid, HalfWidthTableHoldsTheFormulaAndIsVerified) {
+  desc::GridFormula video{};
+  video.frames = 3;
+  video.rows = 5;
+  video.cols = 9;
+  video.shape = desc::kShapeEllipse;
+  video.rt = 2;
+  video.ry = 7;  // beyond the grid's rows: the table stops at rows - 1
+  video.rx = 3;
+  desc::GridFormula box = video;
+  box.shape = desc::kShapeBox;
+  box.rt = 0;
+  for (const desc::GridFormula& f : {video, box}) {
+    std::vector<uint64_t> blob = build_and_check(text_and_grid(8, f), {16, 16});
+    const desc::GridFormula& placed = desc::grid_formula(blob.data(), 0);
+    int visible_slices = 0;
+    for (int dt = 1 - f.frames; dt < f.frames; ++dt) {
+      for (int dy = 1 - f.rows; dy < f.rows; ++dy) {
+        const long long want = desc::grid_half_width(placed, dt, dy);
+        EXPECT_EQ(desc::grid_half_width_table(blob.data(), placed, dt, dy), want) << dt << " " << dy;
+        visible_slices += want >= 0;
+      }
+    }
+    EXPECT_GT(visible_slices, 1);
+    auto* entry = reinterpret_cast<int16_t*>(reinterpret_cast<unsigned char*>(blob.data()) +
+                                             placed.half_widths_offset);
+    *entry = static_cast<int16_t>(*entry + 1);
+    try {
+      verify_descriptor(blob.data(), blob.size() * 8);
+      ADD_FAILURE() << "a wrong half-width entry was not detected";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("half-width table entry"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(DescriptorGrid, GridTileTouchedIsExact) {

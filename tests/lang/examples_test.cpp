@@ -3,6 +3,7 @@
 // ../shared/reference/workloads.py line by line).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <functional>
 
@@ -181,6 +182,22 @@ TEST(Examples, Neighbourhood2d) {
                     return dy * dy * rx * rx + dx * dx * ry * ry < ry * ry * rx * rx;
                   });
     }
+  }
+}
+
+TEST(Examples, VideoNeighbourhood) {
+  const ir::Program p = example("video_neighbourhood");
+  const int64_t frames = 3, rows = 4, cols = 5;
+  const int64_t plane = rows * cols, n = frames * plane;
+  for (const auto& radii : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {2, 3, 2}, {1, 2, 4}}) {
+    const int64_t rt = radii[0], ry = radii[1], rx = radii[2];
+    expect_mask(p, {frames, rows, cols, rt, ry, rx}, n, n, [&](int64_t q, int64_t k) {
+      const int64_t dt = q / plane - k / plane;
+      const int64_t dy = q % plane / cols - k % plane / cols, dx = q % cols - k % cols;
+      return dt * dt * ry * ry * rx * rx + dy * dy * rt * rt * rx * rx +
+                 dx * dx * rt * rt * ry * ry <
+             rt * rt * ry * ry * rx * rx;
+    });
   }
 }
 
