@@ -340,6 +340,7 @@ struct BwdConsumer {
   static constexpr int kBlockN = Config::kBlockN;
   static constexpr int kHeadDim = Config::kHeadDim;
   static constexpr int kBarrier = 1;  // named barrier of the 256 consumer threads
+  static constexpr int kWarpgroupBarrier = 2;  // + wg: named barrier of one consumer warpgroup
 
   const BwdMainParams& p;
   typename Config::SharedStorage& ss;
@@ -349,6 +350,7 @@ struct BwdConsumer {
   __device__ int wg() const { return tid / 128; }
 
   __device__ void sync_consumers() const { named_sync(kBarrier, Config::kConsumerThreads); }
+  __device__ void sync_warpgroup() const { named_sync(kWarpgroupBarrier + wg(), 128); }
 
   // Every consumer thread arrives, not one per warp: each has read lse_log2 and dsum of the
   // stage with ordinary loads, and the producer's next bulk copy overwrites them, so each
@@ -356,11 +358,13 @@ struct BwdConsumer {
   // reports the one-arrival-per-warp form).
   __device__ void release(uint64_t& bar) const { arrive_barrier(bar); }
 
-  // ss.visible for the step's 64 rows: thread t computes keys [32 (t % 4), +32) of row t / 4,
-  // from the pattern's intervals (all keys for a full tile) cut at nk; rows past nq see none.
+  // The warpgroup's two words of ss.visible for the step's 64 rows (its keys [64 wg, +64)):
+  // thread t of the warpgroup computes keys [32 (2 wg + t % 2), +32) of row t / 2, from the
+  // pattern's intervals (all keys for a full tile) cut at nk; rows past nq see none. Each
+  // warpgroup reads only its own words, so only it has to wait for them.
   __device__ void build_visibility(const BwdStep& step) const {
-    const int r = tid / 4;
-    const int word = tid % 4;
+    const int r = (tid % 128) / 2;
+    const int word = 2 * wg() + tid % 2;
     const int tile_row = step.half * kBwdStepRows + r;
     const int q0 = step.m * kBwdTile;
     const int k0 = item.n * kBwdTile;
@@ -466,7 +470,7 @@ struct BwdConsumer {
       const Fragment mask_frag(fresh_consumer_tid());
       if (step.pattern >= 0 || edge_tile) {
         build_visibility(step);  // overlaps the two GEMMs
-        sync_consumers();
+        sync_warpgroup();
         keep = 0;
         CUTE_UNROLL
         for (int j = 0; j < kBlockM / 8; ++j) {

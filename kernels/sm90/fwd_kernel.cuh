@@ -264,13 +264,25 @@ struct Consumer {
     if (lane == 0) arrive_barrier(bar);
   }
 
+  // Whether key tile n with pattern `pattern` needs element masking: partial tiles, and the
+  // last key tile when nk cuts it.
+  __device__ bool needs_mask(int pattern, int n) const {
+    return pattern >= 0 || (p.nk % kBlockN != 0 && n == p.num_k_tiles - 1);
+  }
+
+  // Visibility bits of the thread's two rows in key tile n. Independent of the scores, so the
+  // consumers compute them while the tile's Q Kᵀ runs: the descriptor reads are dependent
+  // global loads whose latency would otherwise sit between the product and the softmax.
+  __device__ void tile_visibility(int pattern, int q0, int n, uint32_t (&visible)[2]) const {
+    const int k0 = n * kBlockN;
+    rows_visibility(p.descriptor, pattern, q0, k0, row_in_tile, p.nk - k0, ThreadColumns(lane),
+                    visible);
+  }
+
   // Sets masked scores to -inf. tSrS is the (2, 2, 16) accumulator: element (e, h, j) is row h
   // of the thread, column 8j + 2 * quad + e.
   template <class TS>
-  __device__ void mask_tile(TS& tSrS, int pattern, int q0, int k0) const {
-    const ThreadColumns cols(lane);
-    uint32_t visible[2];
-    rows_visibility(p.descriptor, pattern, q0, k0, row_in_tile, p.nk - k0, cols, visible);
+  __device__ static void mask_tile(TS& tSrS, const uint32_t (&visible)[2]) {
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
       CUTE_UNROLL
@@ -429,8 +441,6 @@ struct Consumer {
     Tensor tSrQ = thr_qk.partition_fragment_A(sQ);  // (MMA, M, K, Q stage)
     Tensor tSrK = thr_qk.partition_fragment_B(sK);
     Tensor tOrVt = thr_pv.partition_fragment_B(sVt);
-    const int last_k_tile = p.num_k_tiles - 1;
-    const bool ragged_nk = p.nk % kBlockN != 0;
 
     PipeState<Config::kItemSlots> item_state;
     PipeState<Config::kQStages> qs;
@@ -446,6 +456,7 @@ struct Consumer {
       Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBlockM>, Int<kHeadDim>>{});
       clear(tOrO);
       RowState state;
+      const int q0 = item.m * kBlockM;
       wait_barrier(ss.q_full[qs.stage], qs.phase);
       if (has_key_tiles(*item.row)) {
         const auto tSrQs = tSrQ(_, _, _, qs.stage);
@@ -463,12 +474,13 @@ struct Consumer {
             wait_turn();
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             pass_turn();
+            const bool masked = needs_mask(pattern, n);
+            uint32_t visible[2];
+            if (masked) tile_visibility(pattern, q0, n, visible);
             warpgroup_wait<0>();
             warpgroup_fence_operand(tSrS);
             release(ss.k_empty[kv.stage]);
-            if (pattern >= 0 || (ragged_nk && n == last_k_tile)) {
-              mask_tile(tSrS, pattern, item.m * kBlockM, n * kBlockN);
-            }
+            if (masked) mask_tile(tSrS, visible);
             float correction[2];
             online_softmax(tSrS, state, correction);
             convert(tSrS, tOrP);
@@ -483,12 +495,13 @@ struct Consumer {
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             wgmma<false>(mma_pv, tOrP, tOrVt(_, _, _, prev.stage), tOrO);
             pass_turn();
+            const bool masked = needs_mask(pattern, n);
+            uint32_t visible[2];
+            if (masked) tile_visibility(pattern, q0, n, visible);
             warpgroup_wait<1>();
             warpgroup_fence_operand(tSrS);
             release(ss.k_empty[kv.stage]);
-            if (pattern >= 0 || (ragged_nk && n == last_k_tile)) {
-              mask_tile(tSrS, pattern, item.m * kBlockM, n * kBlockN);
-            }
+            if (masked) mask_tile(tSrS, visible);
             float correction[2];
             online_softmax(tSrS, state, correction);
             warpgroup_wait<0>();
@@ -513,12 +526,13 @@ struct Consumer {
             Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
             wait_barrier(ss.k_full[kv.stage], kv.phase);
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
+            const bool masked = needs_mask(pattern, n);
+            uint32_t visible[2];
+            if (masked) tile_visibility(pattern, q0, n, visible);
             warpgroup_wait<0>();
             warpgroup_fence_operand(tSrS);
             release(ss.k_empty[kv.stage]);
-            if (pattern >= 0 || (ragged_nk && n == last_k_tile)) {
-              mask_tile(tSrS, pattern, item.m * kBlockM, n * kBlockN);
-            }
+            if (masked) mask_tile(tSrS, visible);
             float correction[2];
             online_softmax(tSrS, state, correction);
             rescale(tOrO, correction);
