@@ -62,6 +62,27 @@ def median_ms(fn, grads=None):
                                    return_mode="median")
 
 
+def record_peer(row, peer, ms, flops, ratio_key):
+    """Stores a peer's time and effective TFLOP/s in row, and its time over ours as ratio_key
+    (row["ours_ms"] must be set)."""
+    row[f"{peer}_ms"], row[f"{peer}_tflops"] = ms, flops / ms / 1e9
+    row[ratio_key] = ms / row["ours_ms"]
+
+
+def cudnn_ms(fn, grads=None):
+    """median_ms of fn with SDPA restricted to its cuDNN backend."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        return median_ms(fn, grads=grads)
+
+
+def cudnn_cells(row):
+    """The cuDNN TFLOP/s and ours/cuDNN cells of a markdown row (empty where not measured)."""
+    if "cudnn_tflops" not in row:
+        return "", ""
+    return f"{row['cudnn_tflops']:.0f}", f"{row['ratio_vs_cudnn']:.2f}"
+
+
 def tile_counts(desc):
     """(computed tiles, exact visible pairs) of instance 0, read from the descriptor blob."""
     blob = desc.host

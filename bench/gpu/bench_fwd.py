@@ -22,7 +22,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
-                          environment, median_ms, run_rows)
+                          cudnn_cells, cudnn_ms, environment, median_ms, record_peer, run_rows)
 from cm_kernel import Kernel  # noqa: E402
 
 
@@ -48,18 +48,14 @@ def bench_one(name, n0, kernel, flex, workloads, a):
     bm = create_block_mask(mm, None, None, N, N, device="cuda")
     flex_out = flex(q, k, v, block_mask=bm)
     torch.cuda.synchronize()
-    ms = median_ms(lambda: flex(q, k, v, block_mask=bm))
-    row["flex_ms"], row["flex_tflops"] = ms, flops / ms / 1e9
-    row["speedup_vs_flex"] = row["flex_ms"] / row["ours_ms"]
+    record_peer(row, "flex", median_ms(lambda: flex(q, k, v, block_mask=bm)), flops,
+                "speedup_vs_flex")
     row["max_abs_diff_vs_flex"] = (out.float() - flex_out.float()).abs().max().item()
     del flex_out, bm
 
     if name == "causal":
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-            ms = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-        row["cudnn_ms"], row["cudnn_tflops"] = ms, flops / ms / 1e9
-        row["ratio_vs_cudnn"] = row["cudnn_ms"] / row["ours_ms"]
+        ms = cudnn_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        record_peer(row, "cudnn", ms, flops, "ratio_vs_cudnn")
     return row
 
 
@@ -73,8 +69,7 @@ def markdown(rows, env):
         if "error" in r:
             lines.append(f"| {r['workload']} | {r['N']} | | | | error: {r['error'][:80]} | | | | | | |")
             continue
-        cud = f"{r['cudnn_tflops']:.0f}" if "cudnn_tflops" in r else ""
-        rat = f"{r['ratio_vs_cudnn']:.2f}" if "ratio_vs_cudnn" in r else ""
+        cud, rat = cudnn_cells(r)
         lines.append(
             f"| {r['workload']} | {r['N']} | {r['B']} | {r['density']:.3f} | "
             f"{r['visible_fraction_of_computed']:.2f} | {r['ours_ms']:.3f} | {r['ours_tflops']:.0f} | "
@@ -93,7 +88,6 @@ def plot(rows, path):
         return
     good = [r for r in rows if "error" not in r]
     names = sorted({r["workload"] for r in good})
-    lens = sorted({r["N"] for r in good if r["workload"] == "causal"} or {r["N"] for r in good})
     fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3.6), sharey=True)
     axes = np.atleast_1d(axes)
     for ax, name in zip(axes, names):

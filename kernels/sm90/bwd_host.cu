@@ -90,16 +90,8 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   auto* base = static_cast<unsigned char*>(workspace);
 
   sm90::BwdShape shape{};
-  shape.batch = args.batch;
-  shape.heads_q = args.heads_q;
-  shape.heads_kv = args.heads_kv;
-  shape.nq = args.nq;
-  shape.nk = args.nk;
-  shape.num_q_tiles = h.num_q_tiles;
-  shape.num_k_tiles = h.num_k_tiles;
+  static_cast<sm90::ProblemShape&>(shape) = host::problem_shape(args, h);
   shape.rows_padded = static_cast<int32_t>(layout.rows_padded);
-  shape.q_offsets = args.q_offsets;
-  shape.k_offsets = args.k_offsets;
   sm90::BwdWorkspace ws{};
   ws.lse_log2 = reinterpret_cast<float*>(base + layout.lse_log2);
   ws.dsum = reinterpret_cast<float*>(base + layout.dsum);
@@ -126,8 +118,6 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   sm90::BwdMainParams main{};
   main.shape = shape;
   main.descriptor = descriptor.device;
-  main.desc_batch = h.batch;
-  main.desc_heads = h.heads;
   main.scale = scale;
   main.scale_log2 = scale * 1.4426950408889634f;
   main.dk = const_cast<void*>(args.dk.data);

@@ -41,7 +41,7 @@ template <class ElementT, int kHeadDimV>
 struct BwdConfig {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
-  static constexpr int kBlockN = kBwdTile;      // keys per CTA
+  static constexpr int kBlockN = kBwdTile;  // keys per CTA
   static_assert(kBlockN == kMaskTileN, "tile_mask.cuh assumes 128-column key tiles");
   static constexpr int kBlockM = kBwdStepRows;  // query rows per step
   static constexpr int kStages = 2;             // Q/dO pipeline depth
@@ -110,7 +110,7 @@ struct BwdConfig {
     uint64_t kv_full;
     uint64_t step_full[kStages], step_empty[kStages];
   };
-  static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;  // + base alignment
+  static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();
   static_assert(cosize_v<LayoutKV> == kBlockN * kHeadDim, "K layout is dense");
   static_assert(cosize_v<LayoutKt> == kBlockN * kHeadDim, "Kᵀ layout is dense");
   static_assert(cosize_v<LayoutQ> == kStages * kBlockM * kHeadDim, "Q layout is dense");
@@ -122,12 +122,6 @@ struct BwdConfig {
 struct BwdItem {
   int b, hk, n;
 };
-
-__device__ inline const desc::Instance& bwd_instance(const BwdMainParams& p, int b, int h) {
-  const int index =
-      desc::instance_of(p.descriptor, p.desc_batch == 1 ? 0 : b, p.desc_heads == 1 ? 0 : h);
-  return desc::instance(p.descriptor, index);
-}
 
 // CTAs are dispatched in blockIdx order, x fastest (the launch sets the grid to match).
 // Default: x is the rank of the key tile in the descriptor's longest-first order of the group's
@@ -146,7 +140,7 @@ __device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool determini
   const int hk = static_cast<int>(blockIdx.y);
   const int b = static_cast<int>(blockIdx.z);
   const int group = p.shape.heads_q / p.shape.heads_kv;
-  const desc::Instance& inst = bwd_instance(p, b, hk * group);
+  const desc::Instance& inst = instance_for(p.descriptor, p.shape, b, hk * group);
   return {b, hk, desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[rank]};
 }
 
@@ -218,7 +212,7 @@ class StepCursor {
       if (++g_ == group_) return false;
       step_.h = item_.hk * group_ + g_;
       step_.m = -1;
-      const desc::Instance& inst = bwd_instance(p_, item_.b, step_.h);
+      const desc::Instance& inst = instance_for(p_.descriptor, p_.shape, item_.b, step_.h);
       tiles_ = QueryTileCursor(p_.descriptor, desc::k_tile(p_.descriptor, inst, item_.n));
     }
   }
@@ -339,7 +333,7 @@ struct BwdConsumer {
   static constexpr int kBlockM = Config::kBlockM;
   static constexpr int kBlockN = Config::kBlockN;
   static constexpr int kHeadDim = Config::kHeadDim;
-  static constexpr int kBarrier = 1;  // named barrier of the 256 consumer threads
+  static constexpr int kBarrier = 1;           // named barrier of the 256 consumer threads
   static constexpr int kWarpgroupBarrier = 2;  // + wg: named barrier of one consumer warpgroup
 
   const BwdMainParams& p;
@@ -379,7 +373,7 @@ struct BwdConsumer {
   // Key tiles below item.n that visit query tile m of head h's mask: the number of dQ adds
   // that come before this CTA's in deterministic mode.
   __device__ int dq_rank(int h, int m) const {
-    const desc::Instance& inst = bwd_instance(p, item.b, h);
+    const desc::Instance& inst = instance_for(p.descriptor, p.shape, item.b, h);
     const desc::TileRow& row = desc::q_tile(p.descriptor, inst, m);
     const desc::FullRun* full = desc::full_runs(p.descriptor, row);
     const desc::PartialRun* partial = desc::partial_runs(p.descriptor, row);
@@ -598,14 +592,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
                const __grid_constant__ CUtensorMap tma_v,
                const __grid_constant__ CUtensorMap tma_dout) {
   extern __shared__ unsigned char smem_raw[];
-  auto* ss = reinterpret_cast<typename Config::SharedStorage*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  auto* ss = &aligned_storage<typename Config::SharedStorage>(smem_raw);
   const int warp = threadIdx.x / 32;
   if (threadIdx.x == 0) {
-    prefetch_tensor_map(&tma_q);
-    prefetch_tensor_map(&tma_k);
-    prefetch_tensor_map(&tma_v);
-    prefetch_tensor_map(&tma_dout);
+    prefetch_tensor_maps(&tma_q, &tma_k, &tma_v, &tma_dout);
     Barrier::init(&ss->kv_full, 1);
     for (int s = 0; s < Config::kStages; ++s) {
       Barrier::init(&ss->step_full[s], 1);

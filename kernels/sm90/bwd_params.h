@@ -14,6 +14,8 @@
 //   semaphores (int32)[bh][rows_padded / 64]  deterministic mode: dQ adds done per 64 rows
 #pragma once
 
+#include "problem_shape.h"
+
 #include <stdint.h>
 
 namespace cm::sm90 {
@@ -34,15 +36,8 @@ struct BwdWorkspace {
 };
 
 // Shared by the three kernels.
-struct BwdShape {
-  int32_t batch, heads_q, heads_kv;
-  int32_t nq, nk;
-  int32_t num_q_tiles, num_k_tiles;
+struct BwdShape : ProblemShape {
   int32_t rows_padded;  // num_q_tiles * kBwdTile
-  // Packed layout: sequence b starts at row q_offsets[b] (k_offsets[b]) of the [T, H, D]
-  // tensors and batch strides are unused. Both null for the strided layouts.
-  const int32_t* q_offsets;
-  const int32_t* k_offsets;
 };
 
 // preprocess: dsum and lse_log2 from O, dO and the LSE; zeroes dq_accum and the semaphores.
@@ -60,10 +55,9 @@ struct BwdPrepParams {
 // main: dK, dV per key tile (summed over the query heads of its kv group), dQ into dq_accum.
 struct BwdMainParams {
   BwdShape shape;
-  const void* descriptor;          // device copy of the descriptor blob
-  int32_t desc_batch, desc_heads;  // 1 (broadcast) or equal to batch / heads_q
-  float scale;                     // softmax scale (dK = scale * dSᵀ Q)
-  float scale_log2;                // scale * log2(e)
+  const void* descriptor;  // device copy of the descriptor blob
+  float scale;             // softmax scale (dK = scale * dSᵀ Q)
+  float scale_log2;        // scale * log2(e)
   void* dk;
   int64_t dk_stride_b, dk_stride_s, dk_stride_h;
   void* dv;

@@ -32,6 +32,23 @@ __device__ __forceinline__ Element* row_ptr(void* base, const BwdShape& s, int64
   return static_cast<Element*>(base) + batch * stride_b + srow * stride_s + h * stride_h;
 }
 
+// A thread's row of both kernels: query row `row` of head h of sequence b, at index `at` of the
+// per-row workspace arrays, of which it handles the part `lane` of kRowThreads.
+struct RowSlot {
+  int row, lane, h, b;
+  int64_t at;
+};
+
+__device__ __forceinline__ RowSlot row_slot(const BwdShape& s) {
+  RowSlot t;
+  t.row = static_cast<int>(blockIdx.x) * kPrepostRows + static_cast<int>(threadIdx.x) / kRowThreads;
+  t.lane = static_cast<int>(threadIdx.x) % kRowThreads;
+  t.h = static_cast<int>(blockIdx.y);
+  t.b = static_cast<int>(blockIdx.z);
+  t.at = (int64_t{t.b} * s.heads_q + t.h) * s.rows_padded + t.row;
+  return t;
+}
+
 // Grid: (rows_padded / kPrepostRows, heads_q, batch), kPrepostThreads threads. Every thread of
 // the grid maps to a row below rows_padded (rows_padded is a multiple of kPrepostRows), which
 // the row-group shuffles rely on.
@@ -39,10 +56,7 @@ template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_preprocess(const __grid_constant__ BwdPrepParams p) {
   const BwdShape& s = p.shape;
-  const int row = static_cast<int>(blockIdx.x) * kPrepostRows + threadIdx.x / kRowThreads;
-  const int lane = threadIdx.x % kRowThreads;
-  const int h = blockIdx.y;
-  const int b = blockIdx.z;
+  const auto [row, lane, h, b, at] = row_slot(s);
   const bool valid = row < s.nq;
   float acc = 0.f;
   if (valid) {
@@ -61,8 +75,6 @@ __global__ void __launch_bounds__(kPrepostThreads)
   for (int offset = 1; offset < kRowThreads; offset *= 2) {
     acc += __shfl_xor_sync(0xffffffffu, acc, offset);
   }
-  const int64_t bh = int64_t{b} * s.heads_q + h;
-  const int64_t at = bh * s.rows_padded + row;
   if (lane == 0) {
     const bool packed = s.q_offsets != nullptr;
     const int64_t lse_row = (packed ? s.q_offsets[b] : 0) + int64_t{row};
@@ -73,7 +85,7 @@ __global__ void __launch_bounds__(kPrepostThreads)
     p.ws.lse_log2[at] = sees_keys ? lse * 1.4426950408889634f : __builtin_huge_valf();
     p.ws.dsum[at] = valid ? acc : 0.f;
     if (row % kBwdStepRows == 0)
-      p.ws.semaphores[bh * (s.rows_padded / kBwdStepRows) + row / kBwdStepRows] = 0;
+      p.ws.semaphores[at / kBwdStepRows] = 0;  // rows_padded is a multiple of kBwdStepRows
   }
   float4* dq = reinterpret_cast<float4*>(p.ws.dq_accum + at * kHeadDim);
   for (int c = lane; c < kHeadDim / 4; c += kRowThreads) dq[c] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -84,13 +96,9 @@ template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_postprocess(const __grid_constant__ BwdPostParams p) {
   const BwdShape& s = p.shape;
-  const int row = static_cast<int>(blockIdx.x) * kPrepostRows + threadIdx.x / kRowThreads;
-  const int lane = threadIdx.x % kRowThreads;
-  const int h = blockIdx.y;
-  const int b = blockIdx.z;
+  const auto [row, lane, h, b, at] = row_slot(s);
   if (row >= s.nq) return;
-  const int64_t bh = int64_t{b} * s.heads_q + h;
-  const float* acc = p.dq_accum + (bh * s.rows_padded + row) * kHeadDim;
+  const float* acc = p.dq_accum + at * kHeadDim;
   Element* dq = row_ptr<Element>(p.dq, s, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h, b, row, h);
   // All of the thread's loads are issued before its first store (the store could alias them
   // as far as the compiler knows), with the streaming hint: the accumulator is read once.

@@ -88,7 +88,7 @@ struct FwdConfig {
     uint64_t item_full[kItemSlots], item_empty[kItemSlots];
     WorkItem item[kItemSlots];  // decoded by the producer; row == nullptr ends the kernel
   };
-  static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;  // + base alignment
+  static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();
   static_assert(cosize_v<LayoutQ> == kQStages * kBlockM * kHeadDim, "Q layout is dense");
   static_assert(cosize_v<LayoutK> == kStages * kBlockN * kHeadDim, "K layout is dense");
   static_assert(cosize_v<LayoutVt> == kStages * kBlockN * kHeadDim, "V layout is dense");
@@ -99,9 +99,7 @@ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
   const int rank = index - bh * p.num_q_tiles;
   const int b = bh / p.heads_q;
   const int h = bh - b * p.heads_q;
-  const int inst_index =
-      desc::instance_of(p.descriptor, p.desc_batch == 1 ? 0 : b, p.desc_heads == 1 ? 0 : h);
-  const desc::Instance& inst = desc::instance(p.descriptor, inst_index);
+  const desc::Instance& inst = instance_for(p.descriptor, p, b, h);
   const int m = desc::at<uint16_t>(p.descriptor, inst.fwd_order_offset)[rank];
   return {b, h, m, &desc::q_tile(p.descriptor, inst, m)};
 }
@@ -296,6 +294,22 @@ struct Consumer {
     }
   }
 
+  // Finishes the scores of key tile n, whose Q Kᵀ was just issued, into probabilities: the
+  // tile's visibility is computed under the product, then the wait (leaving the newest
+  // kPending wgmma groups in flight), the K stage's release, masking and the online softmax.
+  template <int kPending, class TS>
+  __device__ void scores_to_probabilities(TS& tSrS, int pattern, int q0, int n, uint64_t& k_empty,
+                                          RowState& state, float (&correction)[2]) const {
+    const bool masked = needs_mask(pattern, n);
+    uint32_t visible[2];
+    if (masked) tile_visibility(pattern, q0, n, visible);
+    warpgroup_wait<kPending>();
+    warpgroup_fence_operand(tSrS);
+    release(k_empty);
+    if (masked) mask_tile(tSrS, visible);
+    online_softmax(tSrS, state, correction);
+  }
+
   // Turns scores into unnormalised probabilities in place; returns, per row, the factor that
   // rescales what O accumulated under the previous maxima.
   template <class TS>
@@ -474,15 +488,9 @@ struct Consumer {
             wait_turn();
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             pass_turn();
-            const bool masked = needs_mask(pattern, n);
-            uint32_t visible[2];
-            if (masked) tile_visibility(pattern, q0, n, visible);
-            warpgroup_wait<0>();
-            warpgroup_fence_operand(tSrS);
-            release(ss.k_empty[kv.stage]);
-            if (masked) mask_tile(tSrS, visible);
             float correction[2];
-            online_softmax(tSrS, state, correction);
+            scores_to_probabilities<0>(tSrS, pattern, q0, n, ss.k_empty[kv.stage], state,
+                                       correction);
             convert(tSrS, tOrP);
           }
           PipeState<Config::kStages> prev = kv;
@@ -495,15 +503,9 @@ struct Consumer {
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             wgmma<false>(mma_pv, tOrP, tOrVt(_, _, _, prev.stage), tOrO);
             pass_turn();
-            const bool masked = needs_mask(pattern, n);
-            uint32_t visible[2];
-            if (masked) tile_visibility(pattern, q0, n, visible);
-            warpgroup_wait<1>();
-            warpgroup_fence_operand(tSrS);
-            release(ss.k_empty[kv.stage]);
-            if (masked) mask_tile(tSrS, visible);
             float correction[2];
-            online_softmax(tSrS, state, correction);
+            scores_to_probabilities<1>(tSrS, pattern, q0, n, ss.k_empty[kv.stage], state,
+                                       correction);
             warpgroup_wait<0>();
             warpgroup_fence_operand(tOrO);
             warpgroup_fence_operand(tOrP);
@@ -526,15 +528,9 @@ struct Consumer {
             Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
             wait_barrier(ss.k_full[kv.stage], kv.phase);
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
-            const bool masked = needs_mask(pattern, n);
-            uint32_t visible[2];
-            if (masked) tile_visibility(pattern, q0, n, visible);
-            warpgroup_wait<0>();
-            warpgroup_fence_operand(tSrS);
-            release(ss.k_empty[kv.stage]);
-            if (masked) mask_tile(tSrS, visible);
             float correction[2];
-            online_softmax(tSrS, state, correction);
+            scores_to_probabilities<0>(tSrS, pattern, q0, n, ss.k_empty[kv.stage], state,
+                                       correction);
             rescale(tOrO, correction);
             Tensor tOrP = make_tensor<Element>(PLayout{});
             convert(tSrS, tOrP);
@@ -561,13 +557,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
                const __grid_constant__ CUtensorMap tma_k,
                const __grid_constant__ CUtensorMap tma_v) {
   extern __shared__ unsigned char smem_raw[];
-  auto* ss = reinterpret_cast<typename Config::SharedStorage*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  auto* ss = &aligned_storage<typename Config::SharedStorage>(smem_raw);
   const int warp = threadIdx.x / 32;
   if (threadIdx.x == 0) {
-    prefetch_tensor_map(&tma_q);
-    prefetch_tensor_map(&tma_k);
-    prefetch_tensor_map(&tma_v);
+    prefetch_tensor_maps(&tma_q, &tma_k, &tma_v);
     for (int s = 0; s < Config::kQStages; ++s) {
       Barrier::init(&ss->q_full[s], 1);
       Barrier::init(&ss->q_empty[s], Config::kConsumerWarps);

@@ -4,23 +4,16 @@
 // travel as separate kernel parameters.
 #pragma once
 
+#include "problem_shape.h"
+
 #include <stdint.h>
 
 namespace cm::sm90 {
 
-struct FwdParams {
+struct FwdParams : ProblemShape {
   const void* descriptor;  // device copy of the descriptor blob
-  int32_t batch, heads_q, heads_kv;
-  int32_t nq, nk;
-  int32_t num_q_tiles, num_k_tiles;
-  int32_t desc_batch, desc_heads;  // 1 (broadcast) or equal to batch / heads_q
-  int32_t total_items;             // num_q_tiles * batch * heads_q work items
-  float scale_log2;                // softmax scale * log2(e)
-
-  // Packed layout: sequence b starts at row q_offsets[b] (k_offsets[b]) of the [T, H, D]
-  // tensors, and the batch strides are unused. Both are null for the strided layouts.
-  const int32_t* q_offsets;
-  const int32_t* k_offsets;
+  int32_t total_items;     // num_q_tiles * batch * heads_q work items
+  float scale_log2;        // softmax scale * log2(e)
 
   void* out;  // same element type as Q
   int64_t out_stride_b, out_stride_s, out_stride_h;

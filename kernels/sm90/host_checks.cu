@@ -120,4 +120,20 @@ float softmax_scale(const Problem& a) {
   return a.scale != 0.f ? a.scale : 1.f / std::sqrt(static_cast<float>(a.head_dim));
 }
 
+sm90::ProblemShape problem_shape(const Problem& a, const desc::Header& h) {
+  sm90::ProblemShape s{};
+  s.batch = a.batch;
+  s.heads_q = a.heads_q;
+  s.heads_kv = a.heads_kv;
+  s.nq = a.nq;
+  s.nk = a.nk;
+  s.num_q_tiles = h.num_q_tiles;
+  s.num_k_tiles = h.num_k_tiles;
+  s.desc_batch = h.batch;
+  s.desc_heads = h.heads;
+  s.q_offsets = a.q_offsets;
+  s.k_offsets = a.k_offsets;
+  return s;
+}
+
 }  // namespace cm::cuda::host

@@ -1,8 +1,10 @@
-// Problem checks (and the softmax scale) shared by the sm90 launchers (launch.cu for the
-// forward, bwd_host.cu for the backward). Each check throws cm::Error, or
+// Problem checks (and the softmax scale and problem shape) shared by the sm90 launchers (launch.cu
+// for the forward, bwd_host.cu for the backward). Each check throws cm::Error, or
 // cm::cuda::CudaError for a CUDA failure, with a message that starts with the entry point's
 // name and states the broken rule.
 #pragma once
+
+#include "problem_shape.h"
 
 #include <compilemask/cuda.h>
 #include <compilemask/descriptor.h>
@@ -64,5 +66,8 @@ class LaunchChecks {
 
 // The scale the kernels apply: Problem::scale, or 1/sqrt(head_dim) for 0.
 float softmax_scale(const Problem& a);
+
+// The kernels' view of a checked problem masked by the descriptor with header h.
+sm90::ProblemShape problem_shape(const Problem& a, const desc::Header& h);
 
 }  // namespace cm::cuda::host

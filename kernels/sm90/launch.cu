@@ -95,20 +95,10 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const bool packed = args.q_offsets != nullptr;
 
   sm90::FwdParams p{};
+  static_cast<sm90::ProblemShape&>(p) = host::problem_shape(args, h);
   p.descriptor = descriptor.device;
-  p.batch = args.batch;
-  p.heads_q = args.heads_q;
-  p.heads_kv = args.heads_kv;
-  p.nq = args.nq;
-  p.nk = args.nk;
-  p.num_q_tiles = h.num_q_tiles;
-  p.num_k_tiles = h.num_k_tiles;
-  p.desc_batch = h.batch;
-  p.desc_heads = h.heads;
   p.total_items = h.num_q_tiles * args.batch * args.heads_q;
   p.scale_log2 = host::softmax_scale(args) * 1.4426950408889634f;
-  p.q_offsets = args.q_offsets;
-  p.k_offsets = args.k_offsets;
   p.out = const_cast<void*>(args.out.data);
   p.out_stride_b = packed ? 0 : args.out.stride_b;
   p.out_stride_s = args.out.stride_s;

@@ -51,6 +51,12 @@ __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// Brings the tensor maps' descriptors into cache before the first TMA load (one thread).
+template <class... Maps>
+__device__ __forceinline__ void prefetch_tensor_maps(const Maps*... maps) {
+  (prefetch_tensor_map(maps), ...);
+}
+
 // Named barriers: id 0 is __syncthreads, so ids start at 1.
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -58,6 +64,18 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 
 __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Dynamic shared memory holding a kernel's Storage: the launch reserves smem_bytes<Storage>()
+// and the kernel rounds its base up to the 1024-byte alignment of the 128-byte TMA swizzle.
+template <class Storage>
+constexpr size_t smem_bytes() {
+  return sizeof(Storage) + 1024;
+}
+
+template <class Storage>
+__device__ Storage& aligned_storage(unsigned char* raw) {
+  return *reinterpret_cast<Storage*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
 }
 
 }  // namespace cm::sm90

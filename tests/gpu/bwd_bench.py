@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
 from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
-                          environment, median_ms, run_rows)
+                          cudnn_cells, cudnn_ms, environment, median_ms, record_peer, run_rows)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 
@@ -67,17 +67,12 @@ def bench_one(name, n0, kernel, bwd, flex, workloads, a):
     row["max_abs_diff_vs_flex"] = max((x.float() - y.grad.float()).abs().max().item()
                                       for x, y in ((dq, qg), (dk, kg), (dv, vg)))
     ms = median_ms(lambda: flex(qg, kg, vg, block_mask=bm).backward(dout), grads=[qg, kg, vg])
-    row["flex_ms"], row["flex_tflops"] = ms, flops / ms / 1e9
-    row["speedup_vs_flex"] = row["flex_ms"] / row["ours_ms"]
+    record_peer(row, "flex", ms, flops, "speedup_vs_flex")
     del bm
 
     if name == "causal":
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-            fb = lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(dout)
-            ms = median_ms(fb, grads=[qg, kg, vg])
-        row["cudnn_ms"], row["cudnn_tflops"] = ms, flops / ms / 1e9
-        row["ratio_vs_cudnn"] = row["cudnn_ms"] / row["ours_ms"]
+        fb = lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(dout)
+        record_peer(row, "cudnn", cudnn_ms(fb, grads=[qg, kg, vg]), flops, "ratio_vs_cudnn")
     return row
 
 
@@ -95,8 +90,7 @@ def markdown(rows, env):
             lines.append(f"| {r['workload']} | {r['N']} | | | | error: {r['error'][:100]} "
                          "| | | | | | | |")
             continue
-        cud = f"{r['cudnn_tflops']:.0f}" if "cudnn_tflops" in r else ""
-        rat = f"{r['ratio_vs_cudnn']:.2f}" if "ratio_vs_cudnn" in r else ""
+        cud, rat = cudnn_cells(r)
         lines.append(
             f"| {r['workload']} | {r['N']} | {r['B']} | {r['density']:.3f} | "
             f"{r['visible_fraction_of_computed']:.2f} | {r['ours_ms']:.3f} | "

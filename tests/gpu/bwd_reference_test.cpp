@@ -21,6 +21,7 @@
 namespace {
 
 using cm::cuda::DType;
+using cm::gpu_test::bhsd_tensor;
 using cm::gpu_test::Case;
 using cm::gpu_test::decode;
 using cm::gpu_test::DeviceBuffer;
@@ -92,29 +93,13 @@ class Problem {
   }
 
   cm::cuda::BackwardArgs args(bool deterministic) const {
-    const auto bhsd = [&](const void* data, int heads, int rows) {
-      const int64_t d = c_.head_dim;
-      return cm::cuda::TensorRef{data, heads * rows * d, d, rows * d};
-    };
     cm::cuda::BackwardArgs a;
-    a.dtype = c_.dtype;
-    a.batch = kBatch;
-    a.heads_q = c_.heads_q;
-    a.heads_kv = c_.heads_kv;
-    a.nq = c_.nq;
-    a.nk = c_.nk;
-    a.head_dim = c_.head_dim;
-    a.q = bhsd(q_.ptr, c_.heads_q, c_.nq);
-    a.k = bhsd(k_.ptr, c_.heads_kv, c_.nk);
-    a.v = bhsd(v_.ptr, c_.heads_kv, c_.nk);
-    a.out = bhsd(out_.ptr, c_.heads_q, c_.nq);
-    a.dout = bhsd(dout_.ptr, c_.heads_q, c_.nq);
-    a.lse = static_cast<const float*>(lse_.ptr);
-    a.lse_stride_b = int64_t{c_.heads_q} * c_.nq;
-    a.lse_stride_h = c_.nq;
-    a.dq = bhsd(dq_.ptr, c_.heads_q, c_.nq);
-    a.dk = bhsd(dk_.ptr, c_.heads_kv, c_.nk);
-    a.dv = bhsd(dv_.ptr, c_.heads_kv, c_.nk);
+    static_cast<cm::cuda::Problem&>(a) = cm::gpu_test::bhsd_problem(
+        c_, kBatch, q_.ptr, k_.ptr, v_.ptr, out_.ptr, static_cast<const float*>(lse_.ptr));
+    a.dout = bhsd_tensor(c_, dout_.ptr, c_.heads_q, c_.nq);
+    a.dq = bhsd_tensor(c_, dq_.ptr, c_.heads_q, c_.nq);
+    a.dk = bhsd_tensor(c_, dk_.ptr, c_.heads_kv, c_.nk);
+    a.dv = bhsd_tensor(c_, dv_.ptr, c_.heads_kv, c_.nk);
     a.deterministic = deterministic;
     return a;
   }

@@ -26,12 +26,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
 from dense_cases import (Case, argument_parser, causal_visible,  # noqa: E402
-                         doc_gaps_visible, missing_hopper, run_plan, special_cases,
-                         workload_cases)
+                         doc_gaps_visible, run_plan, suite_cases)
 
 ATOL = 1e-3
-LENGTHS = [1, 17, 113, 255, 1023, 4097]  # workload sweep; --quick runs the first 4
-QUICK_LENGTHS = LENGTHS[:4]
 DET_RUNS = 10
 
 
@@ -197,18 +194,12 @@ def deterministic_cases():
 
 def main():
     a = argument_parser().parse_args()
-    skip = missing_hopper("sm90 backward tests")
-    if skip:
-        print(skip)
+    cases = suite_cases(a, "sm90 backward tests", quick_lengths=4)
+    if cases is None:
         return 77
-    sys.path.insert(0, a.workloads)
-    import workloads
     from bwd_cm import Backward
-    bwd = Backward(a.lib)
-    torch.manual_seed(0)
-    cases = workload_cases(workloads, QUICK_LENGTHS if a.quick else LENGTHS) + special_cases()
     plan = [(c, run_case) for c in cases] + [(c, run_deterministic) for c in deterministic_cases()]
-    return run_plan(plan, bwd, a.cli, a.examples)
+    return run_plan(plan, Backward(a.lib), a.cli, a.examples)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ Import after torch: the tests exit with 77 (skipped) when torch is missing.
 """
 import argparse
 import os
+import sys
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+LENGTHS = [1, 17, 113, 255, 1023, 4097]  # the workload sweep's sequence lengths
 
 
 class Case:
@@ -109,6 +111,21 @@ def missing_hopper(tests):
     if torch.cuda.get_device_capability() != (9, 0):
         return "SKIP: the sm90 kernel needs a compute capability 9.0 GPU (Hopper)"
     return None
+
+
+def suite_cases(args, tests, quick_lengths):
+    """The start of a dense suite: without a Hopper GPU, prints the SKIP line and returns None;
+    else seeds torch and returns every workload at LENGTHS (the first quick_lengths of them
+    with --quick) followed by the special cases."""
+    skip = missing_hopper(tests)
+    if skip:
+        print(skip)
+        return None
+    sys.path.insert(0, args.workloads)
+    import workloads
+    torch.manual_seed(0)
+    lengths = LENGTHS[:quick_lengths] if args.quick else LENGTHS
+    return workload_cases(workloads, lengths) + special_cases()
 
 
 def run_plan(plan, *args):

@@ -60,27 +60,10 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
   CUDA_OK(cudaMemset(dout.ptr, 0xff, nq_elems * 2));   // NaN in both 16-bit formats
   CUDA_OK(cudaMemset(dlse.ptr, 0xff, lse_elems * 4));  // NaN
 
-  // [B, H, S, D] dense, as the reference lays its tensors out.
-  const auto bhsd = [&](const void* data, int heads, int rows) {
-    const int64_t d = c.head_dim;
-    return cm::cuda::TensorRef{data, heads * rows * d, d, rows * d};
-  };
   cm::cuda::ForwardArgs args;
-  args.dtype = c.dtype;
-  args.batch = batch;
-  args.heads_q = c.heads_q;
-  args.heads_kv = c.heads_kv;
-  args.nq = c.nq;
-  args.nk = c.nk;
-  args.head_dim = c.head_dim;
+  static_cast<cm::cuda::Problem&>(args) = cm::gpu_test::bhsd_problem(
+      c, batch, dq.ptr, dk.ptr, dv.ptr, dout.ptr, static_cast<float*>(dlse.ptr));
   args.mainloop = std::get<1>(GetParam());
-  args.q = bhsd(dq.ptr, c.heads_q, c.nq);
-  args.k = bhsd(dk.ptr, c.heads_kv, c.nk);
-  args.v = bhsd(dv.ptr, c.heads_kv, c.nk);
-  args.out = bhsd(dout.ptr, c.heads_q, c.nq);
-  args.lse = static_cast<float*>(dlse.ptr);
-  args.lse_stride_b = int64_t{c.heads_q} * c.nq;
-  args.lse_stride_h = c.nq;
   const cm::cuda::DeviceDescriptor descriptor(plan.blob());
   cm::cuda::forward(descriptor.view(), args, workspace.ptr, cm::cuda::forward_workspace_bytes(),
                     nullptr);

@@ -22,12 +22,9 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
-from dense_cases import (argument_parser, missing_hopper, run_plan,  # noqa: E402
-                         special_cases, workload_cases)
+from dense_cases import argument_parser, run_plan, suite_cases  # noqa: E402
 
 ATOL = 1e-3
-LENGTHS = [1, 17, 113, 255, 1023, 4097]  # workload sweep; --quick runs the first 5
-QUICK_LENGTHS = LENGTHS[:5]
 LSE_TOL = 2e-3
 MAINLOOP = "auto"  # set from --mainloop
 
@@ -119,17 +116,11 @@ def main():
     a = ap.parse_args()
     global MAINLOOP
     MAINLOOP = a.mainloop
-    skip = missing_hopper("sm90 forward tests")
-    if skip:
-        print(skip)
+    cases = suite_cases(a, "sm90 forward tests", quick_lengths=5)
+    if cases is None:
         return 77
-    sys.path.insert(0, a.workloads)
-    import workloads
     from cm_kernel import Kernel
-    kernel = Kernel(a.lib)
-    torch.manual_seed(0)
-    cases = workload_cases(workloads, QUICK_LENGTHS if a.quick else LENGTHS) + special_cases()
-    return run_plan([(case, run_case) for case in cases], kernel, a.cli, a.examples)
+    return run_plan([(case, run_case) for case in cases], Kernel(a.lib), a.cli, a.examples)
 
 
 if __name__ == "__main__":
