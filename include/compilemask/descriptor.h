@@ -232,8 +232,12 @@ CM_HD long long grid_half_width(const GridFormula& f, long long dt, long long dy
 
 // The half-width table covers the frame and row offsets that occur on the grid within the
 // radii: |dt| <= grid_table_dt_max, |dy| <= grid_table_dy_max. Beyond them no key is visible.
-CM_HD int grid_table_dt_max(const GridFormula& f) { return f.rt < f.frames - 1 ? f.rt : f.frames - 1; }
-CM_HD int grid_table_dy_max(const GridFormula& f) { return f.ry < f.rows - 1 ? f.ry : f.rows - 1; }
+CM_HD int grid_table_dt_max(const GridFormula& f) {
+  return f.rt < f.frames - 1 ? f.rt : f.frames - 1;
+}
+CM_HD int grid_table_dy_max(const GridFormula& f) {
+  return f.ry < f.rows - 1 ? f.ry : f.rows - 1;
+}
 CM_HD int64_t grid_table_entries(const GridFormula& f) {
   return int64_t{grid_table_dt_max(f) + 1} * (grid_table_dy_max(f) + 1);
 }

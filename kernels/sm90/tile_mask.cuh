@@ -117,8 +117,8 @@ __device__ void grid_rows_bits(const void* blob, const desc::GridFormula& f, int
 // columns below `key_limit` (tile-relative; nk - k0 on the last key tile, else >= kMaskTileN).
 // pattern -1 (a full tile) applies only the key limit.
 template <int kRows, class Columns>
-__device__ void rows_visibility(const void* blob, int pattern, int q0, int k0, int r,
-                                int key_limit, const Columns& cols, uint32_t (&visible)[kRows]) {
+__device__ void rows_visibility(const void* blob, int pattern, int q0, int k0, int r, int key_limit,
+                                const Columns& cols, uint32_t (&visible)[kRows]) {
   CUTE_UNROLL
   for (int i = 0; i < kRows; ++i) visible[i] = pattern >= 0 ? 0u : ~0u;
   if (pattern >= 0) {

@@ -120,8 +120,8 @@ class Verifier {
 
   // The table must hold exactly the formula's half-widths: kernels trust it.
   void check_half_widths(const desc::GridFormula& f, const std::string& name) const {
-    require_array(f.half_widths_offset, uint64_t(desc::grid_table_entries(f)), sizeof(int16_t),
-                  16, name + " half-width table");
+    require_array(f.half_widths_offset, uint64_t(desc::grid_table_entries(f)), sizeof(int16_t), 16,
+                  name + " half-width table");
     for (int dt = 0; dt <= desc::grid_table_dt_max(f); ++dt) {
       for (int dy = 0; dy <= desc::grid_table_dy_max(f); ++dy) {
         const long long want = desc::grid_half_width(f, dt, dy);

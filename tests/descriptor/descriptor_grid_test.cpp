@@ -152,7 +152,8 @@ TEST(DescriptorGrid, HalfWidthTableHoldsTheFormulaAndIsVerified) {
     for (int dt = 1 - f.frames; dt < f.frames; ++dt) {
       for (int dy = 1 - f.rows; dy < f.rows; ++dy) {
         const long long want = desc::grid_half_width(placed, dt, dy);
-        EXPECT_EQ(desc::grid_half_width_table(blob.data(), placed, dt, dy), want) << dt << " " << dy;
+        EXPECT_EQ(desc::grid_half_width_table(blob.data(), placed, dt, dy), want)
+            << dt << " " << dy;
         visible_slices += want >= 0;
       }
     }
