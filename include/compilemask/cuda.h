@@ -10,6 +10,7 @@
 #pragma once
 
 #include <compilemask/compilemask.h>
+#include <compilemask/reference.h>
 
 #include <cuda_runtime_api.h>
 
@@ -78,6 +79,14 @@ struct Problem {
 struct ForwardArgs : Problem {
   Mainloop mainloop = Mainloop::kAuto;
 };
+
+// A contiguous [B, H, S, D] tensor: `heads` heads of `rows` rows of head_dim elements each.
+TensorRef dense_bhsd(const void* data, int32_t heads, int32_t rows, int32_t head_dim);
+
+// The Problem of contiguous [B, H, S, D] tensors q, k, v and out and a contiguous [B, H, nq]
+// LSE, sized by `shape`: the layout of the CPU reference (compilemask/reference.h).
+Problem dense_problem(DType dtype, const AttentionShape& shape, const void* q, const void* k,
+                      const void* v, const void* out, const float* lse);
 
 // A non-owning pair: the descriptor in host memory (read for validation and the launch
 // geometry) and the same bytes in device memory (read by the kernel).

@@ -20,8 +20,8 @@
 
 namespace {
 
+using cm::cuda::dense_bhsd;
 using cm::cuda::DType;
-using cm::gpu_test::bhsd_tensor;
 using cm::gpu_test::Case;
 using cm::gpu_test::decode;
 using cm::gpu_test::DeviceBuffer;
@@ -62,7 +62,7 @@ class Problem {
     k = random_rounded(nk_elems_, c_.dtype, rng);
     v = random_rounded(nk_elems_, c_.dtype, rng);
     dout = random_rounded(nq_elems_, c_.dtype, rng);
-    const cm::AttentionShape shape{kBatch, c_.heads_q, c_.heads_kv, c_.nq, c_.nk, c_.head_dim};
+    const cm::AttentionShape shape = this->shape();
     cm::ReferenceOptions options;
     options.accumulate = cm::Accumulate::kFloat64;
     std::vector<float> out_exact(nq_elems_);
@@ -85,6 +85,10 @@ class Problem {
               cudaSuccess);
   }
 
+  cm::AttentionShape shape() const {
+    return {kBatch, c_.heads_q, c_.heads_kv, c_.nq, c_.nk, c_.head_dim};
+  }
+
   void poison() const {
     for (const DeviceBuffer* b : {&dq_, &dk_, &dv_}) {
       ASSERT_EQ(cudaMemset(b->ptr, 0xff, b == &dq_ ? nq_elems_ * 2 : nk_elems_ * 2), cudaSuccess);
@@ -94,12 +98,12 @@ class Problem {
 
   cm::cuda::BackwardArgs args(bool deterministic) const {
     cm::cuda::BackwardArgs a;
-    static_cast<cm::cuda::Problem&>(a) = cm::gpu_test::bhsd_problem(
-        c_, kBatch, q_.ptr, k_.ptr, v_.ptr, out_.ptr, static_cast<const float*>(lse_.ptr));
-    a.dout = bhsd_tensor(c_, dout_.ptr, c_.heads_q, c_.nq);
-    a.dq = bhsd_tensor(c_, dq_.ptr, c_.heads_q, c_.nq);
-    a.dk = bhsd_tensor(c_, dk_.ptr, c_.heads_kv, c_.nk);
-    a.dv = bhsd_tensor(c_, dv_.ptr, c_.heads_kv, c_.nk);
+    static_cast<cm::cuda::Problem&>(a) = cm::cuda::dense_problem(
+        c_.dtype, shape(), q_.ptr, k_.ptr, v_.ptr, out_.ptr, static_cast<const float*>(lse_.ptr));
+    a.dout = dense_bhsd(dout_.ptr, c_.heads_q, c_.nq, c_.head_dim);
+    a.dq = dense_bhsd(dq_.ptr, c_.heads_q, c_.nq, c_.head_dim);
+    a.dk = dense_bhsd(dk_.ptr, c_.heads_kv, c_.nk, c_.head_dim);
+    a.dv = dense_bhsd(dv_.ptr, c_.heads_kv, c_.nk, c_.head_dim);
     a.deterministic = deterministic;
     return a;
   }

@@ -61,8 +61,8 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
   CUDA_OK(cudaMemset(dlse.ptr, 0xff, lse_elems * 4));  // NaN
 
   cm::cuda::ForwardArgs args;
-  static_cast<cm::cuda::Problem&>(args) = cm::gpu_test::bhsd_problem(
-      c, batch, dq.ptr, dk.ptr, dv.ptr, dout.ptr, static_cast<float*>(dlse.ptr));
+  static_cast<cm::cuda::Problem&>(args) = cm::cuda::dense_problem(
+      c.dtype, shape, dq.ptr, dk.ptr, dv.ptr, dout.ptr, static_cast<float*>(dlse.ptr));
   args.mainloop = std::get<1>(GetParam());
   const cm::cuda::DeviceDescriptor descriptor(plan.blob());
   cm::cuda::forward(descriptor.view(), args, workspace.ptr, cm::cuda::forward_workspace_bytes(),

@@ -82,31 +82,6 @@ void PrintTo(const Case& c, std::ostream* os) {
       << "/" << c.heads_kv << (c.dtype == cuda::DType::kBFloat16 ? " bf16" : " fp16");
 }
 
-cuda::TensorRef bhsd_tensor(const Case& c, const void* data, int heads, int rows) {
-  const int64_t d = c.head_dim;
-  return cuda::TensorRef{data, heads * rows * d, d, rows * d};
-}
-
-cuda::Problem bhsd_problem(const Case& c, int batch, const void* q, const void* k, const void* v,
-                           const void* out, const float* lse) {
-  cuda::Problem p;
-  p.dtype = c.dtype;
-  p.batch = batch;
-  p.heads_q = c.heads_q;
-  p.heads_kv = c.heads_kv;
-  p.nq = c.nq;
-  p.nk = c.nk;
-  p.head_dim = c.head_dim;
-  p.q = bhsd_tensor(c, q, c.heads_q, c.nq);
-  p.k = bhsd_tensor(c, k, c.heads_kv, c.nk);
-  p.v = bhsd_tensor(c, v, c.heads_kv, c.nk);
-  p.out = bhsd_tensor(c, out, c.heads_q, c.nq);
-  p.lse = lse;
-  p.lse_stride_b = int64_t{c.heads_q} * c.nq;
-  p.lse_stride_h = c.nq;
-  return p;
-}
-
 std::vector<Case> example_cases() {
   using cm::Segments;
   using B = cuda::DType;

@@ -1,6 +1,6 @@
 // Helpers shared by the sm90 kernel tests (forward_reference_test.cpp, bwd_reference_test.cpp):
 // the Hopper check, plans of the example masks, 16-bit rounding of random inputs, device
-// buffers, the example-mask cases both tests sweep and their problems in [B, H, S, D] layout.
+// buffers and the example-mask cases both tests sweep.
 #pragma once
 
 #include <compilemask/compilemask.h>
@@ -72,15 +72,6 @@ struct Case {
 };
 
 void PrintTo(const Case& c, std::ostream* os);
-
-// A dense [B, H, S, D] tensor of c's head dim with `heads` heads of `rows` rows: the layout of
-// the CPU reference's tensors.
-cuda::TensorRef bhsd_tensor(const Case& c, const void* data, int heads, int rows);
-
-// The fields forward and backward share for case c with `batch` sequences: c's sizes and
-// dtype, q, k, v and out as bhsd_tensor, and the [B, H, S] LSE.
-cuda::Problem bhsd_problem(const Case& c, int batch, const void* q, const void* k, const void* v,
-                           const void* out, const float* lse);
 
 // Every example mask at small odd shapes, with GQA, both head dims and both dtypes; the
 // sanitizer filters of scripts/gpu address these cases by index, so append new ones.

@@ -127,12 +127,6 @@ double median_seconds(const std::function<void()>& launch, const std::string& ph
   return milliseconds[kTimedRuns / 2] * 1e-3;
 }
 
-// Strides of a dense [B, H, S, D] tensor, the layout of AttentionProblem.
-cuda::TensorRef bhsd(const void* data, int32_t heads, int32_t rows, int32_t dim) {
-  const int64_t d = dim;
-  return {data, int64_t{heads} * rows * d, d, int64_t{rows} * d};
-}
-
 cuda::DType kernel_dtype(GpuDType dtype) {
   return dtype == GpuDType::kBFloat16 ? cuda::DType::kBFloat16 : cuda::DType::kFloat16;
 }
@@ -158,21 +152,10 @@ AttentionResult run_gpu(GpuDType dtype, const void* blob, const AttentionProblem
   out.poison();
   lse.poison();
 
+  // AttentionProblem's tensors are [B, H, S, D].
   cuda::ForwardArgs f;
-  f.dtype = kernel_dtype(dtype);
-  f.batch = s.batch;
-  f.heads_q = s.heads_q;
-  f.heads_kv = s.heads_kv;
-  f.nq = s.nq;
-  f.nk = s.nk;
-  f.head_dim = s.head_dim;
-  f.q = bhsd(q.get(), s.heads_q, s.nq, s.head_dim);
-  f.k = bhsd(k.get(), s.heads_kv, s.nk, s.head_dim);
-  f.v = bhsd(v.get(), s.heads_kv, s.nk, s.head_dim);
-  f.out = bhsd(out.get(), s.heads_q, s.nq, s.head_dim);
-  f.lse = static_cast<float*>(lse.get());
-  f.lse_stride_b = int64_t{s.heads_q} * s.nq;
-  f.lse_stride_h = s.nq;
+  static_cast<cuda::Problem&>(f) = cuda::dense_problem(
+      kernel_dtype(dtype), s, q.get(), k.get(), v.get(), out.get(), static_cast<float*>(lse.get()));
 
   AttentionResult r;
   if (options.on_phase) options.on_phase("forward");
@@ -197,10 +180,10 @@ AttentionResult run_gpu(GpuDType dtype, const void* blob, const AttentionProblem
 
   cuda::BackwardArgs b;
   static_cast<cuda::Problem&>(b) = f;  // the forward's problem, read
-  b.dout = bhsd(dout.get(), s.heads_q, s.nq, s.head_dim);
-  b.dq = bhsd(dq.get(), s.heads_q, s.nq, s.head_dim);
-  b.dk = bhsd(dk.get(), s.heads_kv, s.nk, s.head_dim);
-  b.dv = bhsd(dv.get(), s.heads_kv, s.nk, s.head_dim);
+  b.dout = cuda::dense_bhsd(dout.get(), s.heads_q, s.nq, s.head_dim);
+  b.dq = cuda::dense_bhsd(dq.get(), s.heads_q, s.nq, s.head_dim);
+  b.dk = cuda::dense_bhsd(dk.get(), s.heads_kv, s.nk, s.head_dim);
+  b.dv = cuda::dense_bhsd(dv.get(), s.heads_kv, s.nk, s.head_dim);
 
   if (options.on_phase) options.on_phase("backward");
   r.backward_seconds = median_seconds(
