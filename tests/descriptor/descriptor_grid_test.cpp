@@ -91,13 +91,22 @@ RunCensus census(const std::vector<uint64_t>& blob, desc::PatternKind kind) {
   return out;
 }
 
-desc::GridFormula disk(int32_t side, int32_t radius) {
+// A formula's grid extent, shape and radii; text_and_grid places it.
+desc::GridFormula neighbourhood(int32_t frames, int32_t rows, int32_t cols, desc::GridShape shape,
+                                int32_t rt, int32_t ry, int32_t rx) {
   desc::GridFormula f{};
-  f.frames = f.rt = 1;
-  f.rows = f.cols = side;
-  f.shape = desc::kShapeEllipse;
-  f.ry = f.rx = radius;
+  f.frames = frames;
+  f.rows = rows;
+  f.cols = cols;
+  f.shape = shape;
+  f.rt = rt;
+  f.ry = ry;
+  f.rx = rx;
   return f;
+}
+
+desc::GridFormula disk(int32_t side, int32_t radius) {
+  return neighbourhood(1, side, side, desc::kShapeEllipse, 1, radius, radius);
 }
 
 TEST(DescriptorGrid, ClearLikeDiskUsesSparseRunsAcrossEmptyTiles) {
@@ -120,31 +129,17 @@ TEST(DescriptorGrid, UnalignedTextGivesGridPatternsWithBands) {
 }
 
 TEST(DescriptorGrid, BoxCoveringWholeLinesGivesFullTilesThroughTheFormula) {
-  desc::GridFormula box{};
-  box.frames = 1;
-  box.rows = 12;
-  box.cols = 16;
-  box.shape = desc::kShapeBox;
-  box.ry = 2;
-  box.rx = 16;  // every row sees whole grid lines y-2 .. y+2
-  const GridMask mask = text_and_grid(16, box);
+  // Every row sees whole grid lines y-2 .. y+2.
+  const GridMask mask = text_and_grid(16, neighbourhood(1, 12, 16, desc::kShapeBox, 0, 2, 16));
   const auto blob = build_and_check(mask, {16, 16});
   const TileCounts c = count_tiles(mask.expected, {16, 16});
   EXPECT_GT(c.full, 16 + 12);  // beyond the text row and column
 }
 
 TEST(DescriptorGrid, HalfWidthTableHoldsTheFormulaAndIsVerified) {
-  desc::GridFormula video{};
-  video.frames = 3;
-  video.rows = 5;
-  video.cols = 9;
-  video.shape = desc::kShapeEllipse;
-  video.rt = 2;
-  video.ry = 7;  // beyond the grid's rows: the table stops at rows - 1
-  video.rx = 3;
-  desc::GridFormula box = video;
-  box.shape = desc::kShapeBox;
-  box.rt = 0;
+  // ry = 7 reaches beyond the grid's 5 rows: the table stops at rows - 1.
+  const desc::GridFormula video = neighbourhood(3, 5, 9, desc::kShapeEllipse, 2, 7, 3);
+  const desc::GridFormula box = neighbourhood(3, 5, 9, desc::kShapeBox, 0, 7, 3);
   for (const desc::GridFormula& f : {video, box}) {
     std::vector<uint64_t> blob = build_and_check(text_and_grid(8, f), {16, 16});
     const desc::GridFormula& placed = desc::grid_formula(blob.data(), 0);
