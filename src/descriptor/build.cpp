@@ -3,6 +3,7 @@
 #include "descriptor/build.h"
 
 #include "descriptor/blob_writer.h"
+#include "descriptor/half_widths.h"
 #include "descriptor/input_checks.h"
 #include "descriptor/instance_tiles.h"
 #include "descriptor/pattern_table.h"
@@ -105,14 +106,7 @@ PlacedForm place_form(BlobWriter& writer, RunForm form) {
 uint32_t place_formulas(BlobWriter& writer, const std::vector<desc::GridFormula>& formulas) {
   std::vector<desc::GridFormula> placed = formulas;
   for (desc::GridFormula& f : placed) {
-    std::vector<int16_t> half_widths;
-    half_widths.reserve(static_cast<size_t>(desc::grid_table_entries(f)));
-    for (int dt = 0; dt <= desc::grid_table_dt_max(f); ++dt) {
-      for (int dy = 0; dy <= desc::grid_table_dy_max(f); ++dy) {
-        half_widths.push_back(static_cast<int16_t>(desc::grid_half_width(f, dt, dy)));
-      }
-    }
-    f.half_widths_offset = writer.append(std::span<const int16_t>(half_widths));
+    f.half_widths_offset = writer.append(std::span<const int16_t>(descriptor::half_width_table(f)));
   }
   return writer.append(std::span<const desc::GridFormula>(placed));
 }

@@ -4,6 +4,7 @@
 #include <compilemask/descriptor.h>
 
 #include "descriptor/decode.h"
+#include "descriptor/half_widths.h"
 #include "descriptor/input_checks.h"
 #include "descriptor/pattern_encode.h"
 
@@ -120,16 +121,16 @@ class Verifier {
 
   // The table must hold exactly the formula's half-widths: kernels trust it.
   void check_half_widths(const desc::GridFormula& f, const std::string& name) const {
-    require_array(f.half_widths_offset, uint64_t(desc::grid_table_entries(f)), sizeof(int16_t), 16,
+    const std::vector<int16_t> want = descriptor::half_width_table(f);
+    require_array(f.half_widths_offset, want.size(), sizeof(int16_t), 16,
                   name + " half-width table");
-    for (int dt = 0; dt <= desc::grid_table_dt_max(f); ++dt) {
-      for (int dy = 0; dy <= desc::grid_table_dy_max(f); ++dy) {
-        const long long want = desc::grid_half_width(f, dt, dy);
-        const int have = desc::grid_half_width_table(blob_, f, dt, dy);
-        if (have != want) {
-          fail(name + ": half-width table entry (dt " + str(dt) + ", dy " + str(dy) + ") is " +
-               str(have) + ", the formula gives " + str(want));
-        }
+    const int16_t* have = desc::at<int16_t>(blob_, f.half_widths_offset);
+    const int row = desc::grid_table_dy_max(f) + 1;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (have[i] != want[i]) {
+        fail(name + ": half-width table entry (dt " + str(int64_t(i) / row) + ", dy " +
+             str(int64_t(i) % row) + ") is " + str(have[i]) + ", the formula gives " +
+             str(want[i]));
       }
     }
   }
