@@ -50,14 +50,7 @@ if wants sanitize; then
 fi
 
 if wants bench; then
-  start=$(date +%s)
-  python3 "${ROOT}/tests/gpu/bwd_bench.py" --cli "${CLI}" --lib "${LIB}" \
-    --examples "${ROOT}/examples" --workloads "${WORKLOADS}" --out "${OUT}" \
-    --lens "${BENCH_LENS:-32768,16384,4096,1024}" \
-    --masks "${BENCH_MASKS:-causal,hstu,shared_prefix,clear,doc_causal,sliding}" \
-    --budget "${BENCH_BUDGET:-240}" > "${OUT}/bwd_bench.log" 2>&1
-  note "bench: exit $? in $(elapsed "${start}")"
-  grep -vE "^\{" "${OUT}/bwd_bench.log" | grep -iE "error|Traceback" | head -10 | tee -a "${SUMMARY}"
+  bench_stage "${ROOT}/tests/gpu/bwd_bench.py" bench_bwd 32768,16384,4096,1024 240
   cat "${OUT}/bench_bwd.md" 2>/dev/null | tee -a "${SUMMARY}"
 fi
 cat "${SUMMARY}"

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Shared prologue of the GPU-machine scripts (fwd_checks.sh, bwd_checks.sh); source it, do not run
-# it. Sets ROOT (the repository), STAGES (the script's arguments, or all stages),
+# Shared prologue of the GPU-machine scripts (run_all.sh, fwd_checks.sh, bwd_checks.sh); source
+# it, do not run it. Sets ROOT (the repository), STAGES (the script's arguments, or the kernel
+# scripts' stages build test sanitize bench),
 # PYTHONUNBUFFERED, BUILD (CM_BUILD, default build-device; shared by both scripts), CLI and LIB
 # (the tool and the kernel library in BUILD) and WORKLOADS (the first folder holding
 # workloads.py of CM_WORKLOADS, third_party/shared_reference and ../shared/reference; empty if
@@ -77,4 +78,20 @@ build_stage() {
   grep -E "spill|error" "${log}" | head -20 | tee -a "${SUMMARY}"
   note "build: exit ${status} in $(elapsed "${start}")"
   [[ ${status} -ne 0 ]] && { tail -40 "${log}"; exit 1; }
+}
+
+# bench_stage SCRIPT TABLE DEFAULT_LENS DEFAULT_BUDGET: the bench stage: runs the benchmark
+# SCRIPT over BENCH_LENS (default DEFAULT_LENS) and BENCH_MASKS (default every workload) within
+# BENCH_BUDGET seconds (default DEFAULT_BUDGET), its output into OUT/TABLE.log, and notes the
+# exit status and any error lines. The script writes OUT/TABLE.md and OUT/TABLE.json.
+bench_stage() {
+  local script="$1" table="$2" start status
+  start=$(date +%s)
+  python3 "${script}" --cli "${CLI}" --lib "${LIB}" --examples "${ROOT}/examples" \
+    --workloads "${WORKLOADS}" --out "${OUT}" --lens "${BENCH_LENS:-$3}" \
+    --masks "${BENCH_MASKS:-causal,hstu,shared_prefix,clear,doc_causal,sliding}" \
+    --budget "${BENCH_BUDGET:-$4}" > "${OUT}/${table}.log" 2>&1
+  status=$?
+  note "bench: exit ${status} in $(elapsed "${start}")"
+  grep -vE "^\{" "${OUT}/${table}.log" | grep -iE "error|Traceback" | head -10 | tee -a "${SUMMARY}"
 }

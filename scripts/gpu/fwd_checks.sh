@@ -47,13 +47,7 @@ if wants sanitize; then
 fi
 
 if wants bench; then
-  start=$(date +%s)
-  python3 "${ROOT}/bench/gpu/bench_fwd.py" --cli "${CLI}" --lib "${LIB}" \
-    --examples "${ROOT}/examples" --workloads "${WORKLOADS}" --out "${OUT}" \
-    --lens "${BENCH_LENS:-32768,1024,4096,16384}" \
-    --masks "${BENCH_MASKS:-causal,hstu,shared_prefix,clear,doc_causal,sliding}" \
-    --budget "${BENCH_BUDGET:-300}" 2>&1 | grep -v "^|" | tail -30
-  note "bench: exit ${PIPESTATUS[0]} in $(elapsed "${start}")"
+  bench_stage "${ROOT}/bench/gpu/bench_fwd.py" bench_fwd 32768,1024,4096,16384 300
   cat "${OUT}/bench_fwd.md" 2>/dev/null
 fi
 cat "${SUMMARY}"

@@ -12,12 +12,11 @@
 #   logs.txt       the failure lines of every log, and the CLI run
 # Full logs stay in $LOGS (default /tmp/cm-logs) on the GPU machine.
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=scripts/gpu/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
+[[ $# -eq 0 ]] && STAGES=(build test sanitize bench python cli)
 OUT="${OUT:-${ROOT}/out}"
 LOGS="${LOGS:-/tmp/cm-logs}"
-STAGES=("$@")
-[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(build test sanitize bench python cli)
-wants() { local s; for s in "${STAGES[@]}"; do [[ "$s" == "$1" ]] && return 0; done; return 1; }
 kernel_stages=()
 for s in build test sanitize bench; do wants "$s" && kernel_stages+=("$s"); done
 mkdir -p "${OUT}" "${LOGS}"
@@ -30,10 +29,9 @@ if wants python; then
   OUT="${LOGS}/python" "${ROOT}/scripts/gpu/python_checks.sh" > "${LOGS}/python.txt" 2>&1
 fi
 if wants cli; then
-  cli="${ROOT}/build-device/tools/cli/compilemask"
   {
     echo "== compilemask run --gpu --backward (shared_prefix, N = 4096, GQA 4:2, d128)"
-    "${cli}" run "${ROOT}/examples/shared_prefix.mask" -p prompt=0:1024 \
+    "${CLI}" run "${ROOT}/examples/shared_prefix.mask" -p prompt=0:1024 \
       -p responses=1024,1792,2560,3328,4096 -n 4096 --heads 4 --heads-kv 2 --dim 128 --backward --gpu
     echo "exit $?"
   } > "${LOGS}/cli.txt" 2>&1
