@@ -1,11 +1,15 @@
 // The sm90 (Hopper) forward attention kernel driven by a CompileMask descriptor.
 //
 // One persistent CTA per SM, three warpgroups:
-//   WG0  producer: one thread pulls work items (b, h, query tile) from a global counter in
-//        per-(b, h) longest-first order, decodes them and hands them to the consumers through a
-//        2-slot ring, and TMA-loads Q and the K/V tiles the descriptor lists for that query tile.
+//   WG0  producer. The loader (one thread of warp 0) pulls work items (b, h, query tile) from a
+//        global counter in per-(b, h) longest-first order, decodes them and hands them on
+//        through a 2-slot ring, and TMA-loads Q and the K/V tiles the descriptor lists for that
+//        query tile, telling the consumers with each K/V stage whether it is masked and whether
+//        it ends the item. The mask warps (warps 1-3) walk the same tiles and write the
+//        visibility of every masked tile's rows into a ring of mask slots, ahead of use.
 //   WG1, WG2  consumers: each owns 64 of the 128 query rows. S = Q Kᵀ by wgmma from shared
-//        memory, online softmax in registers, O += P V by wgmma with P from registers.
+//        memory, online softmax in registers, O += P V by wgmma with P from registers. They
+//        never read the descriptor: a masked tile costs one shared-memory load per row.
 // Full key tiles run no mask code; partial tiles (and the key tile cut by nk) mask elements
 // from per-row visibility bits (tile_mask.cuh). Rows that see no key get O = 0, LSE = -inf.
 #pragma once
@@ -32,7 +36,15 @@ inline constexpr float kNegInf = -__builtin_huge_valf();
 // A work item: query tile m of (batch b, query head h), and its row of the descriptor.
 struct WorkItem {
   int b, h, m;
+  int q_row0;          // the tile's first row in the sequence dimension of Q and O
+  bool has_key_tiles;  // false: every row of the tile is fully masked
   const desc::TileRow* row;
+};
+
+// What the loader tells the consumers about the key tile of a K/V stage.
+struct KeyTileInfo {
+  bool masked;  // its visibility is in the consumers' next mask slot
+  bool last;    // the last key tile of the work item
 };
 
 template <class ElementT, int kHeadDimV, bool kIntraOverlapV>
@@ -49,6 +61,16 @@ struct FwdConfig {
   static constexpr int kConsumerThreads = 256;
   static constexpr int kThreads = 128 + kConsumerThreads;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
+  static constexpr int kMaskWarps = 3;  // warps 1-3; warp 0 holds the loader
+  static constexpr int kMaskThreads = 32 * kMaskWarps;
+  static constexpr int kMaskSlots = 8;  // how many masked tiles the mask warps may run ahead
+  // Registers per thread: the producer warpgroup gives what the consumers' accumulators
+  // need. setmaxnreg only moves the registers the launch gave (168 per thread at 384 threads);
+  // asking for more blocks the consumers forever.
+  static constexpr int kProducerRegs = 56;
+  static constexpr int kConsumerRegs = 224;
+  static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 168 * kThreads,
+                "register file");
   static constexpr int kItemSlots = 2;
   static constexpr int kQStages = 2;  // the next item's Q loads while this one finishes
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dims 64 and 128 are instantiated");
@@ -82,11 +104,14 @@ struct FwdConfig {
     alignas(1024) Element q[kQStages * kBlockM * kHeadDim];
     alignas(1024) Element k[kStages * kBlockN * kHeadDim];
     alignas(1024) Element v[kStages * kBlockN * kHeadDim];
+    QuadBits mask[kMaskSlots][kBlockM];  // a masked tile's visibility, row by row
     uint64_t q_full[kQStages], q_empty[kQStages];
     uint64_t k_full[kStages], k_empty[kStages];
     uint64_t v_full[kStages], v_empty[kStages];
     uint64_t item_full[kItemSlots], item_empty[kItemSlots];
-    WorkItem item[kItemSlots];  // decoded by the producer; row == nullptr ends the kernel
+    uint64_t mask_full[kMaskSlots], mask_empty[kMaskSlots];
+    WorkItem item[kItemSlots];  // decoded by the loader; row == nullptr ends the kernel
+    KeyTileInfo key_tile[kStages];
   };
   static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();
   static_assert(cosize_v<LayoutQ> == kQStages * kBlockM * kHeadDim, "Q layout is dense");
@@ -94,18 +119,22 @@ struct FwdConfig {
   static_assert(cosize_v<LayoutVt> == kStages * kBlockN * kHeadDim, "V layout is dense");
 };
 
-__device__ inline WorkItem decode_item(const FwdParams& p, int index) {
+__device__ inline WorkItem decode_item(const FwdParams& p, int index, int block_m) {
   const int bh = index / p.num_q_tiles;
   const int rank = index - bh * p.num_q_tiles;
   const int b = bh / p.heads_q;
   const int h = bh - b * p.heads_q;
   const desc::Instance& inst = instance_for(p.descriptor, p, b, h);
   const int m = desc::at<uint16_t>(p.descriptor, inst.fwd_order_offset)[rank];
-  return {b, h, m, &desc::q_tile(p.descriptor, inst, m)};
+  const desc::TileRow& row = desc::q_tile(p.descriptor, inst, m);
+  const int q_row0 = (p.q_offsets != nullptr ? p.q_offsets[b] : 0) + m * block_m;
+  return {b, h, m, q_row0, row.full_count + row.partial_count > 0, &row};
 }
 
-__device__ inline bool has_key_tiles(const desc::TileRow& row) {
-  return row.full_count + row.partial_count > 0;
+// Whether key tile n with pattern `pattern` (-1: full) needs element masking: partial tiles,
+// and the last key tile when nk cuts it.
+__device__ inline bool tile_needs_mask(const FwdParams& p, int pattern, int n) {
+  return pattern >= 0 || (p.nk % kMaskTileN != 0 && n == p.num_k_tiles - 1);
 }
 
 // Walks the key tiles of a query tile in ascending order: full runs and partial runs merged by
@@ -145,6 +174,11 @@ class KeyTileCursor {
     return true;
   }
 
+  // Whether the tile next() returned last was the row's last.
+  __device__ bool done() const {
+    return at_ == end_ && fi_ == full_count_ && pi_ == partial_count_;
+  }
+
  private:
   const desc::FullRun* full_;
   const desc::PartialRun* partial_;
@@ -164,9 +198,9 @@ __device__ __forceinline__ float quad_sum(float x) {
 }
 
 template <class Config>
-__device__ void run_producer(const FwdParams& p, typename Config::SharedStorage& ss,
-                             const CUtensorMap* tma_q, const CUtensorMap* tma_k,
-                             const CUtensorMap* tma_v) {
+__device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& ss,
+                           const CUtensorMap* tma_q, const CUtensorMap* tma_k,
+                           const CUtensorMap* tma_v) {
   using Element = typename Config::Element;
   constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;
   constexpr int kTileElems = Config::kBlockN * Config::kHeadDim;
@@ -175,8 +209,8 @@ __device__ void run_producer(const FwdParams& p, typename Config::SharedStorage&
   PipeState<Config::kStages> kv;
   for (;;) {
     const int index = atomicAdd(p.work_counter, 1);
-    const WorkItem item =
-        index < p.total_items ? decode_item(p, index) : WorkItem{0, 0, 0, nullptr};
+    const WorkItem item = index < p.total_items ? decode_item(p, index, Config::kBlockM)
+                                                : WorkItem{0, 0, 0, 0, false, nullptr};
     wait_barrier(ss.item_empty[item_state.stage], item_state.phase ^ 1u);
     ss.item[item_state.stage] = item;
     arrive_barrier(ss.item_full[item_state.stage]);
@@ -186,14 +220,13 @@ __device__ void run_producer(const FwdParams& p, typename Config::SharedStorage&
     // Every item takes a Q buffer, which later stages its output; an item without key tiles
     // needs no Q, so its buffer is handed over at once.
     wait_barrier(ss.q_empty[qs.stage], qs.phase ^ 1u);
-    if (!has_key_tiles(*item.row)) {
+    if (!item.has_key_tiles) {
       arrive_barrier(ss.q_full[qs.stage]);
       qs.advance();
       continue;
     }
     const int kv_head = item.h / (p.heads_q / p.heads_kv);
     const bool packed = p.q_offsets != nullptr;
-    const int q_row0 = (packed ? p.q_offsets[item.b] : 0) + item.m * Config::kBlockM;
     const int k_row0 = packed ? p.k_offsets[item.b] : 0;
     const int batch = packed ? 0 : item.b;
 
@@ -201,7 +234,7 @@ __device__ void run_producer(const FwdParams& p, typename Config::SharedStorage&
     Element* q_buffer = ss.q + qs.stage * Config::kBlockM * Config::kHeadDim;
     for (int c = 0; c < kColBlocks; ++c) {
       tma_load(tma_q, ss.q_full[qs.stage], q_buffer + c * Config::kBlockM * Config::kBoxCols,
-               c * Config::kBoxCols, q_row0, item.h, batch);
+               c * Config::kBoxCols, item.q_row0, item.h, batch);
     }
     qs.advance();
 
@@ -211,7 +244,8 @@ __device__ void run_producer(const FwdParams& p, typename Config::SharedStorage&
       const int row = k_row0 + n * Config::kBlockN;
       const int box_elems = Config::kBlockN * Config::kBoxCols;
       wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);
-      expect_bytes(ss.k_full[kv.stage], Config::kKVBytes);
+      ss.key_tile[kv.stage] = {tile_needs_mask(p, pattern, n), cursor.done()};
+      expect_bytes(ss.k_full[kv.stage], Config::kKVBytes);  // releases key_tile with the K load
       for (int c = 0; c < kColBlocks; ++c) {
         tma_load(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kTileElems + c * box_elems,
                  c * Config::kBoxCols, row, kv_head, batch);
@@ -223,6 +257,40 @@ __device__ void run_producer(const FwdParams& p, typename Config::SharedStorage&
                  c * Config::kBoxCols, row, kv_head, batch);
       }
       kv.advance();
+    }
+  }
+}
+
+// The mask warps: for every key tile that needs masking, in the loader's order, the visibility
+// of the tile's 128 rows goes into the next mask slot, each row as four words, one per quad
+// thread of the accumulator. Each row's intervals are walked once here, not once per thread
+// that holds a part of the row, and the consumers wait on no descriptor read.
+template <class Config>
+__device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& ss, int t) {
+  PipeState<Config::kItemSlots> item_state;
+  PipeState<Config::kMaskSlots> slot;
+  for (;;) {
+    wait_barrier(ss.item_full[item_state.stage], item_state.phase);
+    const WorkItem item = warp_uniform_load(ss.item[item_state.stage]);
+    arrive_per_warp(ss.item_empty[item_state.stage]);
+    item_state.advance();
+    if (item.row == nullptr) return;
+    if (!item.has_key_tiles) continue;
+
+    const int q0 = item.m * Config::kBlockM;
+    KeyTileCursor cursor(p.descriptor, *item.row);
+    int n, pattern;
+    while (cursor.next(n, pattern)) {
+      if (!tile_needs_mask(p, pattern, n)) continue;
+      const int k0 = n * Config::kBlockN;
+      wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);
+      for (int r = t; r < Config::kBlockM; r += Config::kMaskThreads) {
+        QuadBits bits[1];
+        rows_visibility(p.descriptor, pattern, q0, k0, r, p.nk - k0, QuadColumns(), bits);
+        ss.mask[slot.stage][r] = bits[0];
+      }
+      arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows
+      slot.advance();
     }
   }
 }
@@ -257,24 +325,16 @@ struct Consumer {
         lane(t % 32),
         row_in_tile(64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4) {}
 
-  __device__ void release(uint64_t& bar) const {
-    __syncwarp();
-    if (lane == 0) arrive_barrier(bar);
-  }
-
-  // Whether key tile n with pattern `pattern` needs element masking: partial tiles, and the
-  // last key tile when nk cuts it.
-  __device__ bool needs_mask(int pattern, int n) const {
-    return pattern >= 0 || (p.nk % kBlockN != 0 && n == p.num_k_tiles - 1);
-  }
-
-  // Visibility bits of the thread's two rows in key tile n. Independent of the scores, so the
-  // consumers compute them while the tile's Q Kᵀ runs: the descriptor reads are dependent
-  // global loads whose latency would otherwise sit between the product and the softmax.
-  __device__ void tile_visibility(int pattern, int q0, int n, uint32_t (&visible)[2]) const {
-    const int k0 = n * kBlockN;
-    rows_visibility(p.descriptor, pattern, q0, k0, row_in_tile, p.nk - k0, ThreadColumns(lane),
-                    visible);
+  // Visibility bits of the thread's two rows from the next mask slot, which then goes back to
+  // the mask warps.
+  __device__ void take_visibility(PipeState<Config::kMaskSlots>& slot,
+                                  uint32_t (&visible)[2]) const {
+    wait_barrier(ss.mask_full[slot.stage], slot.phase);
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h)
+      visible[h] = ss.mask[slot.stage][row_in_tile + 8 * h].quad[lane % 4];
+    arrive_barrier(ss.mask_empty[slot.stage]);  // each thread releases what it read
+    slot.advance();
   }
 
   // Sets masked scores to -inf. tSrS is the (2, 2, 16) accumulator: element (e, h, j) is row h
@@ -294,19 +354,20 @@ struct Consumer {
     }
   }
 
-  // Finishes the scores of key tile n, whose Q Kᵀ was just issued, into probabilities: the
-  // tile's visibility is computed under the product, then the wait (leaving the newest
+  // Finishes the scores of a key tile, whose Q Kᵀ was just issued, into probabilities: a
+  // masked tile's visibility is fetched under the product, then the wait (leaving the newest
   // kPending wgmma groups in flight), the K stage's release, masking and the online softmax.
   template <int kPending, class TS>
-  __device__ void scores_to_probabilities(TS& tSrS, int pattern, int q0, int n, uint64_t& k_empty,
-                                          RowState& state, float (&correction)[2]) const {
-    const bool masked = needs_mask(pattern, n);
+  __device__ void scores_to_probabilities(TS& tSrS, const KeyTileInfo& tile,
+                                          PipeState<Config::kMaskSlots>& mask_slot,
+                                          uint64_t& k_empty, RowState& state,
+                                          float (&correction)[2]) const {
     uint32_t visible[2];
-    if (masked) tile_visibility(pattern, q0, n, visible);
+    if (tile.masked) take_visibility(mask_slot, visible);
     warpgroup_wait<kPending>();
     warpgroup_fence_operand(tSrS);
-    release(k_empty);
-    if (masked) mask_tile(tSrS, visible);
+    arrive_per_warp(k_empty);
+    if (tile.masked) mask_tile(tSrS, visible);
     online_softmax(tSrS, state, correction);
   }
 
@@ -391,9 +452,8 @@ struct Consumer {
       lse[h] =
           any ? (state.max[h] * p.scale_log2 + __log2f(total)) * 0.69314718055994531f : kNegInf;
     }
-    const bool packed = p.q_offsets != nullptr;
-    const int64_t row0 = (packed ? p.q_offsets[item.b] : 0) + int64_t{item.m} * kBlockM;
-    const int64_t batch = packed ? 0 : item.b;
+    const int64_t row0 = item.q_row0;
+    const int64_t batch = p.q_offsets != nullptr ? 0 : item.b;
 
     // The warpgroup's own products are done (wait<0>), and it only touches its own 64 rows.
     const int quad = lane % 4;
@@ -459,57 +519,59 @@ struct Consumer {
     PipeState<Config::kItemSlots> item_state;
     PipeState<Config::kQStages> qs;
     PipeState<Config::kStages> kv;
+    PipeState<Config::kMaskSlots> mask_slot;
     if (Config::kIntraOverlap && wg == 1) pass_turn();  // warpgroup 0 takes the first turn
     for (;;) {
       wait_barrier(ss.item_full[item_state.stage], item_state.phase);
-      const WorkItem item = ss.item[item_state.stage];
-      release(ss.item_empty[item_state.stage]);
+      const WorkItem item = warp_uniform_load(ss.item[item_state.stage]);
+      arrive_per_warp(ss.item_empty[item_state.stage]);
       item_state.advance();
       if (item.row == nullptr) return;
 
       Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBlockM>, Int<kHeadDim>>{});
       clear(tOrO);
       RowState state;
-      const int q0 = item.m * kBlockM;
       wait_barrier(ss.q_full[qs.stage], qs.phase);
-      if (has_key_tiles(*item.row)) {
+      if (item.has_key_tiles) {
         const auto tSrQs = tSrQ(_, _, _, qs.stage);
-        KeyTileCursor cursor(p.descriptor, *item.row);
-        int n, pattern;
         if constexpr (Config::kIntraOverlap) {
           // Software pipeline: Q K_n and P_{n-1} V_{n-1} are issued together; the softmax of
           // S_n runs while P_{n-1} V_{n-1} is still on the tensor cores. The first tile (which
           // has no P V before it) is peeled so that every wgmma group has the same shape.
           Tensor tOrP = make_tensor<Element>(PLayout{});
-          cursor.next(n, pattern);
+          bool last;
           {
             Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
             wait_barrier(ss.k_full[kv.stage], kv.phase);
+            const KeyTileInfo tile = warp_uniform_load(ss.key_tile[kv.stage]);
+            last = tile.last;
             wait_turn();
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             pass_turn();
             float correction[2];
-            scores_to_probabilities<0>(tSrS, pattern, q0, n, ss.k_empty[kv.stage], state,
+            scores_to_probabilities<0>(tSrS, tile, mask_slot, ss.k_empty[kv.stage], state,
                                        correction);
             convert(tSrS, tOrP);
           }
           PipeState<Config::kStages> prev = kv;
           kv.advance();
-          while (cursor.next(n, pattern)) {
+          while (!last) {
             Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
             wait_barrier(ss.k_full[kv.stage], kv.phase);
+            const KeyTileInfo tile = warp_uniform_load(ss.key_tile[kv.stage]);
+            last = tile.last;
             wait_barrier(ss.v_full[prev.stage], prev.phase);
             wait_turn();
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             wgmma<false>(mma_pv, tOrP, tOrVt(_, _, _, prev.stage), tOrO);
             pass_turn();
             float correction[2];
-            scores_to_probabilities<1>(tSrS, pattern, q0, n, ss.k_empty[kv.stage], state,
+            scores_to_probabilities<1>(tSrS, tile, mask_slot, ss.k_empty[kv.stage], state,
                                        correction);
             warpgroup_wait<0>();
             warpgroup_fence_operand(tOrO);
             warpgroup_fence_operand(tOrP);
-            release(ss.v_empty[prev.stage]);
+            arrive_per_warp(ss.v_empty[prev.stage]);
             rescale(tOrO, correction);
             convert(tSrS, tOrP);
             prev = kv;
@@ -522,14 +584,16 @@ struct Consumer {
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
           warpgroup_fence_operand(tOrP);
-          release(ss.v_empty[prev.stage]);
+          arrive_per_warp(ss.v_empty[prev.stage]);
         } else {
-          while (cursor.next(n, pattern)) {
+          for (bool last = false; !last;) {
             Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
             wait_barrier(ss.k_full[kv.stage], kv.phase);
+            const KeyTileInfo tile = warp_uniform_load(ss.key_tile[kv.stage]);
+            last = tile.last;
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             float correction[2];
-            scores_to_probabilities<0>(tSrS, pattern, q0, n, ss.k_empty[kv.stage], state,
+            scores_to_probabilities<0>(tSrS, tile, mask_slot, ss.k_empty[kv.stage], state,
                                        correction);
             rescale(tOrO, correction);
             Tensor tOrP = make_tensor<Element>(PLayout{});
@@ -539,13 +603,13 @@ struct Consumer {
             warpgroup_wait<0>();
             warpgroup_fence_operand(tOrO);
             warpgroup_fence_operand(tOrP);
-            release(ss.v_empty[kv.stage]);
+            arrive_per_warp(ss.v_empty[kv.stage]);
             kv.advance();
           }
         }
       }
       store(tOrO, state, item, ss.q + qs.stage * kBlockM * kHeadDim);
-      release(ss.q_empty[qs.stage]);
+      arrive_per_warp(ss.q_empty[qs.stage]);
       qs.advance();
     }
   }
@@ -573,17 +637,25 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     for (int s = 0; s < Config::kItemSlots; ++s) {
       Barrier::init(&ss->item_full[s], 1);
-      Barrier::init(&ss->item_empty[s], Config::kConsumerWarps);
+      Barrier::init(&ss->item_empty[s], Config::kConsumerWarps + Config::kMaskWarps);
+    }
+    for (int s = 0; s < Config::kMaskSlots; ++s) {
+      Barrier::init(&ss->mask_full[s], Config::kMaskThreads);
+      Barrier::init(&ss->mask_empty[s], Config::kConsumerThreads);
     }
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
 
   if (warp < 4) {
-    cutlass::arch::warpgroup_reg_dealloc<40>();
-    if (threadIdx.x == 0) run_producer<Config>(params, *ss, &tma_q, &tma_k, &tma_v);
+    cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
+    if (threadIdx.x == 0) {
+      run_loader<Config>(params, *ss, &tma_q, &tma_k, &tma_v);
+    } else if (warp > 0) {
+      run_masker<Config>(params, *ss, static_cast<int>(threadIdx.x) - 32);
+    }
   } else {
-    cutlass::arch::warpgroup_reg_alloc<232>();
+    cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();
     Consumer<Config>(params, *ss, static_cast<int>(threadIdx.x) - 128).run();
   }
 }

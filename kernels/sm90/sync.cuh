@@ -36,6 +36,28 @@ __device__ __forceinline__ void arrive_barrier(uint64_t& bar) {
   Barrier::arrive(&bar);
 }
 
+// One arrival per warp, once all of its lanes got here (barriers counting warps). Lane 0
+// releases the slot, so a shared record the warp read must have been read by lane 0 alone:
+// see warp_uniform_load.
+__device__ __forceinline__ void arrive_per_warp(uint64_t& bar) {
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) arrive_barrier(bar);
+}
+
+// A warp-uniform record in shared memory, read by lane 0 and broadcast, so that the reads the
+// warp's arrive_per_warp releases are all lane 0's own (what compute-sanitizer's racecheck
+// can follow; a record read by every lane and released by lane 0 alone is reported).
+template <class T>
+__device__ __forceinline__ T warp_uniform_load(const T& shared) {
+  constexpr int kWords = (sizeof(T) + 3) / 4;
+  uint32_t words[kWords] = {};
+  if (threadIdx.x % 32 == 0) memcpy(words, &shared, sizeof(T));
+  for (int i = 0; i < kWords; ++i) words[i] = __shfl_sync(0xffffffffu, words[i], 0);
+  T value;
+  memcpy(&value, words, sizeof(T));
+  return value;
+}
+
 __device__ __forceinline__ void expect_bytes(uint64_t& bar, uint32_t bytes) {
   Barrier::arrive_and_expect_tx(&bar, bytes);
 }

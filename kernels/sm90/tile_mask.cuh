@@ -1,8 +1,9 @@
 // Element masking of partial tiles. A thread computes visibility for one or more rows of a
-// tile as a 32-bit set over 32 of the tile's key columns, from the descriptor's pattern
-// intervals; each element then costs one bit test and a select. Which 32 columns a bit stands
-// for is the Columns policy: the forward's wgmma accumulator columns (ThreadColumns) or the
-// backward's 32 consecutive keys of a visibility bitmap word (WindowColumns).
+// tile as a bit set over key columns, from the descriptor's pattern intervals; each element
+// then costs one bit test and a select. Which columns the bits stand for is the Columns
+// policy: all 128 columns of a row, one 32-bit word per accumulator quad thread (the forward's
+// QuadColumns), or 32 consecutive keys of a visibility bitmap word (the backward's
+// WindowColumns).
 #pragma once
 
 #include <compilemask/descriptor.h>
@@ -26,9 +27,6 @@ class ThreadColumns {
     const int a = count_below(lo), b = count_below(hi);
     return b > a ? static_cast<uint32_t>((uint64_t{1} << b) - (uint64_t{1} << a)) : 0u;
   }
-  // The tile-relative columns [lo, hi) the bits cover.
-  __device__ int lo() const { return 0; }
-  __device__ int hi() const { return kMaskTileN; }
 
  private:
   // How many of the thread's columns are < x.
@@ -42,9 +40,44 @@ class ThreadColumns {
   int first_;
 };
 
+// The 128 columns of a tile row as four ThreadColumns words, word q for the threads with
+// lane % 4 == q: computed once per row, read by each quad thread with one 32-bit load.
+struct QuadBits {
+  uint32_t quad[4];
+  __device__ QuadBits& operator|=(const QuadBits& o) {
+    CUTE_UNROLL
+    for (int q = 0; q < 4; ++q) quad[q] |= o.quad[q];
+    return *this;
+  }
+  __device__ QuadBits& operator&=(const QuadBits& o) {
+    CUTE_UNROLL
+    for (int q = 0; q < 4; ++q) quad[q] &= o.quad[q];
+    return *this;
+  }
+};
+
+class QuadColumns {
+ public:
+  using Bits = QuadBits;
+  __device__ static Bits filled(bool all) {
+    const uint32_t w = all ? ~0u : 0u;
+    return {{w, w, w, w}};
+  }
+  __device__ Bits range(int lo, int hi) const {
+    Bits bits;
+    CUTE_UNROLL
+    for (int q = 0; q < 4; ++q) bits.quad[q] = ThreadColumns(q).range(lo, hi);
+    return bits;
+  }
+  __device__ int lo() const { return 0; }
+  __device__ int hi() const { return kMaskTileN; }
+};
+
 // Column 32 * word + i is bit i: one word of a row of a 128-column visibility bitmap.
 class WindowColumns {
  public:
+  using Bits = uint32_t;
+  __device__ static Bits filled(bool all) { return all ? ~0u : 0u; }
   __device__ explicit WindowColumns(int word) : first_(32 * word) {}
 
   __device__ uint32_t range(int lo, int hi) const {
@@ -80,7 +113,7 @@ __device__ inline GridPoint grid_point(const desc::GridFormula& f, int q) {
 // with tabulated half-widths, walking the grid lines under `cols` once for all rows.
 template <int kRows, class Columns>
 __device__ void grid_rows_bits(const void* blob, const desc::GridFormula& f, int q, int k0,
-                               const Columns& cols, uint32_t (&bits)[kRows]) {
+                               const Columns& cols, typename Columns::Bits (&bits)[kRows]) {
   GridPoint pts[kRows];
   bool any = false;
   CUTE_UNROLL
@@ -118,9 +151,9 @@ __device__ void grid_rows_bits(const void* blob, const desc::GridFormula& f, int
 // pattern -1 (a full tile) applies only the key limit.
 template <int kRows, class Columns>
 __device__ void rows_visibility(const void* blob, int pattern, int q0, int k0, int r, int key_limit,
-                                const Columns& cols, uint32_t (&visible)[kRows]) {
+                                const Columns& cols, typename Columns::Bits (&visible)[kRows]) {
   CUTE_UNROLL
-  for (int i = 0; i < kRows; ++i) visible[i] = pattern >= 0 ? 0u : ~0u;
+  for (int i = 0; i < kRows; ++i) visible[i] = Columns::filled(pattern < 0);
   if (pattern >= 0) {
     const desc::Pattern& p = desc::pattern(blob, static_cast<uint32_t>(pattern));
     if (p.kind == desc::kPatternBitmap) {
@@ -147,7 +180,7 @@ __device__ void rows_visibility(const void* blob, int pattern, int q0, int k0, i
     }
   }
   if (key_limit < kMaskTileN) {
-    const uint32_t limit = cols.range(0, key_limit);
+    const typename Columns::Bits limit = cols.range(0, key_limit);
     CUTE_UNROLL
     for (int i = 0; i < kRows; ++i) visible[i] &= limit;
   }

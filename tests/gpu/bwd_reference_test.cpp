@@ -263,6 +263,10 @@ TEST(BackwardValidation, RejectsMismatchedProblems) {
   EXPECT_THROW(run(bad, bytes), cm::Error);
   EXPECT_THROW(run(good, bytes - 1), cm::Error);
   EXPECT_THROW(cm::cuda::backward_workspace_bytes(1, 1, 0, 128), cm::Error);
+  // Batch and heads index CUDA grid dimensions y and z, which stop at 65535.
+  EXPECT_THROW(cm::cuda::backward_workspace_bytes(65536, 1, 256, 128), cm::Error);
+  EXPECT_THROW(cm::cuda::backward_workspace_bytes(1, 65536, 256, 128), cm::Error);
+  EXPECT_NO_THROW(cm::cuda::backward_workspace_bytes(65535, 1, 256, 128));
   CUDA_OK(cudaDeviceSynchronize());
 }
 
