@@ -261,6 +261,17 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
   }
 }
 
+// The next work item from the loader's ring, for a whole warp (mask warps and consumers).
+template <class Config>
+__device__ WorkItem take_item(typename Config::SharedStorage& ss,
+                              PipeState<Config::kItemSlots>& state) {
+  wait_barrier(ss.item_full[state.stage], state.phase);
+  const WorkItem item = warp_uniform_load(ss.item[state.stage]);
+  arrive_per_warp(ss.item_empty[state.stage]);
+  state.advance();
+  return item;
+}
+
 // The mask warps: for every key tile that needs masking, in the loader's order, the visibility
 // of the tile's 128 rows goes into the next mask slot, each row as four words, one per quad
 // thread of the accumulator. Each row's intervals are walked once here, not once per thread
@@ -270,10 +281,7 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kMaskSlots> slot;
   for (;;) {
-    wait_barrier(ss.item_full[item_state.stage], item_state.phase);
-    const WorkItem item = warp_uniform_load(ss.item[item_state.stage]);
-    arrive_per_warp(ss.item_empty[item_state.stage]);
-    item_state.advance();
+    const WorkItem item = take_item<Config>(ss, item_state);
     if (item.row == nullptr) return;
     if (!item.has_key_tiles) continue;
 
@@ -522,10 +530,7 @@ struct Consumer {
     PipeState<Config::kMaskSlots> mask_slot;
     if (Config::kIntraOverlap && wg == 1) pass_turn();  // warpgroup 0 takes the first turn
     for (;;) {
-      wait_barrier(ss.item_full[item_state.stage], item_state.phase);
-      const WorkItem item = warp_uniform_load(ss.item[item_state.stage]);
-      arrive_per_warp(ss.item_empty[item_state.stage]);
-      item_state.advance();
+      const WorkItem item = take_item<Config>(ss, item_state);
       if (item.row == nullptr) return;
 
       Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBlockM>, Int<kHeadDim>>{});
