@@ -362,12 +362,10 @@ struct BwdConsumer {
     const int tile_row = step.half * kBwdStepRows + r;
     const int q0 = step.m * kBwdTile;
     const int k0 = item.n * kBwdTile;
-    uint32_t bits[1] = {0u};
-    if (q0 + tile_row < p.shape.nq) {
-      rows_visibility(p.descriptor, step.pattern, q0, k0, tile_row, p.shape.nk - k0,
-                      WindowColumns(word), bits);
-    }
-    ss.visible[r][word] = bits[0];
+    ss.visible[r][word] = q0 + tile_row < p.shape.nq
+                              ? row_visibility(p.descriptor, step.pattern, q0, k0, tile_row,
+                                               p.shape.nk - k0, WindowColumns(word))
+                              : 0u;
   }
 
   // Key tiles below item.n that visit query tile m of head h's mask: the number of dQ adds

@@ -293,9 +293,8 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
       const int k0 = n * Config::kBlockN;
       wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);
       for (int r = t; r < Config::kBlockM; r += Config::kMaskThreads) {
-        QuadBits bits[1];
-        rows_visibility(p.descriptor, pattern, q0, k0, r, p.nk - k0, QuadColumns(), bits);
-        ss.mask[slot.stage][r] = bits[0];
+        ss.mask[slot.stage][r] =
+            row_visibility(p.descriptor, pattern, q0, k0, r, p.nk - k0, QuadColumns());
       }
       arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows
       slot.advance();

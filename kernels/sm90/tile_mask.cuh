@@ -108,20 +108,14 @@ __device__ inline GridPoint grid_point(const desc::GridFormula& f, int q) {
   return {true, t, line - t * f.rows, rel - line * f.cols};
 }
 
-// Visibility bits, among `cols`, of query rows q + 8i (i < kRows) for a grid formula over the
+// Adds to `bits` the visibility bits, among `cols`, of query row q for a grid formula over the
 // key tile starting at k0: the intervals of desc::for_each_grid_interval, in 32-bit arithmetic
-// with tabulated half-widths, walking the grid lines under `cols` once for all rows.
-template <int kRows, class Columns>
-__device__ void grid_rows_bits(const void* blob, const desc::GridFormula& f, int q, int k0,
-                               const Columns& cols, typename Columns::Bits (&bits)[kRows]) {
-  GridPoint pts[kRows];
-  bool any = false;
-  CUTE_UNROLL
-  for (int i = 0; i < kRows; ++i) {
-    pts[i] = grid_point(f, q + 8 * i);
-    any |= pts[i].on;
-  }
-  if (!any) return;
+// with tabulated half-widths, walking only the grid lines under `cols`.
+template <class Columns>
+__device__ void add_grid_row_bits(const void* blob, const desc::GridFormula& f, int q, int k0,
+                                  const Columns& cols, typename Columns::Bits& bits) {
+  const GridPoint pt = grid_point(f, q);
+  if (!pt.on) return;
   const int extent = f.frames * f.rows * f.cols;
   const int first = max(k0 + cols.lo() - f.start, 0);
   const int last = min(k0 + cols.hi() - 1 - f.start, extent - 1);
@@ -131,13 +125,8 @@ __device__ void grid_rows_bits(const void* blob, const desc::GridFormula& f, int
   int ky = line - kt * f.rows;
   for (const int last_line = last / f.cols; line <= last_line; ++line) {
     const int base = f.start + line * f.cols - k0;  // tile-relative start of the grid line
-    CUTE_UNROLL
-    for (int i = 0; i < kRows; ++i) {
-      if (!pts[i].on) continue;
-      const int w = desc::grid_half_width_table(blob, f, kt - pts[i].t, ky - pts[i].y);
-      if (w < 0) continue;
-      bits[i] |= cols.range(base + max(pts[i].x - w, 0), base + min(pts[i].x + w + 1, f.cols));
-    }
+    const int w = desc::grid_half_width_table(blob, f, kt - pt.t, ky - pt.y);
+    if (w >= 0) bits |= cols.range(base + max(pt.x - w, 0), base + min(pt.x + w + 1, f.cols));
     if (++ky == f.rows) {
       ky = 0;
       ++kt;
@@ -145,45 +134,34 @@ __device__ void grid_rows_bits(const void* blob, const desc::GridFormula& f, int
   }
 }
 
-// Visibility bits, among `cols`, of tile-relative rows r + 8i (i < kRows) of the partial tile
-// at (q0, k0) masked by pattern `pattern` (an index into the pattern table), restricted to key
-// columns below `key_limit` (tile-relative; nk - k0 on the last key tile, else >= kMaskTileN).
-// pattern -1 (a full tile) applies only the key limit.
-template <int kRows, class Columns>
-__device__ void rows_visibility(const void* blob, int pattern, int q0, int k0, int r, int key_limit,
-                                const Columns& cols, typename Columns::Bits (&visible)[kRows]) {
-  CUTE_UNROLL
-  for (int i = 0; i < kRows; ++i) visible[i] = Columns::filled(pattern < 0);
+// Visibility bits, among `cols`, of tile-relative row r of the partial tile at (q0, k0) masked
+// by pattern `pattern` (an index into the pattern table), restricted to key columns below
+// `key_limit` (tile-relative; nk - k0 on the last key tile, else >= kMaskTileN). pattern -1 (a
+// full tile) applies only the key limit.
+template <class Columns>
+__device__ typename Columns::Bits row_visibility(const void* blob, int pattern, int q0, int k0,
+                                                 int r, int key_limit, const Columns& cols) {
+  typename Columns::Bits visible = Columns::filled(pattern < 0);
   if (pattern >= 0) {
     const desc::Pattern& p = desc::pattern(blob, static_cast<uint32_t>(pattern));
     if (p.kind == desc::kPatternBitmap) {
-      CUTE_UNROLL
-      for (int i = 0; i < kRows; ++i) {
-        desc::for_each_pattern_interval(blob, p, q0, k0, r + 8 * i,
-                                        [&](int lo, int hi) { visible[i] |= cols.range(lo, hi); });
-      }
+      desc::for_each_pattern_interval(blob, p, q0, k0, r,
+                                      [&](int lo, int hi) { visible |= cols.range(lo, hi); });
     } else {
       const desc::RowBand* bands = desc::at<desc::RowBand>(blob, p.data_offset);
       for (int b = 0; b < p.count; ++b) {
         const desc::RowBand band = bands[b];
-        CUTE_UNROLL
-        for (int i = 0; i < kRows; ++i) {
-          const int row = r + 8 * i;
-          if (row < band.row_first || row > band.row_last) continue;
-          const int d = row - band.row_first;
-          visible[i] |= cols.range(band.lo0 + band.lo_slope * d, band.hi0 + band.hi_slope * d);
-        }
+        if (r < band.row_first || r > band.row_last) continue;
+        const int d = r - band.row_first;
+        visible |= cols.range(band.lo0 + band.lo_slope * d, band.hi0 + band.hi_slope * d);
       }
       if (desc::is_grid_kind(p.kind)) {
-        grid_rows_bits(blob, desc::grid_formula(blob, p.formula), q0 + r, k0, cols, visible);
+        add_grid_row_bits(blob, desc::grid_formula(blob, p.formula), q0 + r, k0, cols, visible);
       }
     }
   }
-  if (key_limit < kMaskTileN) {
-    const typename Columns::Bits limit = cols.range(0, key_limit);
-    CUTE_UNROLL
-    for (int i = 0; i < kRows; ++i) visible[i] &= limit;
-  }
+  if (key_limit < kMaskTileN) visible &= cols.range(0, key_limit);
+  return visible;
 }
 
 }  // namespace cm::sm90
