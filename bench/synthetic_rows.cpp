@@ -55,7 +55,7 @@ InstanceRows clear_rows(int64_t n) {
   disk.q_lo = disk.start = disk.center_start = static_cast<int32_t>(text);
   disk.q_hi = static_cast<int32_t>(total);
   disk.frames = disk.rt = 1;
-  disk.rows = disk.cols = static_cast<int32_t>(s);
+  disk.rows = disk.cols = disk.strip = static_cast<int32_t>(s);
   disk.shape = desc::kShapeEllipse;
   disk.ry = disk.rx = static_cast<int32_t>(r);
   RowsBuilder residual(total);

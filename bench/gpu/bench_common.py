@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from cm_kernel import compile_descriptor, workload_mask
+from cm_kernel import compile_descriptor, workload_base, workload_mask, workload_order
 
 H, D = 16, 128
 TILE = 128
@@ -31,7 +31,8 @@ def argument_parser(lens, budget):
     p.add_argument("--workloads", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--lens", default=lens)
-    p.add_argument("--masks", default="causal,hstu,shared_prefix,clear,doc_causal,sliding")
+    p.add_argument("--masks",
+                   default="causal,hstu,shared_prefix,clear,clear_strips,doc_causal,sliding")
     p.add_argument("--budget", type=float, default=budget, help="stop starting new rows after this")
     return p
 
@@ -103,10 +104,11 @@ def tile_counts(desc):
 
 class Workload:
     """One benchmark row's problem: workload `name` at length n0 (mask_mod mm, N, B), its
-    visible pairs, our descriptor from the CLI and the tiles that descriptor computes."""
+    visible pairs, our descriptor from the CLI, the tiles that descriptor computes, and the
+    token order our kernel runs in (see reordered)."""
 
     def __init__(self, name, n0, a, workloads):
-        self.mm, prm = workloads.WORKLOADS[name](n0, xp=torch, device="cuda")
+        self.mm, prm = workloads.WORKLOADS[workload_base(name)](n0, xp=torch, device="cuda")
         self.N = prm["N"]
         self.B = max(1, TOKENS // n0)
         self.visible = workloads.visible_pairs(self.mm, self.N, xp=torch, device="cuda")
@@ -114,6 +116,20 @@ class Workload:
         self.desc = compile_descriptor(a.cli, os.path.join(a.examples, mask_file), params,
                                        self.N, self.N)
         self.tiles, self.desc_visible = tile_counts(self.desc)
+        order = workload_order(name, prm)
+        self.order = None if order is None else torch.from_numpy(order).cuda()
+
+    def reordered(self, run, inputs, outputs):
+        """Calls run(*inputs, *outputs) in our token order: when the workload has one, on the
+        inputs gathered into it and into temporary outputs that are then scattered back, all
+        inside the call (and so inside any timing). Tensors are [B, H, N, ...]."""
+        if self.order is None:
+            return run(*inputs, *outputs)
+        gathered = [t.index_select(2, self.order) for t in inputs]
+        results = [torch.empty_like(t) for t in outputs]
+        run(*gathered, *results)
+        for t, r in zip(outputs, results):
+            t.index_copy_(2, self.order, r)
 
     def row(self, name, **extra):
         """The row's leading fields: workload, shape, the extra fields, density and

@@ -9,6 +9,7 @@ the kernel can be timed beside FlexAttention and cuDNN. Descriptors come from th
 (`compilemask compile ... --emit descriptor`), never from Python code.
 """
 import ctypes
+import importlib.util
 import os
 import subprocess
 import tempfile
@@ -63,8 +64,39 @@ def compile_descriptor(cli, mask_file, params, nq, nk, batch=1, heads=1):
             return Descriptor(f.read())
 
 
+# "clear_strips" is workloads.py's clear with its image tokens reordered into strips of this many
+# columns (about the disk's radius; docs/language.md, strip order).
+CLEAR_STRIP = 16
+
+
+def _strip_order():
+    """compilemask.strip_order, loaded from its source file (the package itself needs its
+    compiled core)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python",
+                        "compilemask", "_layout.py")
+    spec = importlib.util.spec_from_file_location("compilemask_layout", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.strip_order
+
+
+def workload_base(name):
+    """The workloads.py workload a benchmark name stands for."""
+    return "clear" if name == "clear_strips" else name
+
+
+def workload_order(name, prm):
+    """None when the workload runs in its own token order, else the int64 numpy permutation
+    that puts its tokens in the order of workload_mask's program (see strip_order)."""
+    if name != "clear_strips":
+        return None
+    s = prm["grid"][0]
+    return _strip_order()(prm["text"], s, s, CLEAR_STRIP, prm["N"])
+
+
 def workload_mask(name, prm):
-    """The example mask file and CLI parameters equal to a workloads.py workload's params."""
+    """The example mask file and CLI parameters equal to a workloads.py workload's params (for
+    clear_strips: on the tokens reordered by workload_order)."""
     N = prm["N"]
     if name == "causal":
         return "causal.mask", {}
@@ -82,9 +114,10 @@ def workload_mask(name, prm):
     if name == "hstu":
         return "hstu.mask", {"seqs": "len:" + ",".join(map(str, prm["lens"])),
                              "ctx": list(prm["ctx"]), "targets": list(prm["targets"])}
-    if name == "clear":
+    if name in ("clear", "clear_strips"):
         s = prm["grid"][0]
-        return "clear.mask", {"text": prm["text"], "s": s, "r": prm["r"]}
+        strip = CLEAR_STRIP if name == "clear_strips" else s
+        return "clear.mask", {"text": prm["text"], "s": s, "r": prm["r"], "strip": strip}
     raise KeyError(name)
 
 

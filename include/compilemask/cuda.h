@@ -30,13 +30,12 @@ enum class DType : int32_t { kBFloat16 = 0, kFloat16 = 1 };
 // The kernel's main loop. kSerial runs QKᵀ, softmax and PV one after the other in each consumer
 // warpgroup (the two warpgroups still overlap each other); kPingpong also overlaps the softmax
 // with the products inside a warpgroup and makes the two warpgroups alternate. Measured on an
-// H200 (docs/perf-notes.md), pingpong wins by 1–3% on long rows of full key tiles and loses
-// 5–25% on short rows and on mask-heavy rows; kAuto picks pingpong when the descriptor's query
-// tiles average at least kPingpongMinTiles key tiles, at most 1/kPingpongMaxPartialShare of
-// them partial.
+// H200 (docs/perf-notes.md), pingpong wins by 2–7% on long rows, masked or not (the mask warps
+// take the masking off the consumers), and loses on short rows, where its alternation costs
+// more than it hides; kAuto picks pingpong when the descriptor's query tiles average at least
+// kPingpongMinTiles key tiles.
 enum class Mainloop : int32_t { kAuto = 0, kSerial = 1, kPingpong = 2 };
-inline constexpr double kPingpongMinTiles = 60;
-inline constexpr int64_t kPingpongMaxPartialShare = 4;
+inline constexpr double kPingpongMinTiles = 24;
 
 // A [batch, rows, heads, head_dim] tensor by element strides; head_dim must be contiguous.
 // [B, S, H, D] and [B, H, S, D] are two choices of strides. In the packed layout ([T, H, D],

@@ -27,7 +27,7 @@
 namespace cm::desc {
 
 inline constexpr uint32_t kMagic = 0x4B534D43u;  // "CMSK" in little-endian byte order
-inline constexpr uint16_t kVersion = 3;
+inline constexpr uint16_t kVersion = 4;
 inline constexpr int kMaxTileM = 256;  // pattern row indices are stored in 8 bits
 inline constexpr int kMaxTileN = 256;
 inline constexpr int kMaxTiles = 65535;  // tile indices in runs are 16-bit
@@ -142,22 +142,30 @@ enum GridShape : int32_t {
   kShapeEllipse = 1,  // dt²/rt² + dy²/ry² + dx²/rx² < 1 (for 2D grids dt is 0 and rt is 1)
 };
 
-// A neighbourhood on a row-major grid of frames x rows x cols tokens starting at token `start`.
-// Query rows in [q_lo, q_hi) whose position lies on the grid see the grid keys around them.
-// Only the part of the neighbourhood inside the grid is visible.
+// A neighbourhood on a grid of frames x rows x cols tokens starting at token `start`. Query
+// rows in [q_lo, q_hi) whose position lies on the grid see the grid keys around them. Only the
+// part of the neighbourhood inside the grid is visible.
+//
+// Token order (the grid's layout): frame by frame; inside a frame the columns are cut into
+// vertical strips of `strip` columns (the last one narrower when `strip` does not divide
+// `cols`), laid out strip by strip, each strip row by row. strip == cols is the plain row-major
+// layout. Narrow strips keep a tile's tokens close in 2D, so a neighbourhood mask touches far
+// fewer tiles (see docs/language.md, strip_grid).
 struct GridFormula {
   int32_t q_lo, q_hi;          // query rows the formula applies to
   int32_t start;               // first token of the grid (keys)
   int32_t center_start;        // first token of the grid the query's centre lies on
   int32_t frames, rows, cols;  // grid extent; frames == 1 for 2D grids
+  int32_t strip;               // strip width in columns, in [1, cols]
   int32_t shape;               // GridShape
   int32_t rt, ry, rx;          // radii
   // int16 half_widths[(grid_table_dt_max + 1) * (grid_table_dy_max + 1)]: the formula's
   // grid_half_width for every |dt|, |dy| a grid holds, tabulated so kernels need no square root
   // (see grid_half_width_table). Written by the builder; 0 in formulas not yet placed in a blob.
   uint32_t half_widths_offset;
+  uint32_t reserved;
 };
-static_assert(sizeof(GridFormula) == 48, "descriptor layout");
+static_assert(sizeof(GridFormula) == 56, "descriptor layout");
 
 // ---- Accessors, usable from host and device code -------------------------------------------
 
@@ -250,41 +258,146 @@ CM_HD int grid_half_width_table(const void* blob, const GridFormula& f, int dt, 
   return at<int16_t>(blob, f.half_widths_offset)[adt * (dy_max + 1) + ady];
 }
 
+// ---- Grid geometry, in the token order of GridFormula ----------------------------------------
+
+CM_HD int imin(int a, int b) {
+  return a < b ? a : b;
+}
+CM_HD int imax(int a, int b) {
+  return a > b ? a : b;
+}
+
+// Tokens on the grid. Fits in int32 for every formula that passes the builder's checks.
+CM_HD int grid_extent(const GridFormula& f) {
+  return f.frames * f.rows * f.cols;
+}
+
+// Width of the strip whose first column is x0.
+CM_HD int strip_width(const GridFormula& f, int x0) {
+  return imin(f.strip, f.cols - x0);
+}
+
+// A grid position: frame t, row y, column x.
+struct GridCell {
+  int t, y, x;
+};
+
+// Offset from the grid's first token of the token at cell c.
+CM_HD int grid_offset(const GridFormula& f, const GridCell& c) {
+  const int x0 = c.x - c.x % f.strip;  // first column of c's strip
+  return c.t * f.rows * f.cols + x0 * f.rows + c.y * strip_width(f, x0) + (c.x - x0);
+}
+
+// The cell of the token at offset rel in [0, grid_extent) from the grid's first token.
+CM_HD GridCell grid_cell(const GridFormula& f, int rel) {
+  const int plane = f.rows * f.cols;
+  const int t = rel / plane;
+  const int in_frame = rel - t * plane;
+  const int x0 = in_frame / (f.strip * f.rows) * f.strip;  // earlier strips are all full width
+  const int width = strip_width(f, x0);
+  const int local = in_frame - x0 * f.rows;
+  const int y = local / width;
+  return {t, y, x0 + local - y * width};
+}
+
+// Consecutive tokens on one grid row inside one strip: columns [x0, x1) of row y of frame t; the
+// token of column x0 lies at offset `first` from the grid's first token.
+struct GridSegment {
+  int t, y, x0, x1, first;
+};
+
+// Calls visit(segment) for the segments that cover the grid offsets [a, b) (clipped to the
+// grid), in token order, each cut to [a, b). Stops when visit returns false.
+template <class Visit>
+CM_HD void for_each_grid_segment(const GridFormula& f, int a, int b, Visit&& visit) {
+  a = imax(a, 0);
+  b = imin(b, grid_extent(f));
+  if (a >= b) return;
+  GridCell c = grid_cell(f, a);
+  int x0 = c.x - c.x % f.strip;
+  while (true) {
+    const int run = imin(x0 + strip_width(f, x0) - c.x, b - a);
+    if (!visit(GridSegment{c.t, c.y, c.x, c.x + run, a})) return;
+    a += run;
+    if (a >= b) return;
+    if (++c.y == f.rows) {  // the strip's next row, else the next strip, else the next frame
+      c.y = 0;
+      x0 += f.strip;
+      if (x0 >= f.cols) {
+        x0 = 0;
+        ++c.t;
+      }
+    }
+    c.x = x0;
+  }
+}
+
+// Calls emit(lo, hi) for the runs of grid offsets [lo, hi) inside [a, b) that a centre at cell
+// c sees, in increasing order. half_width(dt, dy) is the neighbourhood's column half-width at
+// that frame and row offset, or -1 (grid_half_width, or its table in kernels). Walks every
+// segment of [a, b): for short ranges such as one key tile.
+template <class HalfWidth, class Emit>
+CM_HD void for_each_visible_run(const GridFormula& f, const GridCell& c, int a, int b,
+                                HalfWidth&& half_width, Emit&& emit) {
+  for_each_grid_segment(f, a, b, [&](const GridSegment& s) {
+    const int w = half_width(s.t - c.t, s.y - c.y);
+    if (w >= 0) {
+      const int first = imax(c.x - w, s.x0), end = imin(c.x + w + 1, s.x1);
+      if (first < end) emit(s.first + first - s.x0, s.first + end - s.x0);
+    }
+    return true;
+  });
+}
+
+// for_each_visible_run restricted to the strips and rows within the radii: for long ranges
+// such as a whole key row.
+template <class HalfWidth, class Emit>
+CM_HD void for_each_neighbourhood_run(const GridFormula& f, const GridCell& c, int a, int b,
+                                      HalfWidth&& half_width, Emit&& emit) {
+  const int t_lo = imax(c.t - f.rt, 0), t_hi = imin(c.t + f.rt, f.frames - 1);
+  const int y_lo = imax(c.y - f.ry, 0), y_hi = imin(c.y + f.ry, f.rows - 1);
+  const int x_lo = imax(c.x - f.rx, 0), x_hi = imin(c.x + f.rx, f.cols - 1);
+  for (int t = t_lo; t <= t_hi; ++t) {
+    for (int x0 = x_lo - x_lo % f.strip; x0 <= x_hi; x0 += f.strip) {
+      const int lo = imax(grid_offset(f, {t, y_lo, x0}), a);
+      const int hi = imin(grid_offset(f, {t, y_hi, x0}) + strip_width(f, x0), b);
+      for_each_visible_run(f, c, lo, hi, half_width, emit);
+    }
+  }
+}
+
+// The grid cell of query row q's centre, or false when q is outside the formula's query rows
+// or off the grid.
+CM_HD bool grid_center(const GridFormula& f, int q, GridCell& c) {
+  const long long rel = static_cast<long long>(q) - f.center_start;
+  if (q < f.q_lo || q >= f.q_hi || rel < 0 || rel >= grid_extent(f)) return false;
+  c = grid_cell(f, static_cast<int>(rel));
+  return true;
+}
+
 // Calls emit(lo, hi) for each visible key interval of query row q within the key columns
 // [k0, k1), in increasing order, for a grid formula. Intervals are absolute and non-empty.
 template <class Emit>
 CM_HD void for_each_grid_interval(const GridFormula& f, int q, int k0, int k1, Emit&& emit) {
-  if (q < f.q_lo || q >= f.q_hi) return;
-  const long long plane = static_cast<long long>(f.rows) * f.cols;
-  const long long rel = static_cast<long long>(q) - f.center_start;
-  if (rel < 0 || rel >= plane * f.frames) return;
-  const long long t = rel / plane, y = (rel % plane) / f.cols, x = rel % f.cols;
-  // Walk the grid rows (frame, row) that intersect [k0, k1).
-  long long first = (static_cast<long long>(k0) - f.start);
-  long long last = (static_cast<long long>(k1) - 1 - f.start);
-  if (last < 0 || first >= plane * f.frames) return;
-  if (first < 0) first = 0;
-  if (last >= plane * f.frames) last = plane * f.frames - 1;
-  for (long long line = first / f.cols; line <= last / f.cols; ++line) {
-    const long long kt = line / f.rows, ky = line % f.rows;
-    const long long w = grid_half_width(f, kt - t, ky - y);
-    if (w < 0) continue;
-    const long long base = f.start + line * f.cols;
-    long long lo = base + (x - w < 0 ? 0 : x - w);
-    long long hi = base + (x + w + 1 > f.cols ? f.cols : x + w + 1);
-    if (lo < k0) lo = k0;
-    if (hi > k1) hi = k1;
-    if (lo < hi) emit(static_cast<int>(lo), static_cast<int>(hi));
-  }
+  GridCell c;
+  if (!grid_center(f, q, c)) return;
+  const long long a = static_cast<long long>(k0) - f.start,
+                  b = static_cast<long long>(k1) - f.start;
+  if (b <= 0 || a >= grid_extent(f)) return;
+  for_each_neighbourhood_run(
+      f, c, static_cast<int>(a < 0 ? 0 : a), static_cast<int>(b),
+      [&](int dt, int dy) { return static_cast<int>(grid_half_width(f, dt, dy)); },
+      [&](int lo, int hi) { emit(f.start + lo, f.start + hi); });
 }
 
 // True if some query row in [q0, q1) sees some key in [k0, k1) through the formula. Exact.
-// Cost: (query grid lines of the rows within reach of a key line) x (key grid lines of the
-// keys), each one grid_half_width; a 128 x 128 tile on a grid of 128 or more columns has at
-// most 2 x 2.
-CM_HD bool grid_tile_touched(const GridFormula& f, int q0, int q1, int k0, int k1) {
-  const long long cols = f.cols, plane = static_cast<long long>(f.rows) * f.cols;
-  const long long extent = plane * f.frames;
+// half_width as for for_each_neighbourhood_run. Cost: (query segments) x (key segments), one
+// half_width each within the radii; a 128 x 128 tile on a row-major grid of 128 or more
+// columns has at most 2 x 2, on 16-column strips at most 9 x 9.
+template <class HalfWidth>
+CM_HD bool grid_tile_touched(const GridFormula& f, int q0, int q1, int k0, int k1,
+                             HalfWidth&& half_width) {
+  const long long extent = grid_extent(f);
   // Centres, relative to center_start, and keys, relative to start, as [a, b) ranges.
   long long qa = static_cast<long long>(q0 > f.q_lo ? q0 : f.q_lo) - f.center_start;
   long long qb = static_cast<long long>(q1 < f.q_hi ? q1 : f.q_hi) - f.center_start;
@@ -294,22 +407,20 @@ CM_HD bool grid_tile_touched(const GridFormula& f, int q0, int q1, int k0, int k
   if (ka < 0) ka = 0;
   if (kb > extent) kb = extent;
   if (qa >= qb || ka >= kb) return false;
-  const long long reach = static_cast<long long>(f.rt) * f.rows + f.ry;  // in grid lines
-  for (long long kl = ka / cols; kl <= (kb - 1) / cols; ++kl) {
-    const long long kxa = (ka > kl * cols ? ka : kl * cols) - kl * cols;
-    const long long kxb = (kb < (kl + 1) * cols ? kb : (kl + 1) * cols) - kl * cols;
-    long long ql = qa / cols, ql_end = (qb - 1) / cols;
-    if (ql < kl - reach) ql = kl - reach;
-    if (ql_end > kl + reach) ql_end = kl + reach;
-    for (; ql <= ql_end; ++ql) {
-      const long long w = grid_half_width(f, kl / f.rows - ql / f.rows, kl % f.rows - ql % f.rows);
-      if (w < 0) continue;
-      const long long xa = (qa > ql * cols ? qa : ql * cols) - ql * cols;
-      const long long xb = (qb < (ql + 1) * cols ? qb : (ql + 1) * cols) - ql * cols;
-      if (xa - w < kxb && xb + w > kxa) return true;  // centres [xa, xb) see [xa-w, xb+w)
-    }
-  }
-  return false;
+  bool touched = false;
+  for_each_grid_segment(f, static_cast<int>(qa), static_cast<int>(qb), [&](const GridSegment& qs) {
+    for_each_grid_segment(f, static_cast<int>(ka), static_cast<int>(kb),
+                          [&](const GridSegment& ks) {
+                            const int dt = ks.t - qs.t, dy = ks.y - qs.y;
+                            if (dt < -f.rt || dt > f.rt || dy < -f.ry || dy > f.ry) return true;
+                            const int w = half_width(dt, dy);
+                            // Centres [x0, x1) see columns [x0 - w, x1 + w).
+                            touched = w >= 0 && qs.x0 - w < ks.x1 && qs.x1 + w > ks.x0;
+                            return !touched;
+                          });
+    return !touched;
+  });
+  return touched;
 }
 
 // Calls emit(lo, hi) with tile-relative column intervals [lo, hi) ⊆ [0, tile_n) whose union is
@@ -358,7 +469,9 @@ CM_HD bool partial_tile_nonempty(const void* blob, const Pattern& p, int m, int 
   const int q0 = m * hd.tile_m, k0 = n * hd.tile_n;
   const int q1 = q0 + hd.tile_m < hd.nq ? q0 + hd.tile_m : hd.nq;
   const int k1 = k0 + hd.tile_n < hd.nk ? k0 + hd.tile_n : hd.nk;
-  return grid_tile_touched(grid_formula(blob, p.formula), q0, q1, k0, k1);
+  const GridFormula& f = grid_formula(blob, p.formula);
+  return grid_tile_touched(f, q0, q1, k0, k1,
+                           [&](int dt, int dy) { return grid_half_width_table(blob, f, dt, dy); });
 }
 
 }  // namespace cm::desc

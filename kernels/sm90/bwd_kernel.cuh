@@ -107,6 +107,7 @@ struct BwdConfig {
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
     uint32_t visible[kBlockM][kBlockN / 32];  // bit k % 32 of word k / 32: key k visible
+    GridCache grids;
     uint64_t kv_full;
     uint64_t step_full[kStages], step_empty[kStages];
   };
@@ -362,9 +363,13 @@ struct BwdConsumer {
     const int tile_row = step.half * kBwdStepRows + r;
     const int q0 = step.m * kBwdTile;
     const int k0 = item.n * kBwdTile;
+    desc::Pattern pattern{};
+    if (step.pattern >= 0)
+      pattern = desc::pattern(p.descriptor, static_cast<uint32_t>(step.pattern));
     ss.visible[r][word] = q0 + tile_row < p.shape.nq
-                              ? row_visibility(p.descriptor, step.pattern, q0, k0, tile_row,
-                                               p.shape.nk - k0, WindowColumns(word))
+                              ? row_visibility(p.descriptor, GridSource(p.descriptor, ss.grids),
+                                               step.pattern >= 0 ? &pattern : nullptr, q0, k0,
+                                               tile_row, p.shape.nk - k0, WindowColumns(word))
                               : 0u;
   }
 
@@ -601,6 +606,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     cutlass::arch::fence_barrier_init();
   }
+  fill_grid_cache(params.descriptor, ss->grids, static_cast<int>(threadIdx.x), Config::kThreads);
   __syncthreads();
 
   const BwdItem item = decode_bwd_item(params, kDeterministic);

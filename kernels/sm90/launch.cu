@@ -28,22 +28,21 @@ void validate(const DescriptorView& d, const ForwardArgs& a) {
   check.require(items < (int64_t{1} << 31), "too many (batch, head, query tile) work items");
 }
 
-// Pingpong pays off only on long rows of mostly full key tiles: the serial mainloop's two
-// independent warpgroups already overlap one's softmax with the other's products, and on
-// partial tiles the masking, not the products, is the longer part (docs/perf-notes.md).
-// Decided from instance 0: O(query tiles + runs) on the host.
+// Pingpong pays off only on long rows: on short ones the serial mainloop's two independent
+// warpgroups already overlap one's softmax with the other's products, and pingpong's
+// alternation costs more than it hides (docs/perf-notes.md). Decided from instance 0:
+// O(query tiles + runs) on the host.
 bool use_pingpong(const DescriptorView& d, Mainloop mainloop) {
   if (mainloop != Mainloop::kAuto) return mainloop == Mainloop::kPingpong;
   const desc::Header& h = desc::header(d.host);
   const desc::Instance& inst = desc::instance(d.host, 0);
-  int64_t full = 0, partial = 0;
+  int64_t tiles = 0;
   for (int m = 0; m < h.num_q_tiles; ++m) {
     const desc::TileRow& row = desc::q_tile(d.host, inst, m);
-    for (int i = 0; i < row.full_count; ++i) full += desc::full_runs(d.host, row)[i].count;
-    for (int i = 0; i < row.partial_count; ++i) partial += desc::partial_runs(d.host, row)[i].count;
+    for (int i = 0; i < row.full_count; ++i) tiles += desc::full_runs(d.host, row)[i].count;
+    for (int i = 0; i < row.partial_count; ++i) tiles += desc::partial_runs(d.host, row)[i].count;
   }
-  const double mean_tiles = static_cast<double>(full + partial) / h.num_q_tiles;
-  return mean_tiles >= kPingpongMinTiles && partial * kPingpongMaxPartialShare <= full + partial;
+  return static_cast<double>(tiles) / h.num_q_tiles >= kPingpongMinTiles;
 }
 
 template <sm90::ElementKind kElement, bool kOverlap>

@@ -91,59 +91,85 @@ class WindowColumns {
   int first_;
 };
 
-// A query row's position on a grid: frame t, row y, column x; `on` is false when the row is
-// outside the formula's query range or off the grid.
-struct GridPoint {
-  bool on;
-  int t, y, x;
+// The descriptor's grid formulas and half-width tables, copied into shared memory at kernel
+// start when they fit. Masking a grid tile reads a formula field or a table entry per grid
+// segment; from global memory each is an L2 round trip (shared memory leaves L1 little room),
+// which made the masking, not the products, the limit on neighbourhood masks.
+struct GridCache {
+  static constexpr int kMaxFormulas = 4;
+  static constexpr int kMaxEntries = 512;
+  // Copies, each with half_widths_offset rebased to a byte offset into half_widths.
+  desc::GridFormula formulas[kMaxFormulas];
+  int16_t half_widths[kMaxEntries];
+  int count;  // formulas cached, or -1: the descriptor's do not fit and stay in global memory
 };
 
-__device__ inline GridPoint grid_point(const desc::GridFormula& f, int q) {
-  const int rel = q - f.center_start;
-  if (q < f.q_lo || q >= f.q_hi || rel < 0 || rel >= f.frames * f.rows * f.cols) {
-    return {false, 0, 0, 0};
+// Fills `cache` from the descriptor; run by threads [0, threads) before a barrier that
+// precedes any masking (every thread decides the same fit from the descriptor).
+__device__ inline void fill_grid_cache(const void* blob, GridCache& cache, int t, int threads) {
+  const desc::Header& hd = desc::header(blob);
+  int entries = 0;
+  for (int i = 0; i < hd.num_grid_formulas; ++i) {
+    entries += static_cast<int>(desc::grid_table_entries(desc::grid_formula(blob, i)));
   }
-  const int line = rel / f.cols;  // frame * rows + row
-  const int t = f.frames == 1 ? 0 : line / f.rows;
-  return {true, t, line - t * f.rows, rel - line * f.cols};
+  const bool fits =
+      hd.num_grid_formulas <= GridCache::kMaxFormulas && entries <= GridCache::kMaxEntries;
+  int first = 0;  // first cache entry of formula i's table
+  for (int i = 0; i < hd.num_grid_formulas && fits; ++i) {
+    const desc::GridFormula& f = desc::grid_formula(blob, i);
+    const int n = static_cast<int>(desc::grid_table_entries(f));
+    const int16_t* table = desc::at<int16_t>(blob, f.half_widths_offset);
+    for (int e = t; e < n; e += threads) cache.half_widths[first + e] = table[e];
+    if (t == 0) {
+      cache.formulas[i] = f;
+      cache.formulas[i].half_widths_offset = static_cast<uint32_t>(first * sizeof(int16_t));
+    }
+    first += n;
+  }
+  if (t == 0) cache.count = fits ? hd.num_grid_formulas : -1;
 }
 
-// Adds to `bits` the visibility bits, among `cols`, of query row q for a grid formula over the
-// key tile starting at k0: the intervals of desc::for_each_grid_interval, in 32-bit arithmetic
-// with tabulated half-widths, walking only the grid lines under `cols`.
+// Where masking reads grid formulas and their tables: the shared-memory cache when it holds
+// them, else the descriptor. A formula's table lies at tables + half_widths_offset.
+struct GridSource {
+  const desc::GridFormula* formulas;
+  const void* tables;
+
+  __device__ GridSource(const void* blob, const GridCache& cache)
+      : formulas(cache.count >= 0
+                     ? cache.formulas
+                     : desc::at<desc::GridFormula>(blob, desc::header(blob).grid_formulas_offset)),
+        tables(cache.count >= 0 ? static_cast<const void*>(cache.half_widths) : blob) {}
+};
+
+// Adds to `bits` the visibility bits, among `cols`, of query row q for grid formula `formula`
+// over the key tile starting at k0: the intervals of desc::for_each_grid_interval, with
+// tabulated half-widths, walking only the grid segments under `cols`.
 template <class Columns>
-__device__ void add_grid_row_bits(const void* blob, const desc::GridFormula& f, int q, int k0,
+__device__ void add_grid_row_bits(const GridSource& grids, int formula, int q, int k0,
                                   const Columns& cols, typename Columns::Bits& bits) {
-  const GridPoint pt = grid_point(f, q);
-  if (!pt.on) return;
-  const int extent = f.frames * f.rows * f.cols;
-  const int first = max(k0 + cols.lo() - f.start, 0);
-  const int last = min(k0 + cols.hi() - 1 - f.start, extent - 1);
-  if (first > last) return;
-  int line = first / f.cols;
-  int kt = f.frames == 1 ? 0 : line / f.rows;
-  int ky = line - kt * f.rows;
-  for (const int last_line = last / f.cols; line <= last_line; ++line) {
-    const int base = f.start + line * f.cols - k0;  // tile-relative start of the grid line
-    const int w = desc::grid_half_width_table(blob, f, kt - pt.t, ky - pt.y);
-    if (w >= 0) bits |= cols.range(base + max(pt.x - w, 0), base + min(pt.x + w + 1, f.cols));
-    if (++ky == f.rows) {
-      ky = 0;
-      ++kt;
-    }
-  }
+  const desc::GridFormula& f = grids.formulas[formula];
+  desc::GridCell c;
+  if (!desc::grid_center(f, q, c)) return;
+  const int base = f.start - k0;  // tile-relative column of the grid's first token
+  desc::for_each_visible_run(
+      f, c, cols.lo() - base, cols.hi() - base,
+      [&](int dt, int dy) { return desc::grid_half_width_table(grids.tables, f, dt, dy); },
+      [&](int lo, int hi) { bits |= cols.range(base + lo, base + hi); });
 }
 
 // Visibility bits, among `cols`, of tile-relative row r of the partial tile at (q0, k0) masked
-// by pattern `pattern` (an index into the pattern table), restricted to key columns below
-// `key_limit` (tile-relative; nk - k0 on the last key tile, else >= kMaskTileN). pattern -1 (a
-// full tile) applies only the key limit.
+// by `pattern` (a copy the caller loads once per tile: re-reading the descriptor per row costs
+// a global-memory round trip each), restricted to key columns below `key_limit` (tile-relative;
+// nk - k0 on the last key tile, else >= kMaskTileN). A null pattern (a full tile) applies only
+// the key limit.
 template <class Columns>
-__device__ typename Columns::Bits row_visibility(const void* blob, int pattern, int q0, int k0,
+__device__ typename Columns::Bits row_visibility(const void* blob, const GridSource& grids,
+                                                 const desc::Pattern* pattern, int q0, int k0,
                                                  int r, int key_limit, const Columns& cols) {
-  typename Columns::Bits visible = Columns::filled(pattern < 0);
-  if (pattern >= 0) {
-    const desc::Pattern& p = desc::pattern(blob, static_cast<uint32_t>(pattern));
+  typename Columns::Bits visible = Columns::filled(pattern == nullptr);
+  if (pattern != nullptr) {
+    const desc::Pattern& p = *pattern;
     if (p.kind == desc::kPatternBitmap) {
       desc::for_each_pattern_interval(blob, p, q0, k0, r,
                                       [&](int lo, int hi) { visible |= cols.range(lo, hi); });
@@ -156,7 +182,7 @@ __device__ typename Columns::Bits row_visibility(const void* blob, int pattern, 
         visible |= cols.range(band.lo0 + band.lo_slope * d, band.hi0 + band.hi_slope * d);
       }
       if (desc::is_grid_kind(p.kind)) {
-        add_grid_row_bits(blob, desc::grid_formula(blob, p.formula), q0 + r, k0, cols, visible);
+        add_grid_row_bits(grids, p.formula, q0 + r, k0, cols, visible);
       }
     }
   }

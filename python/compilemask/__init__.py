@@ -15,6 +15,7 @@ from typing import Any
 
 from . import masks
 from ._errors import Diagnostic, MaskError
+from ._layout import strip_order
 from ._mask import BoundMask, Mask, compile
 from ._params import Segments, segments
 from ._plan import Plan
@@ -34,6 +35,7 @@ __all__ = [
     "masks",
     "reference_attention",
     "segments",
+    "strip_order",
 ]
 
 

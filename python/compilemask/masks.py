@@ -66,7 +66,9 @@ def hstu(offsets: Any, ctx: Any = 0, targets: Any = 1) -> BoundMask:
     )
 
 
-def clear(text: int, side: int, radius: int) -> BoundMask:
+def clear(text: int, side: int, radius: int, strip: int | None = None) -> BoundMask:
     """CLEAR: `text` global text tokens, then a side x side image whose tokens see the image
-    tokens within Euclidean distance `radius`."""
-    return program("clear").bind(text=text, s=side, r=radius)
+    tokens within Euclidean distance `radius`. The image tokens are row-major, or with `strip`
+    in strips of that many columns (reorder them with compilemask.strip_order(text, side, side,
+    strip, text + side * side)); strips about `radius` wide compute about half the tiles."""
+    return program("clear").bind(text=text, s=side, r=radius, strip=side if strip is None else strip)

@@ -89,7 +89,7 @@ bench_stage() {
   start=$(date +%s)
   python3 "${script}" --cli "${CLI}" --lib "${LIB}" --examples "${ROOT}/examples" \
     --workloads "${WORKLOADS}" --out "${OUT}" --lens "${BENCH_LENS:-$3}" \
-    --masks "${BENCH_MASKS:-causal,hstu,shared_prefix,clear,doc_causal,sliding}" \
+    --masks "${BENCH_MASKS:-causal,hstu,shared_prefix,clear,clear_strips,doc_causal,sliding}" \
     --budget "${BENCH_BUDGET:-$4}" > "${OUT}/${table}.log" 2>&1
   status=$?
   note "bench: exit ${status} in $(elapsed "${start}")"

@@ -26,42 +26,43 @@ int64_t sum_clipped_widths(int64_t xa, int64_t xb, int64_t w, int64_t cols) {
 
 int64_t reach_grid(const desc::GridFormula& f, int32_t q0, int32_t q1,
                    TileRowClassifier& classifier) {
-  const int64_t cols = f.cols, rows = f.rows, extent = rows * cols * f.frames;
   const int64_t qa = std::max<int64_t>(std::max(q0, f.q_lo) - int64_t{f.center_start}, 0);
-  const int64_t qb = std::min<int64_t>(std::min(q1, f.q_hi) - int64_t{f.center_start}, extent);
+  const int64_t qb =
+      std::min<int64_t>(std::min(q1, f.q_hi) - int64_t{f.center_start}, desc::grid_extent(f));
   int64_t pairs = 0;
-  for (int64_t ql = qa < qb ? qa / cols : 0; qa < qb && ql <= (qb - 1) / cols; ++ql) {
-    const int64_t xa = std::max(qa, ql * cols) - ql * cols;
-    const int64_t xb = std::min(qb, (ql + 1) * cols) - ql * cols;
-    const int64_t t = ql / rows, y = ql % rows;
-    for (int64_t kt = std::max<int64_t>(t - f.rt, 0);
-         kt <= std::min<int64_t>(t + f.rt, f.frames - 1); ++kt) {
-      for (int64_t ky = std::max<int64_t>(y - f.ry, 0); ky <= std::min(y + f.ry, rows - 1); ++ky) {
-        const int64_t w = desc::grid_half_width(f, kt - t, ky - y);
-        if (w < 0) continue;
-        // Centres [xa, xb) see [xa - w, xb + w) on this key line, clipped to it.
-        const int64_t base = f.start + (kt * rows + ky) * cols;
-        const int64_t lo = base + std::max<int64_t>(xa - w, 0);
-        const int64_t hi = base + std::min(xb + w, cols);
-        classifier.add_formula_touch(lo, hi);
-        pairs += sum_clipped_widths(xa, xb, w, cols);
-      }
-    }
-  }
+  if (qa >= qb) return pairs;
+  desc::for_each_grid_segment(
+      f, static_cast<int>(qa), static_cast<int>(qb), [&](const desc::GridSegment& centres) {
+        const int t = centres.t, y = centres.y, xa = centres.x0, xb = centres.x1;
+        for (int kt = std::max(t - f.rt, 0); kt <= std::min(t + f.rt, f.frames - 1); ++kt) {
+          for (int ky = std::max(y - f.ry, 0); ky <= std::min(y + f.ry, f.rows - 1); ++ky) {
+            const int64_t w = desc::grid_half_width(f, kt - t, ky - y);
+            if (w < 0) continue;
+            // Centres [xa, xb) see columns [xa - w, xb + w) of this key row, clipped to it; each
+            // strip holds one run of them.
+            const int lo = static_cast<int>(std::max<int64_t>(xa - w, 0));
+            const int hi = static_cast<int>(std::min<int64_t>(xb + w, f.cols));
+            for (int x0 = lo - lo % f.strip; x0 < hi; x0 += f.strip) {
+              const int a = std::max(lo, x0), b = std::min(hi, x0 + f.strip);
+              const int64_t first = f.start + int64_t{desc::grid_offset(f, {kt, ky, a})};
+              classifier.add_formula_touch(first, first + (b - a));
+            }
+            pairs += sum_clipped_widths(xa, xb, w, f.cols);
+          }
+        }
+        return true;
+      });
   return pairs;
 }
 
 bool formula_may_cover(const desc::GridFormula& f, int32_t k0, int32_t k1) {
-  const int64_t cols = f.cols;
-  const int64_t a = std::max<int64_t>(k0 - int64_t{f.start}, 0);
-  const int64_t b = std::min<int64_t>(k1 - int64_t{f.start}, cols * f.rows * f.frames);
-  if (a >= b) return false;
-  // The widest part of [a, b) on one grid line.
-  const int64_t first_line_end = std::min(b, (a / cols + 1) * cols);
-  int64_t widest = first_line_end - a;
-  if (first_line_end < b) widest = std::max(widest, std::min(cols, b - first_line_end));
-  const int64_t neighbourhood_width = 2 * int64_t{f.rx} + 1;
-  return widest <= neighbourhood_width;
+  // The widest part of [k0, k1) on one grid segment.
+  int widest = 0;
+  desc::for_each_grid_segment(f, k0 - f.start, k1 - f.start, [&](const desc::GridSegment& s) {
+    widest = std::max(widest, s.x1 - s.x0);
+    return true;
+  });
+  return widest > 0 && widest <= 2 * int64_t{f.rx} + 1;
 }
 
 }  // namespace cm::descriptor

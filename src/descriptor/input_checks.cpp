@@ -92,6 +92,7 @@ void check_instance(const InstanceRows& instance, int32_t nq, int32_t nk, size_t
 
 std::string grid_formula_problem(const desc::GridFormula& f) {
   if (f.frames < 1 || f.rows < 1 || f.cols < 1) return "grid extents must be >= 1";
+  if (f.strip < 1 || f.strip > f.cols) return "strip must be in [1, cols]";
   if (f.shape != desc::kShapeBox && f.shape != desc::kShapeEllipse) {
     return "shape must be box (0) or ellipse (1)";
   }

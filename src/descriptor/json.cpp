@@ -66,7 +66,8 @@ class JsonDump {
               ", \"center_start\": " + std::to_string(f.center_start) +
               ", \"frames\": " + std::to_string(f.frames) +
               ", \"rows\": " + std::to_string(f.rows) + ", \"cols\": " + std::to_string(f.cols) +
-              ", \"shape\": \"" + (f.shape == desc::kShapeBox ? "box" : "ellipse") +
+              ", \"strip\": " + std::to_string(f.strip) + ", \"shape\": \"" +
+              (f.shape == desc::kShapeBox ? "box" : "ellipse") +
               "\", \"rt\": " + std::to_string(f.rt) + ", \"ry\": " + std::to_string(f.ry) +
               ", \"rx\": " + std::to_string(f.rx) + "}";
     }

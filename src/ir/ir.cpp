@@ -19,6 +19,17 @@ const char* param_type_name(ParamType t) {
   return "?";
 }
 
+StripPosition strip_position(ExprPool& x, ExprId rows, ExprId cols, ExprId strip, ExprId p,
+                             SourceLoc loc) {
+  // Earlier strips are all full width, so p's strip starts at column p / (strip * rows) * strip.
+  const ExprId x0 = x.binary(
+      Op::kMul, x.binary(Op::kDiv, p, x.binary(Op::kMul, strip, rows, loc), loc), strip, loc);
+  const ExprId width = x.binary(Op::kMin, strip, x.binary(Op::kSub, cols, x0, loc), loc);
+  const ExprId local = x.binary(Op::kSub, p, x.binary(Op::kMul, x0, rows, loc), loc);
+  return {x.binary(Op::kDiv, local, width, loc),
+          x.binary(Op::kAdd, x0, x.binary(Op::kMod, local, width, loc), loc)};
+}
+
 namespace {
 
 const char* binary_symbol(Op op) {
@@ -125,7 +136,8 @@ class Printer {
     std::ostringstream out;
     out << (g.shape == GridShape::kBox ? "box" : "ellipse") << "(center=" << expr(g.center)
         << ", grid=" << expr(g.start) << ":" << expr(g.frames) << "x" << expr(g.rows) << "x"
-        << expr(g.cols) << ", r=" << expr(g.rt) << "," << expr(g.ry) << "," << expr(g.rx) << ")";
+        << expr(g.cols) << (g.strip == kNone ? "" : ", strip=" + expr(g.strip))
+        << ", r=" << expr(g.rt) << "," << expr(g.ry) << "," << expr(g.rx) << ")";
     return out.str();
   }
 

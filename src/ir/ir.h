@@ -104,8 +104,16 @@ struct ExprPool {
 
 enum class GridShape : int32_t { kBox = 0, kEllipse = 1 };  // values match desc::GridShape
 
-// A neighbourhood of `center` on a row-major grid of frames x rows x cols tokens starting at
-// token `start`: the grid tokens (t', y', x') with
+// Row and column of the token at offset `p` into a frame of a strip grid (rows x cols, strips
+// of `strip` columns; desc::GridFormula gives the order), as expressions.
+struct StripPosition {
+  ExprId row, col;
+};
+StripPosition strip_position(ExprPool& x, ExprId rows, ExprId cols, ExprId strip, ExprId p,
+                             SourceLoc loc);
+
+// A neighbourhood of `center` on a grid of frames x rows x cols tokens starting at token
+// `start`, laid out row-major or in strips (desc::GridFormula): the grid tokens (t', y', x') with
 //   box:     |t'-t| <= rt, |y'-y| <= ry, |x'-x| <= rx
 //   ellipse: (t'-t)²/rt² + (y'-y)²/ry² + (x'-x)²/rx² < 1   (2D grids: frames = 1, rt = 1)
 // where (t, y, x) is the grid position of `center` on the grid starting at `center_start`. A
@@ -113,6 +121,7 @@ enum class GridShape : int32_t { kBox = 0, kEllipse = 1 };  // values match desc
 struct GridNeighbourhood {
   ExprId start = kNone, center_start = kNone;
   ExprId frames = kNone, rows = kNone, cols = kNone;
+  ExprId strip = kNone;  // strip width in [1, cols] (desc::GridFormula's order); kNone: row-major
   ExprId center = kNone;
   GridShape shape = GridShape::kEllipse;
   ExprId rt = kNone, ry = kNone, rx = kNone;

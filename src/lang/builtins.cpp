@@ -18,8 +18,8 @@ constexpr std::array kNames = {
     NamedBuiltin{"all", NameKind::kAll}, NamedBuiltin{"none", NameKind::kNone},
 };
 
-constexpr std::array<std::string_view, 6> kFunctions = {"min",   "max",   "abs",
-                                                        "clamp", "isqrt", "grid"};
+constexpr std::array<std::string_view, 7> kFunctions = {"min",   "max",  "abs",       "clamp",
+                                                        "isqrt", "grid", "strip_grid"};
 
 struct Field {
   Type object;

@@ -280,6 +280,14 @@ class Checker {
       return operands(e, Type::kInt, n == 3 ? Type::kGrid2 : Type::kGrid3,
                       "an int argument" + quoted);
     }
+    if (e.name == "strip_grid") {
+      if (n != 4 && n != 5) {
+        return arity_error(
+            "4 arguments (start, rows, cols, strip) or 5 (start, frames, rows, cols, strip)");
+      }
+      return operands(e, Type::kInt, n == 4 ? Type::kGrid2 : Type::kGrid3,
+                      "an int argument" + quoted);
+    }
     if (lookup(e.name) != nullptr || builtin_name(e.name) != NameKind::kUnresolved) {
       sink_.error(e.loc, "'" + e.name + "' is not a function");
     } else {

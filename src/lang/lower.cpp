@@ -17,8 +17,10 @@ using ir::SetOp;
 
 enum class Position : uint8_t { kKey, kQuery };
 
+// A grid's extent and token order: `strip` is the strip width of strip_grid (kNone for the
+// row-major grid of `grid`).
 struct GridValue {
-  ExprId start = kNone, frames = kNone, rows = kNone, cols = kNone;
+  ExprId start = kNone, frames = kNone, rows = kNone, cols = kNone, strip = kNone;
 };
 
 // A lowered value of any type: ints and bools are expressions, sets are set nodes, segments
@@ -283,10 +285,22 @@ class Lowerer {
     if (e.name == "clamp") {
       return {x.binary(Op::kMin, x.binary(Op::kMax, args[0], args[1], loc), args[2], loc)};
     }
-    // grid(start, rows, cols) or grid(start, frames, rows, cols)
+    // grid(start, [frames,] rows, cols) or strip_grid(start, [frames,] rows, cols, strip)
+    ExprId strip = kNone;
+    if (e.name == "strip_grid") {
+      strip = args.back();
+      args.pop_back();
+    }
     Value v;
     const bool is_2d = args.size() == 3;
     v.grid = {args[0], is_2d ? x.constant(1, loc) : args[1], args[args.size() - 2], args.back()};
+    if (strip != kNone) {
+      // Strips wider than the grid are the row-major layout; a strip below 1 becomes 0 and is
+      // reported as a division by zero where the grid is used.
+      const ExprId positive = x.binary(Op::kLt, x.constant(0, loc), strip, loc);
+      v.grid.strip =
+          x.select(positive, x.binary(Op::kMin, strip, v.grid.cols, loc), x.constant(0, loc), loc);
+    }
     return v;
   }
 
@@ -325,16 +339,22 @@ class Lowerer {
     const std::string& m = e.name;
     if (m == "frame" || m == "row" || m == "col") {
       const ExprId offset = x.binary(Op::kSub, args[0], g.start, loc);
-      if (m == "col") return {x.binary(Op::kMod, offset, g.cols, loc)};
-      if (m == "row")
+      const ExprId plane = x.binary(Op::kMul, g.rows, g.cols, loc);
+      if (m == "frame") return {x.binary(Op::kDiv, offset, plane, loc)};
+      if (g.strip == kNone) {
+        if (m == "col") return {x.binary(Op::kMod, offset, g.cols, loc)};
         return {x.binary(Op::kMod, x.binary(Op::kDiv, offset, g.cols, loc), g.rows, loc)};
-      return {x.binary(Op::kDiv, offset, x.binary(Op::kMul, g.rows, g.cols, loc), loc)};
+      }
+      const ir::StripPosition s = ir::strip_position(x, g.rows, g.cols, g.strip,
+                                                     x.binary(Op::kMod, offset, plane, loc), loc);
+      return {m == "row" ? s.row : s.col};
     }
     ir::GridNeighbourhood n;
     n.start = n.center_start = g.start;
     n.frames = g.frames;
     n.rows = g.rows;
     n.cols = g.cols;
+    n.strip = g.strip;
     n.center = args[0];
     n.shape = m == "box" ? ir::GridShape::kBox : ir::GridShape::kEllipse;
     if (m == "disk" || m == "ball") {

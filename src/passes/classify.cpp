@@ -25,7 +25,7 @@ void for_each_expr(const KeyTerm& t, F&& f) {
 bool formula_capable(const ir::Program& p, const ir::GridNeighbourhood& g) {
   const ir::Expr& center = p.exprs[g.center];
   if (center.op != ir::Op::kVar || center.index != ir::kSlotQ) return false;
-  for (ExprId e : {g.start, g.center_start, g.frames, g.rows, g.cols, g.rt, g.ry, g.rx}) {
+  for (ExprId e : {g.start, g.center_start, g.frames, g.rows, g.cols, g.strip, g.rt, g.ry, g.rx}) {
     if (depends_on(p.exprs, e, ir::kSlotQ)) return false;
   }
   return true;

@@ -113,15 +113,25 @@ class Normalizer {
   }
 
   // One iterator per grid line offset (dy; and dt for 3D grids), clipped to the grid; the
-  // columns of each line are [x - w, x + w] clipped to the line, w the half-width there.
+  // columns of each line are [x - w, x + w] clipped to the line, w the half-width there. On a
+  // strip grid one more iterator walks the strips those columns can reach, each holding one
+  // run of them.
   KeyTerm neighbourhood(int32_t index) {
     const ir::GridNeighbourhood g = p_.grids[static_cast<size_t>(index)];
     const bool is_2d = e_[g.frames].op == Op::kConst && e_[g.frames].value == 1;
     const bool ellipse = g.shape == ir::GridShape::kEllipse;
+    const bool strips = g.strip != kNone;
     const ExprId plane = mul(g.rows, g.cols);
     const ExprId rel = sub(g.center, g.center_start);
     const ExprId on_grid = land(lt(c(-1), rel), lt(rel, mul(plane, g.frames)));
-    const ExprId t = div(rel, plane), y = div(mod(rel, plane), g.cols), x = mod(rel, g.cols);
+    const ExprId t = div(rel, plane);
+    ExprId y = div(mod(rel, plane), g.cols), x = mod(rel, g.cols);
+    if (strips) {
+      const ir::StripPosition s =
+          ir::strip_position(e_, g.rows, g.cols, g.strip, mod(rel, plane), loc_);
+      y = s.row;
+      x = s.col;
+    }
     // Offsets with |d| <= reach can be non-empty: radius for a box, radius - 1 for an ellipse.
     auto reach = [&](ExprId r) { return ellipse ? sub(r, c(1)) : r; };
     auto clipped_range = [&](int32_t slot, ExprId r, ExprId pos, ExprId extent) {
@@ -138,6 +148,15 @@ class Normalizer {
       dt = e_.var(dt_slot);
       term.iterators.push_back(clipped_range(dt_slot, g.rt, t, g.frames));
     }
+    ExprId x0 = kNone, strip_cols = kNone;  // the key strip's first column and width
+    if (strips) {
+      const int32_t strip_slot = fresh_slot("strip");
+      const ExprId lo = div(max(c(0), sub(x, reach(g.rx))), g.strip);
+      const ExprId hi = add(div(min(sub(g.cols, c(1)), add(x, reach(g.rx))), g.strip), c(1));
+      term.iterators.push_back(ir::Iterator{strip_slot, lo, select(on_grid, hi, lo)});
+      x0 = mul(e_.var(strip_slot), g.strip);
+      strip_cols = min(g.strip, sub(g.cols, x0));
+    }
     term.iterators.push_back(clipped_range(dy_slot, g.ry, y, g.rows));
     ExprId w = g.rx;
     if (ellipse) {
@@ -151,12 +170,20 @@ class Normalizer {
       const ExprId width = make_unary(e_, Op::kIsqrt, max(c(0), ratio), loc_);
       w = select(lt(c(0), budget), width, c(-1));
     }
-    const ExprId line = add(mul(add(t, dt), g.rows), add(y, dy));
-    const ExprId base = add(g.start, mul(line, g.cols));
-    term.lo = add(base, max(c(0), sub(x, w)));
-    term.hi = add(base, min(g.cols, add(add(x, w), c(1))));
+    if (strips) {
+      // The key row's run in the strip: token `base` holds column x0.
+      const ExprId frame_base = add(g.start, mul(add(t, dt), plane));
+      const ExprId base = add(add(frame_base, mul(x0, g.rows)), mul(add(y, dy), strip_cols));
+      term.lo = add(base, sub(max(x0, sub(x, w)), x0));
+      term.hi = add(base, sub(min(add(x0, strip_cols), add(add(x, w), c(1))), x0));
+    } else {
+      const ExprId line = add(mul(add(t, dt), g.rows), add(y, dy));
+      const ExprId base = add(g.start, mul(line, g.cols));
+      term.lo = add(base, max(c(0), sub(x, w)));
+      term.hi = add(base, min(g.cols, add(add(x, w), c(1))));
+    }
     term.grid = index;
-    term.monotone = is_2d;
+    term.monotone = is_2d && !strips;
     return term;
   }
 

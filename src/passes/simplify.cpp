@@ -21,8 +21,8 @@ class Simplifier {
 
   void run() {
     for (ir::GridNeighbourhood& g : p_.grids) {
-      for (ExprId* e : {&g.start, &g.center_start, &g.frames, &g.rows, &g.cols, &g.center, &g.rt,
-                        &g.ry, &g.rx}) {
+      for (ExprId* e : {&g.start, &g.center_start, &g.frames, &g.rows, &g.cols, &g.strip, &g.center,
+                        &g.rt, &g.ry, &g.rx}) {
         *e = expr(*e);
       }
     }

@@ -107,7 +107,9 @@ std::vector<RegionCode> compile_regions(const ir::Program& program) {
       const ir::GridNeighbourhood& g = program.grids[static_cast<size_t>(t.grid)];
       std::vector<int32_t>& regs = code.grid_params[static_cast<size_t>(t.grid)];
       regs.clear();
-      for (ExprId e : {g.start, g.center_start, g.frames, g.rows, g.cols, g.rt, g.ry, g.rx}) {
+      const ExprId strip = g.strip == kNone ? g.cols : g.strip;  // row-major: one strip
+      for (ExprId e :
+           {g.start, g.center_start, g.frames, g.rows, g.cols, strip, g.rt, g.ry, g.rx}) {
         regs.push_back(f.emit(e, nullptr));
       }
     }

@@ -41,7 +41,7 @@ struct RegionCode {
   std::vector<TermCode> queries;
   std::vector<TermCode> keys;
   // Registers of the formula-capable neighbourhoods' parameters, by grid index: start,
-  // center_start, frames, rows, cols, rt, ry, rx (evaluated in the outer block).
+  // center_start, frames, rows, cols, strip, rt, ry, rx (evaluated in the outer block).
   std::vector<std::vector<int32_t>> grid_params;
 };
 

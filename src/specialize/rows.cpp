@@ -212,17 +212,17 @@ class RowEvaluator {
   // its grid leaves [0, nk) or its radii do not suit the closed form.
   int32_t make_formula(const RegionCode& r, int32_t grid, int32_t q_lo, int32_t q_hi) {
     const std::vector<int32_t>& regs = r.grid_params[static_cast<size_t>(grid)];
-    int64_t v[8];
-    for (size_t i = 0; i < 8; ++i) v[i] = machine_.result(regs[i]);
+    int64_t v[9];
+    for (size_t i = 0; i < 9; ++i) v[i] = machine_.result(regs[i]);
     const int64_t start = v[0], center_start = v[1], frames = v[2], rows = v[3], cols = v[4];
-    const int64_t rt = v[5], ry = v[6], rx = v[7];
+    const int64_t strip = v[5], rt = v[6], ry = v[7], rx = v[8];
     const bool ellipse = program_.grids[static_cast<size_t>(grid)].shape == ir::GridShape::kEllipse;
     const int64_t min_radius = ellipse ? 1 : 0;
     const bool radii_ok = rt >= min_radius && ry >= min_radius && rx >= min_radius && rt <= 1024 &&
                           ry <= 1024 && rx <= 1024;
     const bool extent_ok = frames >= 1 && rows >= 1 && cols >= 1 && frames <= kInt32Max &&
                            rows <= kInt32Max && cols <= kInt32Max &&
-                           frames * rows <= kInt32Max / cols;
+                           frames * rows <= kInt32Max / cols && strip >= 1 && strip <= cols;
     if (!radii_ok || !extent_ok || start < 0 || center_start < 0 ||
         start + frames * rows * cols > nk_ || center_start > kInt32Max) {
       return -1;
@@ -235,6 +235,7 @@ class RowEvaluator {
     f.frames = static_cast<int32_t>(frames);
     f.rows = static_cast<int32_t>(rows);
     f.cols = static_cast<int32_t>(cols);
+    f.strip = static_cast<int32_t>(strip);
     f.shape = ellipse ? desc::kShapeEllipse : desc::kShapeBox;
     f.rt = static_cast<int32_t>(rt);
     f.ry = static_cast<int32_t>(ry);

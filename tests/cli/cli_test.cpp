@@ -157,7 +157,7 @@ TEST(Cli, ShowSelectsBatchAndHead) {
 TEST(Cli, ShowWritesPng) {
   const std::string png = scratch_dir() + "/mask.png";
   const CliResult r = expect_ok({"show", example("clear"), "-p", "text=64", "-p", "s=24", "-p",
-                                 "r=5", "-n", "640", "--png", png});
+                                 "r=5", "-p", "strip=8", "-n", "640", "--png", png});
   EXPECT_TRUE(contains(r.out, "wrote " + png)) << r.out;
   const std::string bytes = read_file(png);
   ASSERT_GE(bytes.size(), 8u);

@@ -89,6 +89,20 @@ TEST(Api, EvaluationErrorsCarryTheSourcePosition) {
       specialize_error(a, {{"A", std::vector<int64_t>{1, 2}}}, Dims{4, 4, 1, 1});
   EXPECT_NE(oob.find("index out of range for parameter 'A' (2 elements)"), std::string::npos)
       << oob;
+  // A strip below 1 is reported where the grid is used, as a formula or as intervals.
+  const Mask strips = must_compile(
+      "mask m(w: int) {\n  let g = strip_grid(2, 4, 5, w)\n  q in g: k in g.disk(q, 2)\n}\n");
+  const Mask strips_cut = must_compile(
+      "mask m(w: int) {\n  let g = strip_grid(2, 4, 5, w)\n  q in g: k in g.disk(q, 2) & [0, "
+      "q]\n}\n");
+  for (const Mask* mask : {&strips, &strips_cut}) {
+    for (int64_t w : {0, -3}) {
+      const std::string bad = specialize_error(*mask, {{"w", w}}, Dims{22, 22, 1, 1});
+      EXPECT_NE(bad.find("test.mask:3:18"), std::string::npos) << bad;
+      EXPECT_NE(bad.find("division by zero"), std::string::npos) << bad;
+    }
+    EXPECT_NO_THROW(mask->specialize({{"w", int64_t{2}}}, Dims{22, 22, 1, 1}));
+  }
   // The unused branch of a conditional is never an error.
   const Mask guarded =
       must_compile("mask m(z: int) {\n  q in all: k in [0, if z == 0 then q else q / z]\n}\n");

@@ -57,7 +57,10 @@ std::vector<ExampleCase> example_cases(int64_t n) {
        d},
       {"hstu", {{"seqs", Segments::from_lengths(lens)}, {"ctx", ctx}, {"targets", targets}}, d},
       {"clear",
-       {{"text", std::min<int64_t>(n, 4)}, {"s", side}, {"r", int64_t{2}}},
+       {{"text", std::min<int64_t>(n, 4)}, {"s", side}, {"r", int64_t{2}}, {"strip", side}},
+       Dims{std::min<int64_t>(n, 4) + side * side, std::min<int64_t>(n, 4) + side * side, 1, 1}},
+      {"clear",  // strip order, the last strip narrower
+       {{"text", std::min<int64_t>(n, 4)}, {"s", side}, {"r", int64_t{3}}, {"strip", int64_t{3}}},
        Dims{std::min<int64_t>(n, 4) + side * side, std::min<int64_t>(n, 4) + side * side, 1, 1}},
       {"block_causal_video", {{"F", int64_t{4}}}, d},
       {"neighbourhood_2d",

@@ -81,7 +81,11 @@ std::pair<std::string, Params> to_example(const WorkloadCase& c) {
             {{"prompt", Segments::from_lengths({one("prompt")})},
              {"responses", Segments::from_lengths(p.at("responses"), one("prompt"))}}};
   }
-  return {"clear", {{"text", one("text")}, {"s", p.at("grid").at(0)}, {"r", one("r")}}};
+  return {"clear",
+          {{"text", one("text")},
+           {"s", p.at("grid").at(0)},
+           {"r", one("r")},
+           {"strip", p.at("grid").at(0)}}};  // the workload is row-major
 }
 
 TEST(WorkloadsAgree, ExamplesMatchReferencePredicates) {

@@ -98,6 +98,7 @@ desc::GridFormula neighbourhood(int32_t frames, int32_t rows, int32_t cols, desc
   f.frames = frames;
   f.rows = rows;
   f.cols = cols;
+  f.strip = cols;
   f.shape = shape;
   f.rt = rt;
   f.ry = ry;
@@ -176,6 +177,7 @@ TEST(DescriptorGrid, GridTileTouchedIsExact) {
     f.frames = uniform(1, 3);
     f.rows = uniform(1, 9);
     f.cols = uniform(1, 9);
+    f.strip = uniform(1, f.cols);
     f.shape = uniform(0, 1) ? desc::kShapeEllipse : desc::kShapeBox;
     const int32_t min_radius = f.shape == desc::kShapeEllipse ? 1 : 0;
     f.rt = f.frames == 1 && f.shape == desc::kShapeEllipse ? 1 : uniform(min_radius, 2);
@@ -194,9 +196,11 @@ TEST(DescriptorGrid, GridTileTouchedIsExact) {
       for (int32_t q = q0; q < q1 && !want; ++q) {
         for (int32_t k = k0; k < k1 && !want; ++k) want = formula_sees(f, q, k);
       }
-      ASSERT_EQ(desc::grid_tile_touched(f, q0, q1, k0, k1), want)
-          << "iteration " << iteration << " q [" << q0 << ", " << q1 << ") k [" << k0 << ", " << k1
-          << ")";
+      const bool touched = desc::grid_tile_touched(f, q0, q1, k0, k1, [&](int dt, int dy) {
+        return static_cast<int>(desc::grid_half_width(f, dt, dy));
+      });
+      ASSERT_EQ(touched, want) << "iteration " << iteration << " q [" << q0 << ", " << q1 << ") k ["
+                               << k0 << ", " << k1 << ")";
     }
   }
 }

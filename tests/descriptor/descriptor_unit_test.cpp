@@ -105,7 +105,7 @@ TEST(DescriptorUnit, GridRowsUseGridPatternsAndDecodeExactly) {
   disk.q_hi = n;
   disk.start = disk.center_start = text;
   disk.frames = 1;
-  disk.rows = disk.cols = s;
+  disk.rows = disk.cols = disk.strip = s;
   disk.shape = desc::kShapeEllipse;
   disk.rt = 1;
   disk.ry = disk.rx = 3;

@@ -1,6 +1,8 @@
 // Test fixtures for the descriptor tests (see mask_fixtures.h).
 #include "mask_fixtures.h"
 
+#include "grid_layout.h"
+
 #include <algorithm>
 
 namespace cm::testing {
@@ -64,6 +66,7 @@ desc::GridFormula random_formula(std::mt19937& rng, int32_t nk, int32_t q_lo, in
   f.frames = nk >= 2 && uniform(rng, 0, 2) == 0 ? 2 : 1;
   f.cols = uniform(rng, 1, std::max(1, std::min(40, nk / f.frames)));
   f.rows = uniform(rng, 1, std::max(1, nk / (f.frames * f.cols)));
+  f.strip = uniform(rng, 0, 1) ? f.cols : uniform(rng, 1, f.cols);  // row-major or strips
   const int32_t extent = f.frames * f.rows * f.cols;
   f.start = uniform(rng, 0, nk - extent);
   f.center_start = uniform(rng, std::max(0, q_lo - extent / 2), q_hi);
@@ -124,12 +127,12 @@ RowIntervals rows_from_dense(const Dense& dense) {
 
 bool formula_sees(const desc::GridFormula& f, int32_t q, int32_t k) {
   if (q < f.q_lo || q >= f.q_hi) return false;
-  const int64_t plane = int64_t{f.rows} * f.cols, extent = plane * f.frames;
+  const int64_t extent = int64_t{f.rows} * f.cols * f.frames;
   const int64_t qr = int64_t{q} - f.center_start, kr = int64_t{k} - f.start;
   if (qr < 0 || qr >= extent || kr < 0 || kr >= extent) return false;
-  const int64_t dt = qr / plane - kr / plane;
-  const int64_t dy = (qr % plane) / f.cols - (kr % plane) / f.cols;
-  const int64_t dx = qr % f.cols - kr % f.cols;
+  const testing::GridPosition a = testing::walk_grid_cell(f.rows, f.cols, f.strip, qr);
+  const testing::GridPosition b = testing::walk_grid_cell(f.rows, f.cols, f.strip, kr);
+  const int64_t dt = a.t - b.t, dy = a.y - b.y, dx = a.x - b.x;
   if (f.shape == desc::kShapeBox) {
     return std::abs(dt) <= f.rt && std::abs(dy) <= f.ry && std::abs(dx) <= f.rx;
   }

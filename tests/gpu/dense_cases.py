@@ -29,7 +29,7 @@ class Case:
 def workload_cases(workloads, lengths):
     """Every workload at the given odd lengths, cycling head dims, GQA ratios, layouts and
     dtypes."""
-    from cm_kernel import workload_mask
+    from cm_kernel import workload_mask, workload_order
     builders = {
         "causal": lambda n: workloads.causal(n, xp=torch, device="cuda"),
         "sliding": lambda n: workloads.sliding(n, W=max(1, n // 3), xp=torch, device="cuda"),
@@ -39,6 +39,7 @@ def workload_cases(workloads, lengths):
         "shared_prefix": lambda n: workloads.shared_prefix(n, xp=torch, device="cuda"),
         "clear": lambda n: workloads.clear(n, r=4, text=max(1, n // 8), xp=torch, device="cuda"),
     }
+    builders["clear_strips"] = builders["clear"]  # the same mask on tokens in strip order
     variants = [(128, 4, 4, "bshd", torch.bfloat16), (64, 4, 2, "bhsd", torch.bfloat16),
                 (128, 4, 1, "thd", torch.float16), (64, 2, 2, "bshd", torch.float16),
                 (128, 6, 2, "bhsd", torch.bfloat16)]
@@ -49,7 +50,8 @@ def workload_cases(workloads, lengths):
                 continue  # eight responses need at least one token each
             mm, prm = build(n)
             N = prm["N"]
-            idx = torch.arange(N, device="cuda")
+            order = workload_order(name, prm)  # token i of the case is the workload's idx[i]
+            idx = torch.arange(N, device="cuda") if order is None else torch.from_numpy(order).cuda()
             visible = mm(0, 0, idx[:, None], idx[None, :])
             mask_file, params = workload_mask(name, prm)
             d, hq, hkv, layout, dtype = variants[i % len(variants)]

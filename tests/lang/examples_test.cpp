@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 
+#include "grid_layout.h"
 #include "ir_eval.h"
 #include "test_util.h"
 
@@ -151,14 +152,20 @@ TEST(Examples, Hstu) {
 
 TEST(Examples, Clear) {
   const ir::Program p = example("clear");
+  const int64_t text = 5, s = 6;
+  const int64_t n = text + s * s;
   for (int64_t r : {1, 2, 3}) {
-    const int64_t text = 5, s = 6;
-    const int64_t n = text + s * s;
-    expect_mask(p, {text, s, r}, n, n, [&](int64_t q, int64_t k) {
-      const int64_t qi = std::max<int64_t>(q - text, 0), ki = std::max<int64_t>(k - text, 0);
-      const int64_t dy = qi / s - ki / s, dx = qi % s - ki % s;
-      return q < text || k < text || dy * dy + dx * dx < r * r;
-    });
+    for (int64_t strip : {1, 4, 6, 50}) {  // 6 and 50: row-major
+      expect_mask(p, {text, s, r, strip}, n, n, [&](int64_t q, int64_t k) {
+        if (q < text || k < text) return true;
+        const cm::testing::GridPosition a =
+            cm::testing::walk_grid_cell(s, s, std::min(strip, s), q - text);
+        const cm::testing::GridPosition b =
+            cm::testing::walk_grid_cell(s, s, std::min(strip, s), k - text);
+        const int64_t dy = a.y - b.y, dx = a.x - b.x;
+        return dy * dy + dx * dx < r * r;
+      });
+    }
   }
 }
 

@@ -226,6 +226,10 @@ def helper_plans(workloads, n):
     m = p["N"]
     plan = cm.masks.clear(p["text"], p["grid"][0], p["r"]).specialize(nq=m, tile=(64, 64))
     yield "clear", plan, workloads.dense(fn, m)
+    # Strip order: the row-major predicate on reordered tokens.
+    order = cm.strip_order(p["text"], p["grid"][0], p["grid"][1], 6, m)
+    plan = cm.masks.clear(p["text"], p["grid"][0], p["r"], strip=6).specialize(nq=m, tile=(64, 64))
+    yield "clear_strips", plan, fn(0, 0, order[:, None], order[None, :])
 
 
 def test_helpers_match_the_workload_predicates(workloads):
@@ -303,3 +307,16 @@ def test_reference_attention_argument_errors():
         cm.reference_attention(x, x, x, plan, accumulate="half")
     with pytest.raises(ValueError, match="scale must be finite"):
         cm.reference_attention(x, x, x, plan, scale=-1.0)
+
+
+def test_strip_order_is_the_strip_layout_and_checks_its_input():
+    order = cm.strip_order(2, 3, 5, 2, 18)
+    # Rows of 5 from token 2; strips of columns {0, 1}, {2, 3}, {4}; token 17 stays.
+    expected = [0, 1, 2, 3, 7, 8, 12, 13, 4, 5, 9, 10, 14, 15, 6, 11, 16, 17]
+    np.testing.assert_array_equal(order, expected)
+    video = cm.strip_order(0, 2, 3, 2, 12, frames=2)
+    np.testing.assert_array_equal(video, [0, 1, 3, 4, 2, 5, 6, 7, 9, 10, 8, 11])
+    with pytest.raises(ValueError, match="strip must be an int >= 1"):
+        cm.strip_order(0, 4, 4, 0, 16)
+    with pytest.raises(ValueError, match="does not fit in 10 tokens"):
+        cm.strip_order(2, 3, 3, 2, 10)

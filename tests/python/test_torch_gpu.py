@@ -39,6 +39,7 @@ MASKS = {
     "hstu": lambda n: hstu(n, [n // 4, n // 4, n - 2 * (n // 4)]),
     "shared_prefix": lambda n: cm.masks.shared_prefix(n // 4, [n // 4, n // 4, n - 3 * (n // 4)]),
     "clear": lambda n: cm.masks.clear(n - 20 * 20, 20, 5),
+    "clear_strips": lambda n: cm.masks.clear(n - 20 * 20, 20, 5, strip=6),
 }
 
 

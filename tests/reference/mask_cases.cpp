@@ -60,6 +60,7 @@ desc::GridFormula random_grid(int32_t nq, int32_t nk, std::mt19937& rng) {
   desc::GridFormula f{};
   f.cols = uniform(rng, 0, 1) == 0 ? uniform(rng, 3, 8) : uniform(rng, 40, 64);
   f.rows = std::max(1, std::min(nq, nk) / f.cols);
+  f.strip = uniform(rng, 0, 1) == 0 ? f.cols : uniform(rng, 1, f.cols);  // row-major or strips
   f.frames = 1;
   f.q_lo = 0;
   f.q_hi = nq;

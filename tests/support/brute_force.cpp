@@ -1,6 +1,8 @@
 // Test-only brute-force mask evaluation (see brute_force.h).
 #include "brute_force.h"
 
+#include "grid_layout.h"
+
 #include "ir/ir.h"
 #include "specialize/bind.h"
 
@@ -137,12 +139,14 @@ class Oracle {
   // Direct definition: both tokens on the grid, and the offset inside the shape.
   bool in_neighbourhood(const ir::GridNeighbourhood& g, int64_t k) const {
     const int64_t frames = eval(g.frames), rows = eval(g.rows), cols = eval(g.cols);
-    const int64_t plane = rows * cols, size = plane * frames;
+    const int64_t size = rows * cols * frames;
+    const int64_t strip = g.strip == ir::kNone ? cols : eval(g.strip);
+    if (strip < 1) throw Error("oracle: strip below 1");
     const int64_t c = eval(g.center) - eval(g.center_start), kk = k - eval(g.start);
     if (c < 0 || c >= size || kk < 0 || kk >= size) return false;
-    const int64_t dt = kk / plane - c / plane;
-    const int64_t dy = (kk % plane) / cols - (c % plane) / cols;
-    const int64_t dx = kk % cols - c % cols;
+    const GridPosition centre = walk_grid_cell(rows, cols, strip, c);
+    const GridPosition key = walk_grid_cell(rows, cols, strip, kk);
+    const int64_t dt = key.t - centre.t, dy = key.y - centre.y, dx = key.x - centre.x;
     const int64_t rt = eval(g.rt), ry = eval(g.ry), rx = eval(g.rx);
     if (g.shape == ir::GridShape::kBox) {
       return std::abs(dt) <= rt && std::abs(dy) <= ry && std::abs(dx) <= rx;
