@@ -141,8 +141,8 @@ __device__ inline bool tile_needs_mask(const FwdParams& p, int pattern, int n) {
 // Walks the key tiles of a query tile in ascending order: full runs and partial runs merged by
 // position. Producer and consumers walk the same sequence, which is what keeps their pipelines
 // in step. A kPatternGridSparse run may list empty tiles (descriptor version 2); they are not
-// skipped but computed as fully masked tiles, which adds nothing to O or the LSE (clear at
-// N = 32K holds none: checked against the dense predicate).
+// skipped but computed as fully masked tiles, which adds nothing to O or the LSE (row-major
+// clear at N = 32K holds none; in 16-column strips 197 of its 4,093 listed tiles are empty).
 class KeyTileCursor {
  public:
   __device__ KeyTileCursor(const void* blob, const desc::TileRow& row)
