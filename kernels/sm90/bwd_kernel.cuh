@@ -107,7 +107,6 @@ struct BwdConfig {
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
     uint32_t visible[kBlockM][kBlockN / 32];  // bit k % 32 of word k / 32: key k visible
-    GridCache grids;
     uint64_t kv_full;
     uint64_t step_full[kStages], step_empty[kStages];
   };
@@ -366,11 +365,11 @@ struct BwdConsumer {
     desc::Pattern pattern{};
     if (step.pattern >= 0)
       pattern = desc::pattern(p.descriptor, static_cast<uint32_t>(step.pattern));
-    ss.visible[r][word] = q0 + tile_row < p.shape.nq
-                              ? row_visibility(p.descriptor, GridSource(p.descriptor, ss.grids),
-                                               step.pattern >= 0 ? &pattern : nullptr, q0, k0,
-                                               tile_row, p.shape.nk - k0, WindowColumns(word))
-                              : 0u;
+    ss.visible[r][word] =
+        q0 + tile_row < p.shape.nq
+            ? row_visibility(p.descriptor, step.pattern >= 0 ? &pattern : nullptr, q0, k0, tile_row,
+                             p.shape.nk - k0, WindowColumns(word))
+            : 0u;
   }
 
   // Key tiles below item.n that visit query tile m of head h's mask: the number of dQ adds
@@ -606,7 +605,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     cutlass::arch::fence_barrier_init();
   }
-  fill_grid_cache(params.descriptor, ss->grids, static_cast<int>(threadIdx.x), Config::kThreads);
   __syncthreads();
 
   const BwdItem item = decode_bwd_item(params, kDeterministic);

@@ -105,7 +105,6 @@ struct FwdConfig {
     alignas(1024) Element k[kStages * kBlockN * kHeadDim];
     alignas(1024) Element v[kStages * kBlockN * kHeadDim];
     QuadBits mask[kMaskSlots][kBlockM];  // a masked tile's visibility, row by row
-    GridCache grids;
     uint64_t q_full[kQStages], q_empty[kQStages];
     uint64_t k_full[kStages], k_empty[kStages];
     uint64_t v_full[kStages], v_empty[kStages];
@@ -281,7 +280,6 @@ template <class Config>
 __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& ss, int t) {
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kMaskSlots> slot;
-  const GridSource grids(p.descriptor, ss.grids);
   for (;;) {
     const WorkItem item = take_item<Config>(ss, item_state);
     if (item.row == nullptr) return;
@@ -299,7 +297,7 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
       wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);
       for (int r = t; r < Config::kBlockM; r += Config::kMaskThreads) {
         ss.mask[slot.stage][r] =
-            row_visibility(p.descriptor, grids, masked_by, q0, k0, r, p.nk - k0, QuadColumns());
+            row_visibility(p.descriptor, masked_by, q0, k0, r, p.nk - k0, QuadColumns());
       }
       arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows
       slot.advance();
@@ -654,7 +652,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     cutlass::arch::fence_barrier_init();
   }
-  fill_grid_cache(params.descriptor, ss->grids, static_cast<int>(threadIdx.x), Config::kThreads);
   __syncthreads();
 
   if (warp < 4) {

@@ -91,70 +91,18 @@ class WindowColumns {
   int first_;
 };
 
-// The descriptor's grid formulas and half-width tables, copied into shared memory at kernel
-// start when they fit. Masking a grid tile reads a formula field or a table entry per grid
-// segment; from global memory each is an L2 round trip (shared memory leaves L1 little room),
-// which made the masking, not the products, the limit on neighbourhood masks.
-struct GridCache {
-  static constexpr int kMaxFormulas = 4;
-  static constexpr int kMaxEntries = 512;
-  // Copies, each with half_widths_offset rebased to a byte offset into half_widths.
-  desc::GridFormula formulas[kMaxFormulas];
-  int16_t half_widths[kMaxEntries];
-  int count;  // formulas cached, or -1: the descriptor's do not fit and stay in global memory
-};
-
-// Fills `cache` from the descriptor; run by threads [0, threads) before a barrier that
-// precedes any masking (every thread decides the same fit from the descriptor).
-__device__ inline void fill_grid_cache(const void* blob, GridCache& cache, int t, int threads) {
-  const desc::Header& hd = desc::header(blob);
-  int entries = 0;
-  for (int i = 0; i < hd.num_grid_formulas; ++i) {
-    entries += static_cast<int>(desc::grid_table_entries(desc::grid_formula(blob, i)));
-  }
-  const bool fits =
-      hd.num_grid_formulas <= GridCache::kMaxFormulas && entries <= GridCache::kMaxEntries;
-  int first = 0;  // first cache entry of formula i's table
-  for (int i = 0; i < hd.num_grid_formulas && fits; ++i) {
-    const desc::GridFormula& f = desc::grid_formula(blob, i);
-    const int n = static_cast<int>(desc::grid_table_entries(f));
-    const int16_t* table = desc::at<int16_t>(blob, f.half_widths_offset);
-    for (int e = t; e < n; e += threads) cache.half_widths[first + e] = table[e];
-    if (t == 0) {
-      cache.formulas[i] = f;
-      cache.formulas[i].half_widths_offset = static_cast<uint32_t>(first * sizeof(int16_t));
-    }
-    first += n;
-  }
-  if (t == 0) cache.count = fits ? hd.num_grid_formulas : -1;
-}
-
-// Where masking reads grid formulas and their tables: the shared-memory cache when it holds
-// them, else the descriptor. A formula's table lies at tables + half_widths_offset.
-struct GridSource {
-  const desc::GridFormula* formulas;
-  const void* tables;
-
-  __device__ GridSource(const void* blob, const GridCache& cache)
-      : formulas(cache.count >= 0
-                     ? cache.formulas
-                     : desc::at<desc::GridFormula>(blob, desc::header(blob).grid_formulas_offset)),
-        tables(cache.count >= 0 ? static_cast<const void*>(cache.half_widths) : blob) {}
-};
-
-// Adds to `bits` the visibility bits, among `cols`, of query row q for grid formula `formula`
-// over the key tile starting at k0: the intervals of desc::for_each_grid_interval, with
-// tabulated half-widths, walking only the grid segments under `cols`.
+// Adds to `bits` the visibility bits, among `cols`, of query row q for a grid formula over the
+// key tile starting at k0: the intervals of desc::for_each_grid_interval, with tabulated
+// half-widths, walking only the grid segments under `cols`.
 template <class Columns>
-__device__ void add_grid_row_bits(const GridSource& grids, int formula, int q, int k0,
+__device__ void add_grid_row_bits(const void* blob, const desc::GridFormula& f, int q, int k0,
                                   const Columns& cols, typename Columns::Bits& bits) {
-  const desc::GridFormula& f = grids.formulas[formula];
   desc::GridCell c;
   if (!desc::grid_center(f, q, c)) return;
   const int base = f.start - k0;  // tile-relative column of the grid's first token
   desc::for_each_visible_run(
       f, c, cols.lo() - base, cols.hi() - base,
-      [&](int dt, int dy) { return desc::grid_half_width_table(grids.tables, f, dt, dy); },
+      [&](int dt, int dy) { return desc::grid_half_width_table(blob, f, dt, dy); },
       [&](int lo, int hi) { bits |= cols.range(base + lo, base + hi); });
 }
 
@@ -164,9 +112,9 @@ __device__ void add_grid_row_bits(const GridSource& grids, int formula, int q, i
 // nk - k0 on the last key tile, else >= kMaskTileN). A null pattern (a full tile) applies only
 // the key limit.
 template <class Columns>
-__device__ typename Columns::Bits row_visibility(const void* blob, const GridSource& grids,
-                                                 const desc::Pattern* pattern, int q0, int k0,
-                                                 int r, int key_limit, const Columns& cols) {
+__device__ typename Columns::Bits row_visibility(const void* blob, const desc::Pattern* pattern,
+                                                 int q0, int k0, int r, int key_limit,
+                                                 const Columns& cols) {
   typename Columns::Bits visible = Columns::filled(pattern == nullptr);
   if (pattern != nullptr) {
     const desc::Pattern& p = *pattern;
@@ -182,7 +130,7 @@ __device__ typename Columns::Bits row_visibility(const void* blob, const GridSou
         visible |= cols.range(band.lo0 + band.lo_slope * d, band.hi0 + band.hi_slope * d);
       }
       if (desc::is_grid_kind(p.kind)) {
-        add_grid_row_bits(grids, p.formula, q0 + r, k0, cols, visible);
+        add_grid_row_bits(blob, desc::grid_formula(blob, p.formula), q0 + r, k0, cols, visible);
       }
     }
   }
