@@ -63,6 +63,18 @@ def median_ms(fn, grads=None):
                                    return_mode="median")
 
 
+def interleaved_median_ms(fns, rounds=5):
+    """Median times in ms of the functions in the dict fns, measured in `rounds` alternating
+    rounds (each a short do_bench per function), so that clock and thermal drift during the
+    measurement falls on all of them alike. Returns a dict with the same keys."""
+    import triton.testing
+    times = {key: [] for key in fns}
+    for _ in range(rounds):
+        for key, fn in fns.items():
+            times[key].append(triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median"))
+    return {key: float(np.median(t)) for key, t in times.items()}
+
+
 def record_peer(row, peer, ms, flops, ratio_key):
     """Stores a peer's time and effective TFLOP/s in row, and its time over ours as ratio_key
     (row["ours_ms"] must be set)."""

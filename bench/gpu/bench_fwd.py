@@ -3,9 +3,10 @@ cuDNN SDPA on causal), side by side in one process, on every workload of workloa
 
 Shapes: N = 1K, 4K, 16K, 32K with B*N = 32768 tokens, 16 heads, head dim 128, bf16,
 Q/K/V in [B, H, N, D] for every kernel. Effective TFLOP/s = 4 * D * visible pairs * H * B / time.
-"ours" is the automatic mainloop choice (the serial and pingpong mainloops are also timed, in
-the JSON). Times are medians of triton.testing.do_bench (CUDA events) after warm-up; Flex's BlockMask and
-our descriptor are built before timing and not timed. Descriptors come from the CLI.
+"ours" is the automatic mainloop choice; the serial and pingpong mainloops are also timed, in
+the JSON, in rounds alternating with it (bench_common.interleaved_median_ms). Times are medians
+of triton.testing.do_bench (CUDA events) after warm-up; Flex's BlockMask and our descriptor are
+built before timing and not timed. Descriptors come from the CLI.
 
 Usage: bench_fwd.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcompilemask_cuda.so
        --examples examples --workloads DIR --out OUTDIR [--lens 1024,4096] [--masks causal,...]
@@ -22,7 +23,8 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
-                          cudnn_cells, cudnn_ms, environment, median_ms, record_peer, run_rows)
+                          cudnn_cells, cudnn_ms, environment, interleaved_median_ms, median_ms,
+                          record_peer, run_rows)
 from cm_kernel import Kernel  # noqa: E402
 
 
@@ -37,13 +39,18 @@ def bench_one(name, n0, kernel, flex, workloads, a):
     k, v = torch.randn_like(q), torch.randn_like(q)
     out = torch.empty_like(q)
     lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
-    for mainloop in ["serial", "pingpong", "auto"]:  # "auto" last: its output is compared below
+    def ours(mainloop):
         run = lambda q, k, v, out, lse: kernel.forward(desc, q, k, v, out, lse, layout="bhsd",
                                                        mainloop=mainloop)
-        ours = lambda: w.reordered(run, (q, k, v), (out, lse))
-        ours()
-        torch.cuda.synchronize()
-        row[f"ours_{mainloop}_ms"] = median_ms(ours)
+        return lambda: w.reordered(run, (q, k, v), (out, lse))
+
+    mainloops = ["serial", "pingpong", "auto"]  # "auto" last: its output is compared below
+    for mainloop in mainloops:
+        ours(mainloop)()
+    torch.cuda.synchronize()
+    times = interleaved_median_ms({m: ours(m) for m in mainloops})
+    for mainloop in mainloops:
+        row[f"ours_{mainloop}_ms"] = times[mainloop]
     row["ours_ms"] = row["ours_auto_ms"]
     row["ours_tflops"] = flops / row["ours_ms"] / 1e9
 

@@ -30,12 +30,9 @@ enum class DType : int32_t { kBFloat16 = 0, kFloat16 = 1 };
 // The kernel's main loop. kSerial runs QKᵀ, softmax and PV one after the other in each consumer
 // warpgroup (the two warpgroups still overlap each other); kPingpong also overlaps the softmax
 // with the products inside a warpgroup and makes the two warpgroups alternate. Measured on an
-// H200 (docs/perf-notes.md), pingpong wins by 2–7% on long rows, masked or not (the mask warps
-// take the masking off the consumers), and loses on short rows, where its alternation costs
-// more than it hides; kAuto picks pingpong when the descriptor's query tiles average at least
-// kPingpongMinTiles key tiles.
+// H200 (docs/perf-notes.md, v9), pingpong is 2–11% faster on every benchmark workload and
+// length, short rows included; kAuto picks it.
 enum class Mainloop : int32_t { kAuto = 0, kSerial = 1, kPingpong = 2 };
-inline constexpr double kPingpongMinTiles = 24;
 
 // A [batch, rows, heads, head_dim] tensor by element strides; head_dim must be contiguous.
 // [B, S, H, D] and [B, H, S, D] are two choices of strides. In the packed layout ([T, H, D],
@@ -77,6 +74,9 @@ struct Problem {
 
 struct ForwardArgs : Problem {
   Mainloop mainloop = Mainloop::kAuto;
+  // Persistent CTAs to launch at most; 0 means one per SM. Fewer leave SMs free for kernels
+  // running concurrently on other streams. Each CTA takes work items until none is left.
+  int32_t max_ctas = 0;
 };
 
 // A contiguous [B, H, S, D] tensor: `heads` heads of `rows` rows of head_dim elements each.

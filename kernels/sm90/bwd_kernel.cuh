@@ -362,14 +362,11 @@ struct BwdConsumer {
     const int tile_row = step.half * kBwdStepRows + r;
     const int q0 = step.m * kBwdTile;
     const int k0 = item.n * kBwdTile;
-    desc::Pattern pattern{};
-    if (step.pattern >= 0)
-      pattern = desc::pattern(p.descriptor, static_cast<uint32_t>(step.pattern));
-    ss.visible[r][word] =
-        q0 + tile_row < p.shape.nq
-            ? row_visibility(p.descriptor, step.pattern >= 0 ? &pattern : nullptr, q0, k0, tile_row,
-                             p.shape.nk - k0, WindowColumns(word))
-            : 0u;
+    const desc::Pattern pattern = tile_pattern(p.descriptor, step.pattern);
+    ss.visible[r][word] = q0 + tile_row < p.shape.nq
+                              ? row_visibility(p.descriptor, pattern, q0, k0, tile_row,
+                                               p.shape.nk - k0, WindowColumns(word))
+                              : 0u;
   }
 
   // Key tiles below item.n that visit query tile m of head h's mask: the number of dQ adds

@@ -187,6 +187,13 @@ class KeyTileCursor {
   int at_ = 0, end_ = 0, pattern_ = -1;
 };
 
+// x, hidden from the optimiser: what is computed from it is computed where it is used, instead
+// of being hoisted out of the mainloop into registers that the mainloop then spills.
+__device__ __forceinline__ int opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -276,10 +283,16 @@ __device__ WorkItem take_item(typename Config::SharedStorage& ss,
 // of the tile's 128 rows goes into the next mask slot, each row as four words, one per quad
 // thread of the accumulator. Each row's intervals are walked once here, not once per thread
 // that holds a part of the row, and the consumers wait on no descriptor read.
+// The 96 threads take the rows of consecutive masked tiles in turn, as one sequence: thread t
+// computes rows g = t mod 96 of it, so each tile needs one or two rows of each thread, whichever
+// warp gives two rotates from tile to tile, and a thread computes 4 rows per 3 tiles instead of
+// 2 per tile. Mask warps run ahead of the consumers, so that is their throughput.
 template <class Config>
 __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& ss, int t) {
+  static_assert(Config::kBlockM >= Config::kMaskThreads, "every thread has a row of every tile");
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kMaskSlots> slot;
+  int first_row = t;  // the thread's first row of the next masked tile
   for (;;) {
     const WorkItem item = take_item<Config>(ss, item_state);
     if (item.row == nullptr) return;
@@ -291,14 +304,14 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
     while (cursor.next(n, pattern)) {
       if (!tile_needs_mask(p, pattern, n)) continue;
       const int k0 = n * Config::kBlockN;
-      desc::Pattern tile_pattern{};
-      if (pattern >= 0) tile_pattern = desc::pattern(p.descriptor, static_cast<uint32_t>(pattern));
-      const desc::Pattern* masked_by = pattern >= 0 ? &tile_pattern : nullptr;
+      const desc::Pattern masked_by = tile_pattern(p.descriptor, pattern);
       wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);
-      for (int r = t; r < Config::kBlockM; r += Config::kMaskThreads) {
+      int r = first_row;
+      for (; r < Config::kBlockM; r += Config::kMaskThreads) {
         ss.mask[slot.stage][r] =
             row_visibility(p.descriptor, masked_by, q0, k0, r, p.nk - k0, QuadColumns());
       }
+      first_row = r - Config::kBlockM;
       arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows
       slot.advance();
     }
@@ -466,10 +479,12 @@ struct Consumer {
     const int64_t batch = p.q_offsets != nullptr ? 0 : item.b;
 
     // The warpgroup's own products are done (wait<0>), and it only touches its own 64 rows.
-    const int quad = lane % 4;
+    // The thread's addresses are recomputed here rather than kept across the mainloop.
+    const int quad = opaque(lane % 4);
+    const int first_row = opaque(row_in_tile);
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const int row = row_in_tile + 8 * h;
+      const int row = first_row + 8 * h;
       CUTE_UNROLL
       for (int j = 0; j < kHeadDim / 8; ++j) {
         using Pair = cute::array<Element, 2>;
@@ -482,9 +497,9 @@ struct Consumer {
     if (quad == 0) {
       CUTE_UNROLL
       for (int h = 0; h < 2; ++h) {
-        const int q = item.m * kBlockM + row_in_tile + 8 * h;
+        const int q = item.m * kBlockM + first_row + 8 * h;
         if (q < p.nq) {
-          p.lse[batch * p.lse_stride_b + item.h * p.lse_stride_h + row0 + row_in_tile + 8 * h] =
+          p.lse[batch * p.lse_stride_b + item.h * p.lse_stride_h + row0 + first_row + 8 * h] =
               lse[h];
         }
       }
@@ -493,7 +508,7 @@ struct Consumer {
 
     constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
     Element* out = static_cast<Element*>(p.out) + batch * p.out_stride_b + item.h * p.out_stride_h;
-    const int t = tid % 128;
+    const int t = opaque(tid % 128);
     CUTE_UNROLL
     for (int i = t; i < 64 * kChunks; i += 128) {
       const int r = 64 * wg + i / kChunks;

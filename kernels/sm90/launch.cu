@@ -24,25 +24,9 @@ void validate(const DescriptorView& d, const ForwardArgs& a) {
   check.require(a.mainloop == Mainloop::kAuto || a.mainloop == Mainloop::kSerial ||
                     a.mainloop == Mainloop::kPingpong,
                 "mainloop must be kAuto, kSerial or kPingpong");
+  check.require(a.max_ctas >= 0, "max_ctas must be >= 0 (0: one CTA per SM)");
   const int64_t items = int64_t{h.num_q_tiles} * a.batch * a.heads_q;
   check.require(items < (int64_t{1} << 31), "too many (batch, head, query tile) work items");
-}
-
-// Pingpong pays off only on long rows: on short ones the serial mainloop's two independent
-// warpgroups already overlap one's softmax with the other's products, and pingpong's
-// alternation costs more than it hides (docs/perf-notes.md). Decided from instance 0:
-// O(query tiles + runs) on the host.
-bool use_pingpong(const DescriptorView& d, Mainloop mainloop) {
-  if (mainloop != Mainloop::kAuto) return mainloop == Mainloop::kPingpong;
-  const desc::Header& h = desc::header(d.host);
-  const desc::Instance& inst = desc::instance(d.host, 0);
-  int64_t tiles = 0;
-  for (int m = 0; m < h.num_q_tiles; ++m) {
-    const desc::TileRow& row = desc::q_tile(d.host, inst, m);
-    for (int i = 0; i < row.full_count; ++i) tiles += desc::full_runs(d.host, row)[i].count;
-    for (int i = 0; i < row.partial_count; ++i) tiles += desc::partial_runs(d.host, row)[i].count;
-  }
-  return static_cast<double>(tiles) / h.num_q_tiles >= kPingpongMinTiles;
 }
 
 template <sm90::ElementKind kElement, bool kOverlap>
@@ -120,10 +104,11 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   check.cuda(cudaGetDevice(&device), "cudaGetDevice");
   check.cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
              "reading the multiprocessor count");
-  const int grid = static_cast<int>(std::min<int64_t>(sms, p.total_items));
+  const int ctas = args.max_ctas > 0 ? std::min(sms, args.max_ctas) : sms;
+  const int grid = static_cast<int>(std::min<int64_t>(ctas, p.total_items));
 
   check.cuda(cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream), "zeroing the work counter");
-  const bool pingpong = use_pingpong(descriptor, args.mainloop);
+  const bool pingpong = args.mainloop != Mainloop::kSerial;
   const cudaError_t launched = args.dtype == DType::kBFloat16
                                    ? dispatch_variant<sm90::ElementKind::kBFloat16>(
                                          pingpong, args.head_dim, p, q, k, v, grid, stream)

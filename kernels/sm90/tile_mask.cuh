@@ -106,18 +106,31 @@ __device__ void add_grid_row_bits(const void* blob, const desc::GridFormula& f, 
       [&](int lo, int hi) { bits |= cols.range(base + lo, base + hi); });
 }
 
+// The pattern kind that row_visibility reads as a full tile: nothing is masked. Pattern kinds
+// start at 1.
+inline constexpr uint8_t kFullTileKind = 0;
+
+// The pattern of a tile for row_visibility: pattern `index` of the descriptor, or a full tile
+// for a negative index. Load it once per tile (re-reading the descriptor per row costs a
+// global-memory round trip each) and keep it in a local variable: a pointer chosen between
+// two patterns would place them in local memory.
+__device__ inline desc::Pattern tile_pattern(const void* blob, int index) {
+  if (index >= 0) return desc::pattern(blob, static_cast<uint32_t>(index));
+  desc::Pattern full{};
+  full.kind = kFullTileKind;
+  return full;
+}
+
 // Visibility bits, among `cols`, of tile-relative row r of the partial tile at (q0, k0) masked
-// by `pattern` (a copy the caller loads once per tile: re-reading the descriptor per row costs
-// a global-memory round trip each), restricted to key columns below `key_limit` (tile-relative;
-// nk - k0 on the last key tile, else >= kMaskTileN). A null pattern (a full tile) applies only
-// the key limit.
+// by `p` (from tile_pattern), restricted to key columns below `key_limit` (tile-relative;
+// nk - k0 on the last key tile, else >= kMaskTileN). A full tile applies only the key limit.
 template <class Columns>
-__device__ typename Columns::Bits row_visibility(const void* blob, const desc::Pattern* pattern,
-                                                 int q0, int k0, int r, int key_limit,
+__device__ typename Columns::Bits row_visibility(const void* blob, const desc::Pattern& p, int q0,
+                                                 int k0, int r, int key_limit,
                                                  const Columns& cols) {
-  typename Columns::Bits visible = Columns::filled(pattern == nullptr);
-  if (pattern != nullptr) {
-    const desc::Pattern& p = *pattern;
+  const bool full = p.kind == kFullTileKind;
+  typename Columns::Bits visible = Columns::filled(full);
+  if (!full) {
     if (p.kind == desc::kPatternBitmap) {
       desc::for_each_pattern_interval(blob, p, q0, k0, r,
                                       [&](int lo, int hi) { visible |= cols.range(lo, hi); });

@@ -75,7 +75,7 @@ build_stage() {
   start=$(date +%s)
   configure_and_build "${log}" "$@"
   status=$?
-  grep -E "spill|error" "${log}" | head -20 | tee -a "${SUMMARY}"
+  grep -E "spill|error|Performance Loss|C751" "${log}" | head -20 | tee -a "${SUMMARY}"
   note "build: exit ${status} in $(elapsed "${start}")"
   [[ ${status} -ne 0 ]] && { tail -40 "${log}"; exit 1; }
 }

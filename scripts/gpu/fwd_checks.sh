@@ -42,7 +42,7 @@ fi
 
 if wants sanitize; then
   sanitize "${OUT}/sanitizer.log" "${CPP_TEST}" \
-    'Examples/*/0:Examples/*/1:Examples/*/17:Examples/*/22:Examples/*/23:Examples/*/29:Examples/*/30' \
+    'Examples/*/0:Examples/*/1:Examples/*/17:Examples/*/22:Examples/*/23:Examples/*/29:Examples/*/30:TwoCtas/*/34:TwoCtas/*/35' \
     memcheck racecheck synccheck
 fi
 

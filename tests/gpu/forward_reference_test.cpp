@@ -1,7 +1,7 @@
 // The sm90 forward kernel against the float64 CPU reference driven by the same descriptor
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
-// both head dims, both dtypes and both mainloops; plus the launcher's input validation. Skips
-// without a Hopper GPU.
+// both head dims, both dtypes and both mainloops, on one CTA per SM and on two CTAs; plus the
+// launcher's input validation. Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda.h>
 #include <compilemask/reference.h>
@@ -29,7 +29,7 @@ using cm::gpu_test::random_rounded;
 using cm::gpu_test::Rounded;
 
 class ForwardMatchesReference
-    : public testing::TestWithParam<std::tuple<Case, cm::cuda::Mainloop>> {};
+    : public testing::TestWithParam<std::tuple<Case, cm::cuda::Mainloop, int>> {};
 
 TEST_P(ForwardMatchesReference, OutputAndLse) {
   SKIP_WITHOUT_HOPPER();
@@ -64,6 +64,7 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
   static_cast<cm::cuda::Problem&>(args) = cm::cuda::dense_problem(
       c.dtype, shape, dq.ptr, dk.ptr, dv.ptr, dout.ptr, static_cast<float*>(dlse.ptr));
   args.mainloop = std::get<1>(GetParam());
+  args.max_ctas = std::get<2>(GetParam());
   const cm::cuda::DeviceDescriptor descriptor(plan.blob());
   cm::cuda::forward(descriptor.view(), args, workspace.ptr, cm::cuda::forward_workspace_bytes(),
                     nullptr);
@@ -101,10 +102,18 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
   EXPECT_LE(max_lse_err, 1e-3) << "max relative LSE error";
 }
 
+const auto kMainloops = testing::Values(cm::cuda::Mainloop::kSerial, cm::cuda::Mainloop::kPingpong);
+
+// One CTA per SM: about one work item each at these shapes.
 INSTANTIATE_TEST_SUITE_P(Examples, ForwardMatchesReference,
-                         testing::Combine(testing::ValuesIn(example_cases()),
-                                          testing::Values(cm::cuda::Mainloop::kSerial,
-                                                          cm::cuda::Mainloop::kPingpong)));
+                         testing::Combine(testing::ValuesIn(example_cases()), kMainloops,
+                                          testing::Values(0)));
+
+// Two CTAs take every work item: each runs its consumers' tile stream across many items,
+// fully masked ones included.
+INSTANTIATE_TEST_SUITE_P(TwoCtas, ForwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(example_cases()), kMainloops,
+                                          testing::Values(2)));
 
 // Problems that do not fit the descriptor are rejected before any launch.
 TEST(ForwardValidation, RejectsMismatchedProblems) {
@@ -137,6 +146,9 @@ TEST(ForwardValidation, RejectsMismatchedProblems) {
   EXPECT_THROW(run(bad), cm::Error);
   bad = good;
   bad.q.stride_s = 100;  // not a multiple of 16 bytes
+  EXPECT_THROW(run(bad), cm::Error);
+  bad = good;
+  bad.max_ctas = -1;
   EXPECT_THROW(run(bad), cm::Error);
   bad = good;
   bad.out.data = static_cast<char*>(buffer.ptr) + 2;

@@ -168,6 +168,15 @@ std::vector<Case> example_cases() {
        4,
        2,
        B::kBFloat16},
+      // Rows [600, 700) belong to no document: query tile 5 (rows 640-699) has no key tile.
+      {"doc_causal",
+       {{"docs", Segments{{0, 150, 300}, {100, 300, 600}}}},
+       700,
+       700,
+       128,
+       4,
+       2,
+       B::kBFloat16},
   };
 }
 
