@@ -277,6 +277,13 @@ CM_HD int strip_width(const GridFormula& f, int x0) {
   return imin(f.strip, f.cols - x0);
 }
 
+// First column of the strip that holds column x. Integer divisions dominate the grid walks in
+// the kernels' masking, so this and grid_cell skip them in the common cases: row-major grids
+// (one strip) and single frames.
+CM_HD int strip_start(const GridFormula& f, int x) {
+  return f.strip == f.cols ? 0 : x - x % f.strip;
+}
+
 // A grid position: frame t, row y, column x.
 struct GridCell {
   int t, y, x;
@@ -284,16 +291,17 @@ struct GridCell {
 
 // Offset from the grid's first token of the token at cell c.
 CM_HD int grid_offset(const GridFormula& f, const GridCell& c) {
-  const int x0 = c.x - c.x % f.strip;  // first column of c's strip
+  const int x0 = strip_start(f, c.x);
   return c.t * f.rows * f.cols + x0 * f.rows + c.y * strip_width(f, x0) + (c.x - x0);
 }
 
 // The cell of the token at offset rel in [0, grid_extent) from the grid's first token.
 CM_HD GridCell grid_cell(const GridFormula& f, int rel) {
   const int plane = f.rows * f.cols;
-  const int t = rel / plane;
+  const int t = f.frames == 1 ? 0 : rel / plane;
   const int in_frame = rel - t * plane;
-  const int x0 = in_frame / (f.strip * f.rows) * f.strip;  // earlier strips are all full width
+  // Earlier strips are all full width.
+  const int x0 = f.strip == f.cols ? 0 : in_frame / (f.strip * f.rows) * f.strip;
   const int width = strip_width(f, x0);
   const int local = in_frame - x0 * f.rows;
   const int y = local / width;
@@ -314,7 +322,7 @@ CM_HD void for_each_grid_segment(const GridFormula& f, int a, int b, Visit&& vis
   b = imin(b, grid_extent(f));
   if (a >= b) return;
   GridCell c = grid_cell(f, a);
-  int x0 = c.x - c.x % f.strip;
+  int x0 = strip_start(f, c.x);
   while (true) {
     const int run = imin(x0 + strip_width(f, x0) - c.x, b - a);
     if (!visit(GridSegment{c.t, c.y, c.x, c.x + run, a})) return;
@@ -358,7 +366,7 @@ CM_HD void for_each_neighbourhood_run(const GridFormula& f, const GridCell& c, i
   const int y_lo = imax(c.y - f.ry, 0), y_hi = imin(c.y + f.ry, f.rows - 1);
   const int x_lo = imax(c.x - f.rx, 0), x_hi = imin(c.x + f.rx, f.cols - 1);
   for (int t = t_lo; t <= t_hi; ++t) {
-    for (int x0 = x_lo - x_lo % f.strip; x0 <= x_hi; x0 += f.strip) {
+    for (int x0 = strip_start(f, x_lo); x0 <= x_hi; x0 += f.strip) {
       const int lo = imax(grid_offset(f, {t, y_lo, x0}), a);
       const int hi = imin(grid_offset(f, {t, y_hi, x0}) + strip_width(f, x0), b);
       for_each_visible_run(f, c, lo, hi, half_width, emit);

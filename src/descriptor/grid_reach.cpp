@@ -42,7 +42,7 @@ int64_t reach_grid(const desc::GridFormula& f, int32_t q0, int32_t q1,
             // strip holds one run of them.
             const int lo = static_cast<int>(std::max<int64_t>(xa - w, 0));
             const int hi = static_cast<int>(std::min<int64_t>(xb + w, f.cols));
-            for (int x0 = lo - lo % f.strip; x0 < hi; x0 += f.strip) {
+            for (int x0 = desc::strip_start(f, lo); x0 < hi; x0 += f.strip) {
               const int a = std::max(lo, x0), b = std::min(hi, x0 + f.strip);
               const int64_t first = f.start + int64_t{desc::grid_offset(f, {kt, ky, a})};
               classifier.add_formula_touch(first, first + (b - a));
