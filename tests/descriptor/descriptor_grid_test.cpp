@@ -7,11 +7,14 @@
 #include "descriptor/build.h"
 #include "descriptor/decode.h"
 #include "descriptor/expand_rows.h"
+#include "grid_layout.h"
 #include "mask_fixtures.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <vector>
 
 namespace cm {
 namespace {
@@ -163,6 +166,53 @@ TEST(DescriptorGrid, HalfWidthTableHoldsTheFormulaAndIsVerified) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("half-width table entry"), std::string::npos)
           << e.what();
+    }
+  }
+}
+
+// grid_cell, grid_offset, strip_start and for_each_grid_segment against the layout oracle, on
+// every token of grids with one or more frames and every strip width (strip == cols, the
+// row-major layout, takes its own division-free branches).
+TEST(DescriptorGrid, GridGeometryFollowsTheLayout) {
+  for (int32_t frames = 1; frames <= 3; ++frames) {
+    for (int32_t rows = 1; rows <= 5; ++rows) {
+      for (int32_t cols = 1; cols <= 7; ++cols) {
+        for (int32_t strip = 1; strip <= cols; ++strip) {
+          desc::GridFormula f{};
+          f.frames = frames;
+          f.rows = rows;
+          f.cols = cols;
+          f.strip = strip;
+          const int32_t extent = desc::grid_extent(f);
+          ASSERT_EQ(extent, frames * rows * cols);
+          std::vector<int32_t> covered;
+          for (int32_t rel = 0; rel < extent; ++rel) {
+            const testing::GridPosition want = testing::walk_grid_cell(rows, cols, strip, rel);
+            const desc::GridCell c = desc::grid_cell(f, rel);
+            ASSERT_EQ(c.t, want.t) << frames << "x" << rows << "x" << cols << " strip " << strip;
+            ASSERT_EQ(c.y, want.y) << frames << "x" << rows << "x" << cols << " strip " << strip;
+            ASSERT_EQ(c.x, want.x) << frames << "x" << rows << "x" << cols << " strip " << strip;
+            ASSERT_EQ(desc::grid_offset(f, c), rel);
+            ASSERT_EQ(desc::strip_start(f, c.x), c.x - c.x % strip);
+          }
+          // Segments of [a, b): in token order, cut to [a, b), each on one row of one strip.
+          for (int32_t a = 0; a < extent; a += 3) {
+            const int32_t b = std::min(extent, a + 2 * cols + 1);
+            int32_t next = a;
+            desc::for_each_grid_segment(f, a, b, [&](const desc::GridSegment& seg) {
+              EXPECT_EQ(seg.first, next);
+              const desc::GridCell c = desc::grid_cell(f, seg.first);
+              EXPECT_EQ(c.t, seg.t);
+              EXPECT_EQ(c.y, seg.y);
+              EXPECT_EQ(c.x, seg.x0);
+              EXPECT_EQ(desc::strip_start(f, seg.x1 - 1), desc::strip_start(f, seg.x0));
+              next += seg.x1 - seg.x0;
+              return true;
+            });
+            EXPECT_EQ(next, b) << "segments of [" << a << ", " << b << ")";
+          }
+        }
+      }
     }
   }
 }
