@@ -10,7 +10,9 @@
 #   bench_fwd.md, bench_fwd.json, bench_fwd.png    forward benchmark (bench stage)
 #   bench_bwd.md, bench_bwd.json                   fwd+bwd benchmark (bench stage)
 #   logs.txt       the failure lines of every log, and the CLI run
-# Full logs stay in $LOGS (default /tmp/cm-logs) on the GPU machine.
+# Full logs stay in $LOGS (default /tmp/cm-logs) on the GPU machine. Every stage at the four
+# benchmark lengths takes longer than one 10-minute device call: split the stages over calls
+# (build test sanitize; then bench with BENCH_LENS, or fwd_checks.sh / bwd_checks.sh bench).
 set -uo pipefail
 # shellcheck source=scripts/gpu/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
