@@ -1,5 +1,6 @@
-// Synchronisation primitives of the sm90 kernels: mbarrier waits with phase tracking,
-// TMA tile loads completing on an mbarrier, and named barriers among consumer warps.
+// Synchronisation and copy primitives of the sm90 kernels: mbarrier waits with phase tracking,
+// TMA tile loads and bulk copies completing on an mbarrier, bulk reductions, an acquiring load,
+// and named barriers among consumer warps.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -77,6 +78,38 @@ __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
 template <class... Maps>
 __device__ __forceinline__ void prefetch_tensor_maps(const Maps*... maps) {
   (prefetch_tensor_map(maps), ...);
+}
+
+// Bulk copies (the backward's per-step rows and its dQ reduction) and an acquiring load.
+// bulk_load: `bytes` from global to shared memory, completing on the mbarrier `bar`.
+__device__ __forceinline__ void bulk_load(void* smem, const void* gmem, uint32_t bytes,
+                                          uint64_t& bar) {
+  cute::SM90_BULK_COPY_G2S::copy(gmem, &bar, smem, static_cast<int32_t>(bytes));
+}
+
+// dst[i] += src[i] for `bytes` of fp32, by the copy engine; completes asynchronously.
+__device__ __forceinline__ void bulk_reduce_add(float* dst, const float* src, uint32_t bytes) {
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
+      "r"(static_cast<uint32_t>(__cvta_generic_to_shared(src))), "r"(bytes)
+      : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+// Waits until the committed bulk operations have finished reading shared memory.
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+// Waits until the committed bulk operations are complete, writes included.
+__device__ __forceinline__ void bulk_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+__device__ __forceinline__ int load_acquire(const int32_t* p) {
+  int value;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(value) : "l"(p) : "memory");
+  return value;
 }
 
 // Named barriers: id 0 is __syncthreads, so ids start at 1.

@@ -1,0 +1,97 @@
+// The backward main kernel's configuration: tile shapes, pipeline depth, the register split,
+// wgmma atoms and the shared-memory layout. bwd_kernel.cuh describes the roles.
+#pragma once
+
+#include "bwd_params.h"
+#include "sync.cuh"
+#include "tile_mask.cuh"
+
+#include <cutlass/numeric_types.h>
+#include <cute/tensor.hpp>
+
+namespace cm::sm90 {
+
+using namespace cute;
+
+template <class ElementT, int kHeadDimV>
+struct BwdConfig {
+  using Element = ElementT;
+  static constexpr int kHeadDim = kHeadDimV;
+  static constexpr int kBlockN = kBwdTile;  // keys per CTA
+  static_assert(kBlockN == kMaskTileN, "tile_mask.cuh assumes 128-column key tiles");
+  static constexpr int kBlockM = kBwdStepRows;  // query rows per step
+  static constexpr int kStages = 2;             // Q/dO pipeline depth
+  static constexpr int kConsumerThreads = 256;
+  static constexpr int kThreads = 128 + kConsumerThreads;
+  static constexpr int kBoxCols = 64;  // TMA box width: 128 bytes, the swizzle span
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head dims 64 and 128 are instantiated");
+  // setmaxnreg split of the 168 x 384 registers the launch reserves: head dim 128 gives the
+  // consumers (dK and dV, 64 fp32 each per thread) all it can; 64 leaves the producer room.
+  static constexpr int kProducerRegs = kHeadDim == 128 ? 24 : 40;
+  static constexpr int kConsumerRegs = kHeadDim == 128 ? 240 : 232;
+  static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 168 * kThreads,
+                "the register split must fit what the launch reserves");
+
+  // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: keys are M, split over the two consumer warpgroups.
+  using MmaSdP = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockM>, Int<kHeadDim>>>(),
+      Layout<Shape<_2, _1, _1>>{}));
+  // dV += Pᵀ dO and dK += dSᵀ Q: A from registers, B (dO, Q) head-dim contiguous (MN-major).
+  using MmaKV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+  // dQ_step = dS K: query rows are M; the head dim (N) is split over the two warpgroups.
+  // dS is stored query-contiguous (MN-major A), K head-dim contiguous (MN-major B).
+  using MmaQ = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim / 2>, Int<kBlockN>>,
+                           GMMA::Major::MN, GMMA::Major::MN>(),
+      Layout<Shape<_1, _2, _1>>{}));
+
+  // 128-byte swizzled tiles laid out as TMA writes boxes of 64 columns: column block c of a
+  // tile with R rows starts at element c * R * 64. The "t" layouts view the same bytes
+  // transposed (head dim first), as the MN-major B operand.
+  using LayoutKV = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                          Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  using LayoutKt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                          Shape<Int<kHeadDim>, Int<kBlockN>>{}, Step<_2, _1>{}));
+  using LayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                         Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
+  using LayoutQt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                          Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStages>>{},
+                                          Step<_2, _1, _3>{}));
+  // dS as (query row, key), query rows contiguous.
+  using LayoutdS = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                          Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  // An Sᵀ accumulator read as the register A operand of MmaKV: the accumulator's (e, h, j)
+  // order, read as k-blocks of 16 columns ((e, h, j % 2), j / 2), is the wgmma A fragment order.
+  using AccAsA =
+      Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBlockM / 16>>, Stride<Stride<_1, _2, _4>, _0, _8>>;
+
+  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kRowsBytes = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kStepBytes = 2 * kRowsBytes + 2 * kBlockM * sizeof(float);
+  static constexpr uint32_t kDqBytes = kBlockM * kHeadDim * sizeof(float);
+
+  struct SharedStorage {
+    alignas(1024) Element k[kBlockN * kHeadDim];
+    alignas(1024) Element v[kBlockN * kHeadDim];
+    alignas(1024) Element q[kStages * kBlockM * kHeadDim];
+    alignas(1024) Element dout[kStages * kBlockM * kHeadDim];
+    alignas(1024) Element ds[kBlockM * kBlockN];
+    alignas(128) float dq[kBlockM * kHeadDim];  // rows of kHeadDim, chunks dq_chunk_swizzle'd
+    alignas(16) float lse_log2[kStages][kBlockM];
+    alignas(16) float dsum[kStages][kBlockM];
+    uint32_t visible[kBlockM][kBlockN / 32];  // bit k % 32 of word k / 32: key k visible
+    uint64_t kv_full;
+    uint64_t step_full[kStages], step_empty[kStages];
+  };
+  static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();
+  static_assert(cosize_v<LayoutKV> == kBlockN * kHeadDim, "K layout is dense");
+  static_assert(cosize_v<LayoutKt> == kBlockN * kHeadDim, "Kᵀ layout is dense");
+  static_assert(cosize_v<LayoutQ> == kStages * kBlockM * kHeadDim, "Q layout is dense");
+  static_assert(cosize_v<LayoutQt> == kStages * kBlockM * kHeadDim, "Qᵀ layout is dense");
+  static_assert(cosize_v<LayoutdS> == kBlockM * kBlockN, "dS layout is dense");
+};
+
+}  // namespace cm::sm90

@@ -1,0 +1,306 @@
+// The backward main kernel's consumer warpgroups: the five products of each step by wgmma, P
+// and dS in registers, dK and dV accumulated in registers, dQ reduced into the fp32 workspace.
+#pragma once
+
+#include "bwd_params.h"
+#include "bwd_work.cuh"
+#include "sync.cuh"
+#include "tile_mask.cuh"
+#include "wgmma.cuh"
+
+#include <compilemask/descriptor.h>
+
+#include <cutlass/arch/barrier.h>
+#include <cute/tensor.hpp>
+
+namespace cm::sm90 {
+
+using namespace cute;
+
+// Where element i = e + 2h + 4j of a thread's wgmma accumulator fragment (m64nNk16, one
+// warpgroup) lies: row 16 (warp % 4) + lane / 4 + 8h, column 8j + 2 (lane % 4) + e. The
+// fragment-to-coordinate map is checked against CuTe's partitioning by bwd_layout_test.
+struct Fragment {
+  int row0;  // 16 (warp % 4) + lane / 4
+  int col0;  // 2 (lane % 4)
+  int r8;    // lane / 4: row0 % 8, equal for both rows of the thread
+  __host__ __device__ explicit Fragment(int thread)
+      : row0(16 * ((thread % 128) / 32) + (thread % 32) / 4),
+        col0(2 * (thread % 4)),
+        r8((thread % 32) / 4) {}
+  static constexpr int index(int e, int h, int j) { return e + 2 * h + 4 * j; }
+};
+
+// The consumer thread index (threads 128.. of the CTA), re-read from %tid.x. Shared-memory
+// addresses derived from it are recomputed where they are used, instead of being hoisted out
+// of the main loop and held in registers that the accumulators need.
+__device__ __forceinline__ int fresh_consumer_tid() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t - 128;
+}
+
+// Physical element offset of (query row q, key k) in the dS tile (Config::LayoutdS: 64 query
+// rows contiguous per key, 128-byte swizzle), also checked by bwd_layout_test.
+__host__ __device__ __forceinline__ int ds_offset(int q, int k) {
+  return 64 * k + 8 * ((q / 8) ^ (k % 8)) + q % 8;
+}
+
+template <class Config, bool kDeterministic>
+struct BwdConsumer {
+  using Element = typename Config::Element;
+  static constexpr int kBlockM = Config::kBlockM;
+  static constexpr int kBlockN = Config::kBlockN;
+  static constexpr int kHeadDim = Config::kHeadDim;
+  static constexpr int kBarrier = 1;           // named barrier of the 256 consumer threads
+  static constexpr int kWarpgroupBarrier = 2;  // + wg: named barrier of one consumer warpgroup
+
+  const BwdMainParams& p;
+  typename Config::SharedStorage& ss;
+  const BwdItem item;
+  int tid;  // 0..255 among the consumers
+
+  __device__ int wg() const { return tid / 128; }
+
+  __device__ void sync_consumers() const { named_sync(kBarrier, Config::kConsumerThreads); }
+  __device__ void sync_warpgroup() const { named_sync(kWarpgroupBarrier + wg(), 128); }
+
+  // Every consumer thread arrives, not one per warp: each has read lse_log2 and dsum of the
+  // stage with ordinary loads, and the producer's next bulk copy overwrites them, so each
+  // reader's own arrival orders its reads before that write (compute-sanitizer racecheck
+  // reports the one-arrival-per-warp form).
+  __device__ void release(uint64_t& bar) const { arrive_barrier(bar); }
+
+  // The warpgroup's two words of ss.visible for the step's 64 rows (its keys [64 wg, +64)):
+  // thread t of the warpgroup computes keys [32 (2 wg + t % 2), +32) of row t / 2, from the
+  // pattern's intervals (all keys for a full tile) cut at nk; rows past nq see none. Each
+  // warpgroup reads only its own words, so only it has to wait for them.
+  __device__ void build_visibility(const BwdStep& step) const {
+    const int r = (tid % 128) / 2;
+    const int word = 2 * wg() + tid % 2;
+    const int tile_row = step.half * kBwdStepRows + r;
+    const int q0 = step.m * kBwdTile;
+    const int k0 = item.n * kBwdTile;
+    const desc::Pattern pattern = tile_pattern(p.descriptor, step.pattern);
+    ss.visible[r][word] = q0 + tile_row < p.shape.nq
+                              ? row_visibility(p.descriptor, pattern, q0, k0, tile_row,
+                                               p.shape.nk - k0, WindowColumns(word))
+                              : 0u;
+  }
+
+  // Key tiles below item.n that visit query tile m of head h's mask: the number of dQ adds
+  // that come before this CTA's in deterministic mode.
+  __device__ int dq_rank(int h, int m) const {
+    const desc::Instance& inst = instance_for(p.descriptor, p.shape, item.b, h);
+    const desc::TileRow& row = desc::q_tile(p.descriptor, inst, m);
+    const desc::FullRun* full = desc::full_runs(p.descriptor, row);
+    const desc::PartialRun* partial = desc::partial_runs(p.descriptor, row);
+    int rank = 0;
+    for (int i = 0; i < row.full_count; ++i) {
+      rank += max(0, min(item.n - full[i].first, static_cast<int>(full[i].count)));
+    }
+    for (int i = 0; i < row.partial_count; ++i) {
+      rank += max(0, min(item.n - partial[i].first, static_cast<int>(partial[i].count)));
+    }
+    return rank;
+  }
+
+  // dst += ss.dq after every lower key tile added its part, then signals the next one.
+  __device__ void add_dq_in_order(float* dst, int32_t* semaphore, int rank) const {
+    if (tid == 0) {
+      while (load_acquire(semaphore) != rank) {
+      }
+    }
+    sync_consumers();
+    const float4* src = reinterpret_cast<const float4*>(ss.dq);
+    float4* out = reinterpret_cast<float4*>(dst);
+    for (int i = tid; i < kBlockM * kHeadDim / 4; i += Config::kConsumerThreads) {
+      float4 a = __ldcg(out + i);
+      const float4 b = src[i];
+      a.x += b.x;
+      a.y += b.y;
+      a.z += b.z;
+      a.w += b.w;
+      __stcg(out + i, a);
+    }
+    __threadfence();
+    sync_consumers();
+    if (tid == 0) atomicAdd(semaphore, 1);
+  }
+
+  __device__ void run() {
+    using MmaSdP = typename Config::MmaSdP;
+    using MmaKV = typename Config::MmaKV;
+    using MmaQ = typename Config::MmaQ;
+    using AccAsA = typename Config::AccAsA;
+    MmaSdP mma_sdp;
+    MmaKV mma_kv;
+    MmaQ mma_q;
+    auto thr_sdp = mma_sdp.get_thread_slice(tid);
+    auto thr_kv = mma_kv.get_thread_slice(tid);
+    auto thr_q = mma_q.get_thread_slice(tid);
+
+    Tensor sK = make_tensor(make_smem_ptr(ss.k), typename Config::LayoutKV{});
+    Tensor sV = make_tensor(make_smem_ptr(ss.v), typename Config::LayoutKV{});
+    Tensor sKt = make_tensor(make_smem_ptr(ss.k), typename Config::LayoutKt{});
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q), typename Config::LayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutQ{});
+    Tensor sQt = make_tensor(make_smem_ptr(ss.q), typename Config::LayoutQt{});
+    Tensor sdOt = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutQt{});
+    Tensor sdS = make_tensor(make_smem_ptr(ss.ds), typename Config::LayoutdS{});
+
+    Tensor tSrK = thr_sdp.partition_fragment_A(sK);
+    Tensor tSrV = thr_sdp.partition_fragment_A(sV);
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);
+    Tensor tSrdO = thr_sdp.partition_fragment_B(sdO);
+    Tensor tKVrdOt = thr_kv.partition_fragment_B(sdOt);
+    Tensor tKVrQt = thr_kv.partition_fragment_B(sQt);
+    Tensor tQrdS = thr_q.partition_fragment_A(sdS);
+    Tensor tQrKt = thr_q.partition_fragment_B(sKt);
+
+    Tensor tdKrdK = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+    Tensor tdVrdV = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+    clear(tdKrdK);
+    clear(tdVrdV);
+    const Fragment frag(tid);
+    const int key0 = 64 * wg() + frag.row0;  // tile-relative key of the thread's Sᵀ row h = 0
+    const bool edge_tile = p.shape.nk % kBlockN != 0 && item.n == p.shape.num_k_tiles - 1;
+    wait_barrier(ss.kv_full, 0);
+
+    PipeState<Config::kStages> st;
+    StepCursor steps(p, item);
+    BwdStep step;
+    while (steps.next(step)) {
+      wait_barrier(ss.step_full[st.stage], st.phase);
+      // Sᵀ and dPᵀ: element (e, h, j) is key key0 + 8h, step row 8j + col0 + e.
+      Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, st.stage), tSrS);
+      wgmma<true>(mma_sdp, tSrV, tSrdO(_, _, _, st.stage), tSrdP);
+      // Bit i of keep: element i of this thread's Sᵀ is visible.
+      uint32_t keep = ~0u;
+      const Fragment mask_frag(fresh_consumer_tid());
+      if (step.pattern >= 0 || edge_tile) {
+        build_visibility(step);  // overlaps the two GEMMs
+        sync_warpgroup();
+        keep = 0;
+        CUTE_UNROLL
+        for (int j = 0; j < kBlockM / 8; ++j) {
+          CUTE_UNROLL
+          for (int e = 0; e < 2; ++e) {
+            const int key = 64 * wg() + mask_frag.row0;
+            const uint32_t word = ss.visible[8 * j + mask_frag.col0 + e][key / 32];
+            CUTE_UNROLL
+            for (int h = 0; h < 2; ++h) {
+              keep |= ((word >> ((key + 8 * h) % 32)) & 1u) << Fragment::index(e, h, j);
+            }
+          }
+        }
+      }
+      warpgroup_wait<0>();
+
+      const float* lse_log2 = ss.lse_log2[st.stage];
+      const float* dsum = ss.dsum[st.stage];
+      Tensor tPrP = make_tensor<Element>(AccAsA{});
+      Tensor tdSrdS = make_tensor<Element>(AccAsA{});
+      CUTE_UNROLL
+      for (int j = 0; j < kBlockM / 8; ++j) {
+        CUTE_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          const int row = 8 * j + mask_frag.col0 + e;
+          const float lse = lse_log2[row];
+          const float ds_bias = dsum[row];
+          CUTE_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            const int i = Fragment::index(e, h, j);
+            float prob = exp2_approx(fmaf(tSrS(i), p.scale_log2, -lse));
+            prob = (keep >> i) & 1u ? prob : 0.f;
+            tPrP(i) = static_cast<Element>(prob);
+            tdSrdS(i) = static_cast<Element>(prob * (tSrdP(i) - ds_bias));
+          }
+        }
+      }
+      // dV and dK take P and dS from registers: they run while dS goes through shared memory.
+      wgmma<false>(mma_kv, tPrP, tKVrdOt(_, _, _, st.stage), tdVrdV);
+      wgmma<false>(mma_kv, tdSrdS, tKVrQt(_, _, _, st.stage), tdKrdK);
+      // dS to shared memory as (step row, key), row pairs e = 0, 1 in one 32-bit store.
+      const Fragment store_frag(fresh_consumer_tid());
+      CUTE_UNROLL
+      for (int j = 0; j < kBlockM / 8; ++j) {
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int key = 64 * wg() + store_frag.row0 + 8 * h;
+          const int at = ds_offset(8 * j + store_frag.col0, key);
+          Element pair[2] = {tdSrdS(Fragment::index(0, h, j)), tdSrdS(Fragment::index(1, h, j))};
+          *reinterpret_cast<uint32_t*>(ss.ds + at) = *reinterpret_cast<const uint32_t*>(pair);
+        }
+      }
+      cutlass::arch::fence_view_async_shared();           // dS is read by wgmma (async proxy)
+      if (!kDeterministic && tid == 0) bulk_wait_read();  // ss.dq of the last step is free
+      sync_consumers();
+
+      // dQ_step: element (e, h, j) is step row row0 + 8h, column (D / 2) wg + 8j + col0 + e.
+      Tensor tQrdQ = partition_fragment_C(mma_q, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+      wgmma<true>(mma_q, tQrdS, tQrKt, tQrdQ);
+      warpgroup_wait<0>();
+      release(ss.step_empty[st.stage]);
+      st.advance();
+
+      const Fragment dq_frag(fresh_consumer_tid());
+      CUTE_UNROLL
+      for (int j = 0; j < kHeadDim / 16; ++j) {
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int r = dq_frag.row0 + 8 * h;
+          const int chunk = (kHeadDim / 16) * wg() + j;
+          const int at = r * kHeadDim + 8 * dq_chunk_swizzle(dq_frag.r8, chunk) + dq_frag.col0;
+          *reinterpret_cast<float2*>(ss.dq + at) =
+              make_float2(tQrdQ(Fragment::index(0, h, j)), tQrdQ(Fragment::index(1, h, j)));
+        }
+      }
+      cutlass::arch::fence_view_async_shared();  // ss.dq is read by the copy engine
+      sync_consumers();
+      const int row = step.m * kBwdTile + step.half * kBwdStepRows;
+      const int64_t bh = int64_t{item.b} * p.shape.heads_q + step.h;
+      float* dst = p.ws.dq_accum + (bh * p.shape.rows_padded + row) * kHeadDim;
+      if constexpr (kDeterministic) {
+        int32_t* semaphore =
+            p.ws.semaphores + bh * (p.shape.rows_padded / kBwdStepRows) + row / kBwdStepRows;
+        add_dq_in_order(dst, semaphore, tid == 0 ? dq_rank(step.h, step.m) : 0);
+      } else if (tid == 0) {
+        bulk_reduce_add(dst, ss.dq, Config::kDqBytes);
+      }
+    }
+    if (!kDeterministic && tid == 0) bulk_wait_all();
+    store_dkdv(tdKrdK, tdVrdV, frag, key0);
+  }
+
+  // dK (scaled) and dV of the keys below nk, in the element type. Element (e, h, j) is key
+  // key0 + 8h, column 8j + col0 + e.
+  template <class TAcc>
+  __device__ void store_dkdv(const TAcc& dk, const TAcc& dv, const Fragment& frag, int key0) const {
+    const bool packed = p.shape.k_offsets != nullptr;
+    const int64_t batch = packed ? 0 : item.b;
+    const int64_t row0 = packed ? p.shape.k_offsets[item.b] : 0;
+    Element* dk_out = static_cast<Element*>(p.dk) + batch * p.dk_stride_b + item.hk * p.dk_stride_h;
+    Element* dv_out = static_cast<Element*>(p.dv) + batch * p.dv_stride_b + item.hk * p.dv_stride_h;
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int key = item.n * kBlockN + key0 + 8 * h;
+      if (key >= p.shape.nk) continue;
+      Element* dk_row = dk_out + (row0 + key) * p.dk_stride_s + frag.col0;
+      Element* dv_row = dv_out + (row0 + key) * p.dv_stride_s + frag.col0;
+      CUTE_UNROLL
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        CUTE_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          const int i = Fragment::index(e, h, j);
+          dk_row[8 * j + e] = static_cast<Element>(dk(i) * p.scale);
+          dv_row[8 * j + e] = static_cast<Element>(dv(i));
+        }
+      }
+    }
+  }
+};
+
+}  // namespace cm::sm90

@@ -1,0 +1,104 @@
+// The forward kernel's configuration (tile shapes, pipeline depths, register split, wgmma
+// atoms, shared-memory layout) and the records its roles pass each other: work items and what
+// the loader says about each key tile. fwd_kernel.cuh describes the roles.
+#pragma once
+
+#include "sync.cuh"
+#include "tile_mask.cuh"
+
+#include <compilemask/descriptor.h>
+
+#include <cutlass/numeric_types.h>
+#include <cute/tensor.hpp>
+
+namespace cm::sm90 {
+
+using namespace cute;
+
+// A work item: query tile m of (batch b, query head h), and its row of the descriptor.
+struct WorkItem {
+  int b, h, m;
+  int q_row0;          // the tile's first row in the sequence dimension of Q and O
+  bool has_key_tiles;  // false: every row of the tile is fully masked
+  const desc::TileRow* row;
+};
+
+// What the loader tells the consumers about the key tile of a K/V stage.
+struct KeyTileInfo {
+  bool masked;  // its visibility is in the consumers' next mask slot
+  bool last;    // the last key tile of the work item
+};
+
+template <class ElementT, int kHeadDimV, bool kIntraOverlapV>
+struct FwdConfig {
+  using Element = ElementT;
+  static constexpr int kHeadDim = kHeadDimV;
+  // Overlap the softmax of key tile n with the P V product of tile n - 1 within a warpgroup,
+  // and let the two consumer warpgroups take turns issuing products (pingpong). Faster than
+  // the plain serial mainloop on every measured workload (perf-notes, v9).
+  static constexpr bool kIntraOverlap = kIntraOverlapV;
+  static constexpr int kBlockM = 128;  // query rows per tile (two consumer warpgroups of 64)
+  static constexpr int kBlockN = 128;  // key columns per tile
+  static constexpr int kStages = 2;    // K/V pipeline depth
+  static constexpr int kConsumerThreads = 256;
+  static constexpr int kThreads = 128 + kConsumerThreads;
+  static constexpr int kConsumerWarps = kConsumerThreads / 32;
+  static constexpr int kMaskWarps = 3;  // warps 1-3; warp 0 holds the loader
+  static constexpr int kMaskThreads = 32 * kMaskWarps;
+  static constexpr int kMaskSlots = 8;  // how many masked tiles the mask warps may run ahead
+  // Registers per thread: the producer warpgroup gives what the consumers' accumulators
+  // need. setmaxnreg only moves the registers the launch gave (168 per thread at 384 threads);
+  // asking for more blocks the consumers forever.
+  static constexpr int kProducerRegs = 56;
+  static constexpr int kConsumerRegs = 224;
+  static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 168 * kThreads,
+                "register file");
+  static constexpr int kItemSlots = 2;
+  static constexpr int kQStages = 2;  // the next item's Q loads while this one finishes
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head dims 64 and 128 are instantiated");
+  static_assert(kBlockN == kMaskTileN, "tile_mask.cuh assumes 128-column key tiles");
+
+  using MmaQK = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
+      Layout<Shape<_2, _1, _1>>{}));
+  using MmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+
+  // 128-byte swizzled tiles, laid out exactly as TMA writes boxes of 64 columns:
+  // column block c of a tile with R rows starts at element c * R * 64.
+  using LayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                         Shape<Int<kBlockM>, Int<kHeadDim>, Int<kQStages>>{}));
+  using LayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                         Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
+  // V as the (head_dim x keys) B operand of P V, head_dim contiguous (MN-major).
+  using LayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                          Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{},
+                                          Step<_2, _1, _3>{}));
+
+  static constexpr int kBoxCols = 64;  // TMA box width: 128 bytes, the swizzle span
+  static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+
+  // A Q buffer, once its item's products are done, stages that item's O for the store.
+  struct SharedStorage {
+    alignas(1024) Element q[kQStages * kBlockM * kHeadDim];
+    alignas(1024) Element k[kStages * kBlockN * kHeadDim];
+    alignas(1024) Element v[kStages * kBlockN * kHeadDim];
+    QuadBits mask[kMaskSlots][kBlockM];  // a masked tile's visibility, row by row
+    uint64_t q_full[kQStages], q_empty[kQStages];
+    uint64_t k_full[kStages], k_empty[kStages];
+    uint64_t v_full[kStages], v_empty[kStages];
+    uint64_t item_full[kItemSlots], item_empty[kItemSlots];
+    uint64_t mask_full[kMaskSlots], mask_empty[kMaskSlots];
+    WorkItem item[kItemSlots];  // decoded by the loader; row == nullptr ends the kernel
+    KeyTileInfo key_tile[kStages];
+  };
+  static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();
+  static_assert(cosize_v<LayoutQ> == kQStages * kBlockM * kHeadDim, "Q layout is dense");
+  static_assert(cosize_v<LayoutK> == kStages * kBlockN * kHeadDim, "K layout is dense");
+  static_assert(cosize_v<LayoutVt> == kStages * kBlockN * kHeadDim, "V layout is dense");
+};
+
+}  // namespace cm::sm90

@@ -1,0 +1,357 @@
+// The forward kernel's consumer warpgroups: S = Q Kᵀ and O += P V by wgmma, the online softmax
+// and masking in registers, and the epilogue that writes O and the LSE.
+#pragma once
+
+#include "fwd_config.cuh"
+#include "fwd_params.h"
+#include "fwd_work.cuh"
+#include "sync.cuh"
+#include "tile_mask.cuh"
+#include "wgmma.cuh"
+
+#include <cutlass/arch/barrier.h>
+#include <cute/tensor.hpp>
+
+namespace cm::sm90 {
+
+using namespace cute;
+
+inline constexpr float kNegInf = -__builtin_huge_valf();
+
+// x, hidden from the optimiser: what is computed from it is computed where it is used, instead
+// of being hoisted out of the mainloop into registers that the mainloop then spills.
+__device__ __forceinline__ int opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Online-softmax state of the two accumulator rows a consumer thread holds (rows r and r + 8
+// of its warp's 16): the running maximum of the raw scores and the thread's partial row sum.
+struct RowState {
+  float max[2] = {kNegInf, kNegInf};
+  float sum[2] = {0.f, 0.f};
+};
+
+template <class Config>
+struct Consumer {
+  using Element = typename Config::Element;
+  static constexpr int kBlockM = Config::kBlockM;
+  static constexpr int kBlockN = Config::kBlockN;
+  static constexpr int kHeadDim = Config::kHeadDim;
+  static constexpr int kTurnBarrier = 3;  // named barriers 3, 4 (1, 2: per-warpgroup epilogue)
+
+  const FwdParams& p;
+  typename Config::SharedStorage& ss;
+  int tid;  // 0..255 among the consumers
+  int wg;   // consumer warpgroup: query rows [64 * wg, 64 * wg + 64) of the tile
+  int lane;
+  int row_in_tile;  // tile-relative row of accumulator row 0; row 1 is 8 below
+
+  __device__ Consumer(const FwdParams& params, typename Config::SharedStorage& storage, int t)
+      : p(params),
+        ss(storage),
+        tid(t),
+        wg(t / 128),
+        lane(t % 32),
+        row_in_tile(64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4) {}
+
+  // Visibility bits of the thread's two rows from the next mask slot, which then goes back to
+  // the mask warps.
+  __device__ void take_visibility(PipeState<Config::kMaskSlots>& slot,
+                                  uint32_t (&visible)[2]) const {
+    wait_barrier(ss.mask_full[slot.stage], slot.phase);
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h)
+      visible[h] = ss.mask[slot.stage][row_in_tile + 8 * h].quad[lane % 4];
+    arrive_barrier(ss.mask_empty[slot.stage]);  // each thread releases what it read
+    slot.advance();
+  }
+
+  // Sets masked scores to -inf. tSrS is the (2, 2, 16) accumulator: element (e, h, j) is row h
+  // of the thread, column 8j + 2 * quad + e.
+  template <class TS>
+  __device__ static void mask_tile(TS& tSrS, const uint32_t (&visible)[2]) {
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      CUTE_UNROLL
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        CUTE_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          const bool keep = (visible[h] >> (2 * j + e)) & 1u;
+          tSrS(make_coord(e, h, j), 0, 0) = keep ? tSrS(make_coord(e, h, j), 0, 0) : kNegInf;
+        }
+      }
+    }
+  }
+
+  // Finishes the scores of a key tile, whose Q Kᵀ was just issued, into probabilities: a
+  // masked tile's visibility is fetched under the product, then the wait (leaving the newest
+  // kPending wgmma groups in flight), the K stage's release, masking and the online softmax.
+  template <int kPending, class TS>
+  __device__ void scores_to_probabilities(TS& tSrS, const KeyTileInfo& tile,
+                                          PipeState<Config::kMaskSlots>& mask_slot,
+                                          uint64_t& k_empty, RowState& state,
+                                          float (&correction)[2]) const {
+    uint32_t visible[2];
+    if (tile.masked) take_visibility(mask_slot, visible);
+    warpgroup_wait<kPending>();
+    warpgroup_fence_operand(tSrS);
+    arrive_per_warp(k_empty);
+    if (tile.masked) mask_tile(tSrS, visible);
+    online_softmax(tSrS, state, correction);
+  }
+
+  // Turns scores into unnormalised probabilities in place; returns, per row, the factor that
+  // rescales what O accumulated under the previous maxima.
+  template <class TS>
+  __device__ void online_softmax(TS& tSrS, RowState& state, float (&correction)[2]) const {
+    const float scale_log2 = p.scale_log2;
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      float row_max = state.max[h];
+      CUTE_UNROLL
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        row_max =
+            fmaxf(row_max, fmaxf(tSrS(make_coord(0, h, j), 0, 0), tSrS(make_coord(1, h, j), 0, 0)));
+      }
+      row_max = quad_max(row_max);
+      // A row that has seen only masked keys keeps max -inf; subtracting 0 then keeps its
+      // probabilities at exactly 0 instead of NaN from (-inf) - (-inf).
+      const float max_scaled = row_max == kNegInf ? 0.f : row_max * scale_log2;
+      correction[h] = exp2_approx(state.max[h] * scale_log2 - max_scaled);
+      state.max[h] = row_max;
+      float sum = 0.f;
+      CUTE_UNROLL
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        CUTE_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          float& s = tSrS(make_coord(e, h, j), 0, 0);
+          s = exp2_approx(fmaf(s, scale_log2, -max_scaled));
+          sum += s;
+        }
+      }
+      state.sum[h] = state.sum[h] * correction[h] + sum;
+    }
+  }
+
+  template <class TO>
+  __device__ static void rescale(TO& tOrO, const float (&correction)[2]) {
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      CUTE_UNROLL
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        tOrO(make_coord(0, h, j), 0, 0) *= correction[h];
+        tOrO(make_coord(1, h, j), 0, 0) *= correction[h];
+      }
+    }
+  }
+
+  // P as the register A operand of P V: the accumulator's (e, h, j) order, read as k-blocks of
+  // 16 columns ((e, h, j % 2), j / 2), is exactly the wgmma A fragment order.
+  using PLayout =
+      Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBlockN / 16>>, Stride<Stride<_1, _2, _4>, _0, _8>>;
+
+  template <class TS, class TP>
+  __device__ static void convert(const TS& tSrS, TP& tOrP) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) tOrP(i) = static_cast<Element>(tSrS(i));
+  }
+
+  // Element offset of (row, column) in a Q buffer reused to stage O. It keeps the Q tile's own
+  // organisation (column blocks of 64 elements, each row a 128-byte line), so a warpgroup's
+  // rows occupy exactly the bytes of its own Q rows: the other warpgroup may still be reading
+  // its Q rows with wgmma. The 16-byte chunks are XOR-swizzled by row % 8, so both the fragment
+  // writes (8 rows per warp instruction) and the 16-byte row reads are free of bank conflicts.
+  __device__ static int staged(int row, int col) {
+    return (col >> 6) * (kBlockM * 64) + row * 64 + (((((col & 63) >> 3) ^ (row & 7))) << 3) +
+           (col & 7);
+  }
+
+  // Writes O (normalised) and the LSE of this warpgroup's 64 rows, staging O in `buffer` (this
+  // item's Q buffer, whose products are done). Rows past nq are skipped.
+  template <class TO>
+  __device__ void store(TO& tOrO, const RowState& state, const WorkItem& item,
+                        Element* buffer) const {
+    const int barrier_id = 1 + wg;
+    float inv_sum[2], lse[2];
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const float total = quad_sum(state.sum[h]);
+      const bool any = total > 0.f;
+      inv_sum[h] = any ? 1.f / total : 0.f;
+      lse[h] =
+          any ? (state.max[h] * p.scale_log2 + __log2f(total)) * 0.69314718055994531f : kNegInf;
+    }
+    const int64_t row0 = item.q_row0;
+    const int64_t batch = p.q_offsets != nullptr ? 0 : item.b;
+
+    // The warpgroup's own products are done (wait<0>), and it only touches its own 64 rows.
+    // The thread's addresses are recomputed here rather than kept across the mainloop.
+    const int quad = opaque(lane % 4);
+    const int first_row = opaque(row_in_tile);
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int row = first_row + 8 * h;
+      CUTE_UNROLL
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        using Pair = cute::array<Element, 2>;
+        Pair pair;
+        pair[0] = static_cast<Element>(tOrO(make_coord(0, h, j), 0, 0) * inv_sum[h]);
+        pair[1] = static_cast<Element>(tOrO(make_coord(1, h, j), 0, 0) * inv_sum[h]);
+        *reinterpret_cast<Pair*>(buffer + staged(row, 8 * j + 2 * quad)) = pair;
+      }
+    }
+    if (quad == 0) {
+      CUTE_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int q = item.m * kBlockM + first_row + 8 * h;
+        if (q < p.nq) {
+          p.lse[batch * p.lse_stride_b + item.h * p.lse_stride_h + row0 + first_row + 8 * h] =
+              lse[h];
+        }
+      }
+    }
+    named_sync(barrier_id, 128);
+
+    constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+    Element* out = static_cast<Element*>(p.out) + batch * p.out_stride_b + item.h * p.out_stride_h;
+    const int t = opaque(tid % 128);
+    CUTE_UNROLL
+    for (int i = t; i < 64 * kChunks; i += 128) {
+      const int r = 64 * wg + i / kChunks;
+      const int c = i % kChunks;
+      if (item.m * kBlockM + r < p.nq) {
+        const uint4 value = *reinterpret_cast<const uint4*>(buffer + staged(r, 8 * c));
+        *reinterpret_cast<uint4*>(out + (row0 + r) * p.out_stride_s + 8 * c) = value;
+      }
+    }
+    // The buffer goes back to TMA (async proxy) after these generic-proxy accesses.
+    cutlass::arch::fence_view_async_shared();
+  }
+
+  // Pingpong between the two consumer warpgroups: each issues its products only in its turn,
+  // then passes the turn, so one warpgroup's softmax runs under the other's products.
+  __device__ void wait_turn() const { named_sync(kTurnBarrier + wg, 256); }
+  __device__ void pass_turn() const { named_arrive(kTurnBarrier + (1 - wg), 256); }
+
+  __device__ void run() {
+    using MmaQK = typename Config::MmaQK;
+    using MmaPV = typename Config::MmaPV;
+    MmaQK mma_qk;
+    MmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(tid);
+    auto thr_pv = mma_pv.get_thread_slice(tid);
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q), typename Config::LayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(ss.k), typename Config::LayoutK{});
+    Tensor sVt = make_tensor(make_smem_ptr(ss.v), typename Config::LayoutVt{});
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);  // (MMA, M, K, Q stage)
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);
+    Tensor tOrVt = thr_pv.partition_fragment_B(sVt);
+
+    PipeState<Config::kItemSlots> item_state;
+    PipeState<Config::kQStages> qs;
+    PipeState<Config::kStages> kv;
+    PipeState<Config::kMaskSlots> mask_slot;
+    if (Config::kIntraOverlap && wg == 1) pass_turn();  // warpgroup 0 takes the first turn
+    for (;;) {
+      const WorkItem item = take_item<Config>(ss, item_state);
+      if (item.row == nullptr) return;
+
+      Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+      clear(tOrO);
+      RowState state;
+      wait_barrier(ss.q_full[qs.stage], qs.phase);
+      if (item.has_key_tiles) {
+        const auto tSrQs = tSrQ(_, _, _, qs.stage);
+        if constexpr (Config::kIntraOverlap) {
+          // Software pipeline: Q K_n and P_{n-1} V_{n-1} are issued together; the softmax of
+          // S_n runs while P_{n-1} V_{n-1} is still on the tensor cores. The first tile (which
+          // has no P V before it) is peeled so that every wgmma group has the same shape.
+          Tensor tOrP = make_tensor<Element>(PLayout{});
+          bool last;
+          {
+            Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+            wait_barrier(ss.k_full[kv.stage], kv.phase);
+            const KeyTileInfo tile = warp_uniform_load(ss.key_tile[kv.stage]);
+            last = tile.last;
+            wait_turn();
+            wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
+            pass_turn();
+            float correction[2];
+            scores_to_probabilities<0>(tSrS, tile, mask_slot, ss.k_empty[kv.stage], state,
+                                       correction);
+            convert(tSrS, tOrP);
+          }
+          PipeState<Config::kStages> prev = kv;
+          kv.advance();
+          while (!last) {
+            Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+            wait_barrier(ss.k_full[kv.stage], kv.phase);
+            const KeyTileInfo tile = warp_uniform_load(ss.key_tile[kv.stage]);
+            last = tile.last;
+            wait_barrier(ss.v_full[prev.stage], prev.phase);
+            wait_turn();
+            wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
+            wgmma<false>(mma_pv, tOrP, tOrVt(_, _, _, prev.stage), tOrO);
+            pass_turn();
+            float correction[2];
+            scores_to_probabilities<1>(tSrS, tile, mask_slot, ss.k_empty[kv.stage], state,
+                                       correction);
+            warpgroup_wait<0>();
+            warpgroup_fence_operand(tOrO);
+            warpgroup_fence_operand(tOrP);
+            arrive_per_warp(ss.v_empty[prev.stage]);
+            rescale(tOrO, correction);
+            convert(tSrS, tOrP);
+            prev = kv;
+            kv.advance();
+          }
+          wait_barrier(ss.v_full[prev.stage], prev.phase);
+          wait_turn();
+          wgmma<false>(mma_pv, tOrP, tOrVt(_, _, _, prev.stage), tOrO);
+          pass_turn();
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          warpgroup_fence_operand(tOrP);
+          arrive_per_warp(ss.v_empty[prev.stage]);
+        } else {
+          for (bool last = false; !last;) {
+            Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+            wait_barrier(ss.k_full[kv.stage], kv.phase);
+            const KeyTileInfo tile = warp_uniform_load(ss.key_tile[kv.stage]);
+            last = tile.last;
+            wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
+            float correction[2];
+            scores_to_probabilities<0>(tSrS, tile, mask_slot, ss.k_empty[kv.stage], state,
+                                       correction);
+            rescale(tOrO, correction);
+            Tensor tOrP = make_tensor<Element>(PLayout{});
+            convert(tSrS, tOrP);
+            wait_barrier(ss.v_full[kv.stage], kv.phase);
+            wgmma<false>(mma_pv, tOrP, tOrVt(_, _, _, kv.stage), tOrO);
+            warpgroup_wait<0>();
+            warpgroup_fence_operand(tOrO);
+            warpgroup_fence_operand(tOrP);
+            arrive_per_warp(ss.v_empty[kv.stage]);
+            kv.advance();
+          }
+        }
+      }
+      store(tOrO, state, item, ss.q + qs.stage * kBlockM * kHeadDim);
+      arrive_per_warp(ss.q_empty[qs.stage]);
+      qs.advance();
+    }
+  }
+};
+
+}  // namespace cm::sm90

@@ -1,0 +1,78 @@
+// The forward kernel's loader: one thread that takes work items from the global counter and
+// TMA-loads each item's Q and the K/V tiles its descriptor row lists.
+#pragma once
+
+#include "fwd_config.cuh"
+#include "fwd_params.h"
+#include "fwd_work.cuh"
+#include "sync.cuh"
+
+#include <cuda.h>
+
+namespace cm::sm90 {
+
+template <class Config>
+__device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& ss,
+                           const CUtensorMap* tma_q, const CUtensorMap* tma_k,
+                           const CUtensorMap* tma_v) {
+  using Element = typename Config::Element;
+  constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;
+  constexpr int kTileElems = Config::kBlockN * Config::kHeadDim;
+  PipeState<Config::kItemSlots> item_state;
+  PipeState<Config::kQStages> qs;
+  PipeState<Config::kStages> kv;
+  for (;;) {
+    const int index = atomicAdd(p.work_counter, 1);
+    const WorkItem item = index < p.total_items ? decode_item(p, index, Config::kBlockM)
+                                                : WorkItem{0, 0, 0, 0, false, nullptr};
+    wait_barrier(ss.item_empty[item_state.stage], item_state.phase ^ 1u);
+    ss.item[item_state.stage] = item;
+    arrive_barrier(ss.item_full[item_state.stage]);
+    item_state.advance();
+    if (item.row == nullptr) return;
+
+    // Every item takes a Q buffer, which later stages its output; an item without key tiles
+    // needs no Q, so its buffer is handed over at once.
+    wait_barrier(ss.q_empty[qs.stage], qs.phase ^ 1u);
+    if (!item.has_key_tiles) {
+      arrive_barrier(ss.q_full[qs.stage]);
+      qs.advance();
+      continue;
+    }
+    const int kv_head = item.h / (p.heads_q / p.heads_kv);
+    const bool packed = p.q_offsets != nullptr;
+    const int k_row0 = packed ? p.k_offsets[item.b] : 0;
+    const int batch = packed ? 0 : item.b;
+
+    expect_bytes(ss.q_full[qs.stage], Config::kQBytes);
+    Element* q_buffer = ss.q + qs.stage * Config::kBlockM * Config::kHeadDim;
+    for (int c = 0; c < kColBlocks; ++c) {
+      tma_load(tma_q, ss.q_full[qs.stage], q_buffer + c * Config::kBlockM * Config::kBoxCols,
+               c * Config::kBoxCols, item.q_row0, item.h, batch);
+    }
+    qs.advance();
+
+    KeyTileCursor cursor(p.descriptor, *item.row);
+    int n, pattern;
+    while (cursor.next(n, pattern)) {
+      const int row = k_row0 + n * Config::kBlockN;
+      const int box_elems = Config::kBlockN * Config::kBoxCols;
+      wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);
+      ss.key_tile[kv.stage] = {tile_needs_mask(p, pattern, n), cursor.done()};
+      expect_bytes(ss.k_full[kv.stage], Config::kKVBytes);  // releases key_tile with the K load
+      for (int c = 0; c < kColBlocks; ++c) {
+        tma_load(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kTileElems + c * box_elems,
+                 c * Config::kBoxCols, row, kv_head, batch);
+      }
+      wait_barrier(ss.v_empty[kv.stage], kv.phase ^ 1u);
+      expect_bytes(ss.v_full[kv.stage], Config::kKVBytes);
+      for (int c = 0; c < kColBlocks; ++c) {
+        tma_load(tma_v, ss.v_full[kv.stage], ss.v + kv.stage * kTileElems + c * box_elems,
+                 c * Config::kBoxCols, row, kv_head, batch);
+      }
+      kv.advance();
+    }
+  }
+}
+
+}  // namespace cm::sm90

@@ -1,0 +1,54 @@
+// The forward kernel's mask warps: the visibility of every masked key tile's rows, written to
+// shared memory ahead of the consumers.
+#pragma once
+
+#include "fwd_config.cuh"
+#include "fwd_params.h"
+#include "fwd_work.cuh"
+#include "sync.cuh"
+#include "tile_mask.cuh"
+
+#include <compilemask/descriptor.h>
+
+namespace cm::sm90 {
+
+// The mask warps: for every key tile that needs masking, in the loader's order, the visibility
+// of the tile's 128 rows goes into the next mask slot, each row as four words, one per quad
+// thread of the accumulator. Each row's intervals are walked once here, not once per thread
+// that holds a part of the row, and the consumers wait on no descriptor read.
+// The 96 threads take the rows of consecutive masked tiles in turn, as one sequence: thread t
+// computes rows g = t mod 96 of it, so each tile needs one or two rows of each thread, whichever
+// warp gives two rotates from tile to tile, and a thread computes 4 rows per 3 tiles instead of
+// 2 per tile. Mask warps run ahead of the consumers, so that is their throughput.
+template <class Config>
+__device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& ss, int t) {
+  static_assert(Config::kBlockM >= Config::kMaskThreads, "every thread has a row of every tile");
+  PipeState<Config::kItemSlots> item_state;
+  PipeState<Config::kMaskSlots> slot;
+  int first_row = t;  // the thread's first row of the next masked tile
+  for (;;) {
+    const WorkItem item = take_item<Config>(ss, item_state);
+    if (item.row == nullptr) return;
+    if (!item.has_key_tiles) continue;
+
+    const int q0 = item.m * Config::kBlockM;
+    KeyTileCursor cursor(p.descriptor, *item.row);
+    int n, pattern;
+    while (cursor.next(n, pattern)) {
+      if (!tile_needs_mask(p, pattern, n)) continue;
+      const int k0 = n * Config::kBlockN;
+      const desc::Pattern masked_by = tile_pattern(p.descriptor, pattern);
+      wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);
+      int r = first_row;
+      for (; r < Config::kBlockM; r += Config::kMaskThreads) {
+        ss.mask[slot.stage][r] =
+            row_visibility(p.descriptor, masked_by, q0, k0, r, p.nk - k0, QuadColumns());
+      }
+      first_row = r - Config::kBlockM;
+      arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows
+      slot.advance();
+    }
+  }
+}
+
+}  // namespace cm::sm90
