@@ -16,10 +16,11 @@ namespace cm::sm90 {
 // of the tile's 128 rows goes into the next mask slot, each row as four words, one per quad
 // thread of the accumulator. Each row's intervals are walked once here, not once per thread
 // that holds a part of the row, and the consumers wait on no descriptor read.
-// The 96 threads take the rows of consecutive masked tiles in turn, as one sequence: thread t
-// computes rows g = t mod 96 of it, so each tile needs one or two rows of each thread, whichever
-// warp gives two rotates from tile to tile, and a thread computes 4 rows per 3 tiles instead of
-// 2 per tile. Mask warps run ahead of the consumers, so that is their throughput.
+// The 96 threads take the rows of consecutive masked tiles as one sequence: thread t computes
+// the rows whose position in it is t mod 96. Each tile then gets one or two rows from every
+// thread, the warp that gives two changes from tile to tile, and a thread computes 4 rows per
+// 3 tiles instead of 2 per tile. The mask warps run ahead of the consumers, so this is their
+// throughput.
 template <class Config>
 __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& ss, int t) {
   static_assert(Config::kBlockM >= Config::kMaskThreads, "every thread has a row of every tile");
