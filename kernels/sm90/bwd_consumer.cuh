@@ -5,6 +5,7 @@
 #include "bwd_params.h"
 #include "bwd_work.cuh"
 #include "sync.cuh"
+#include "thread_helpers.cuh"
 #include "tile_mask.cuh"
 #include "wgmma.cuh"
 
@@ -31,27 +32,10 @@ struct Fragment {
   static constexpr int index(int e, int h, int j) { return e + 2 * h + 4 * j; }
 };
 
-// The consumer thread index (threads 128.. of the CTA), re-read from %tid.x. Shared-memory
-// addresses derived from it are recomputed where they are used, instead of being hoisted out
-// of the main loop and held in registers that the accumulators need.
-__device__ __forceinline__ int fresh_consumer_tid() {
-  int t;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
-  return t - 128;
-}
-
 // Physical element offset of (query row q, key k) in the dS tile (Config::LayoutdS: 64 query
 // rows contiguous per key, 128-byte swizzle), also checked by bwd_layout_test.
 __host__ __device__ __forceinline__ int ds_offset(int q, int k) {
   return 64 * k + 8 * ((q / 8) ^ (k % 8)) + q % 8;
-}
-
-// Stores x and y, converted to Element, as the adjacent elements dst[0] and dst[1] in one
-// 32-bit store (dst 4-byte aligned).
-template <class Element, class T>
-__device__ __forceinline__ void store_pair(Element* dst, T x, T y) {
-  const Element pair[2] = {static_cast<Element>(x), static_cast<Element>(y)};
-  *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(pair);
 }
 
 template <class Config, bool kDeterministic>
@@ -94,30 +78,6 @@ struct BwdConsumer {
                               ? row_visibility(p.descriptor, pattern, q0, k0, tile_row,
                                                p.shape.nk - k0, WindowColumns(word))
                               : 0u;
-  }
-
-  // Whether the step runs mask code: a partial tile, or the key tile cut by nk.
-  __device__ static bool masked(const BwdStep& step, bool edge_tile) {
-    return step.pattern >= 0 || edge_tile;
-  }
-
-  // Bit i: element i of the thread's Sᵀ fragment is visible, from the warpgroup's words of
-  // ss.visible (build_visibility).
-  __device__ uint32_t visible_bits(const Fragment& frag) const {
-    const int key = 64 * wg() + frag.row0;
-    uint32_t keep = 0;
-    CUTE_UNROLL
-    for (int j = 0; j < kBlockM / 8; ++j) {
-      CUTE_UNROLL
-      for (int e = 0; e < 2; ++e) {
-        const uint32_t word = ss.visible[8 * j + frag.col0 + e][key / 32];
-        CUTE_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          keep |= ((word >> ((key + 8 * h) % 32)) & 1u) << Fragment::index(e, h, j);
-        }
-      }
-    }
-    return keep;
   }
 
   // Key tiles below item.n that visit query tile m of head h's mask: the number of dQ adds
@@ -199,64 +159,64 @@ struct BwdConsumer {
     const bool edge_tile = p.shape.nk % kBlockN != 0 && item.n == p.shape.num_k_tiles - 1;
     wait_barrier(ss.kv_full, 0);
 
-    // A masked step's visibility words are built during the previous step's last products, so
-    // that no branch lies between a product's issue and its wait: across one, ptxas waits for
-    // every product in flight instead of the one the wait names.
     PipeState<Config::kStages> st;
     StepCursor steps(p, item);
     BwdStep step;
-    bool more = steps.next(step);
-    if (more && masked(step, edge_tile)) build_visibility(step);
-    sync_warpgroup();
-    while (more) {
+    while (steps.next(step)) {
       wait_barrier(ss.step_full[st.stage], st.phase);
-      const Fragment mask_frag(fresh_consumer_tid());
-      const uint32_t keep = masked(step, edge_tile) ? visible_bits(mask_frag) : ~0u;
       // Sᵀ and dPᵀ: element (e, h, j) is key key0 + 8h, step row 8j + col0 + e.
       Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, st.stage), tSrS);
       wgmma<true>(mma_sdp, tSrV, tSrdO(_, _, _, st.stage), tSrdP);
-      const float* lse_log2 = ss.lse_log2[st.stage];
-      const float* dsum = ss.dsum[st.stage];
-      // P (kept in place of Sᵀ, and as the register operand of dV) while dPᵀ is computed.
-      warpgroup_wait<1>();
-      warpgroup_fence_operand(tSrS);
-      Tensor tPrP = make_tensor<Element>(AccAsA{});
-      CUTE_UNROLL
-      for (int j = 0; j < kBlockM / 8; ++j) {
+      // Bit i of keep: element i of this thread's Sᵀ is visible.
+      uint32_t keep = ~0u;
+      const Fragment mask_frag(fresh_thread_index() - 128);
+      if (step.pattern >= 0 || edge_tile) {
+        build_visibility(step);  // overlaps the two GEMMs
+        sync_warpgroup();
+        keep = 0;
         CUTE_UNROLL
-        for (int e = 0; e < 2; ++e) {
-          const float lse = lse_log2[8 * j + mask_frag.col0 + e];
+        for (int j = 0; j < kBlockM / 8; ++j) {
           CUTE_UNROLL
-          for (int h = 0; h < 2; ++h) {
-            const int i = Fragment::index(e, h, j);
-            const float prob = exp2_approx(fmaf(tSrS(i), p.scale_log2, -lse));
-            tSrS(i) = (keep >> i) & 1u ? prob : 0.f;
-            tPrP(i) = static_cast<Element>(tSrS(i));
+          for (int e = 0; e < 2; ++e) {
+            const int key = 64 * wg() + mask_frag.row0;
+            const uint32_t word = ss.visible[8 * j + mask_frag.col0 + e][key / 32];
+            CUTE_UNROLL
+            for (int h = 0; h < 2; ++h) {
+              keep |= ((word >> ((key + 8 * h) % 32)) & 1u) << Fragment::index(e, h, j);
+            }
           }
         }
       }
-      // dV runs while dS is computed, and dK while dS goes through shared memory.
-      wgmma<false>(mma_kv, tPrP, tKVrdOt(_, _, _, st.stage), tdVrdV);
-      warpgroup_wait<1>();
-      warpgroup_fence_operand(tSrdP);
+      warpgroup_wait<0>();
+
+      const float* lse_log2 = ss.lse_log2[st.stage];
+      const float* dsum = ss.dsum[st.stage];
+      Tensor tPrP = make_tensor<Element>(AccAsA{});
       Tensor tdSrdS = make_tensor<Element>(AccAsA{});
       CUTE_UNROLL
       for (int j = 0; j < kBlockM / 8; ++j) {
         CUTE_UNROLL
         for (int e = 0; e < 2; ++e) {
-          const float ds_bias = dsum[8 * j + mask_frag.col0 + e];
+          const int row = 8 * j + mask_frag.col0 + e;
+          const float lse = lse_log2[row];
+          const float ds_bias = dsum[row];
           CUTE_UNROLL
           for (int h = 0; h < 2; ++h) {
             const int i = Fragment::index(e, h, j);
-            tdSrdS(i) = static_cast<Element>(tSrS(i) * (tSrdP(i) - ds_bias));
+            float prob = exp2_approx(fmaf(tSrS(i), p.scale_log2, -lse));
+            prob = (keep >> i) & 1u ? prob : 0.f;
+            tPrP(i) = static_cast<Element>(prob);
+            tdSrdS(i) = static_cast<Element>(prob * (tSrdP(i) - ds_bias));
           }
         }
       }
+      // dV and dK take P and dS from registers: they run while dS goes through shared memory.
+      wgmma<false>(mma_kv, tPrP, tKVrdOt(_, _, _, st.stage), tdVrdV);
       wgmma<false>(mma_kv, tdSrdS, tKVrQt(_, _, _, st.stage), tdKrdK);
       // dS to shared memory as (step row, key), row pairs e = 0, 1 in one 32-bit store.
-      const Fragment store_frag(fresh_consumer_tid());
+      const Fragment store_frag(fresh_thread_index() - 128);
       CUTE_UNROLL
       for (int j = 0; j < kBlockM / 8; ++j) {
         CUTE_UNROLL
@@ -274,14 +234,11 @@ struct BwdConsumer {
       // dQ_step: element (e, h, j) is step row row0 + 8h, column (D / 2) wg + 8j + col0 + e.
       Tensor tQrdQ = partition_fragment_C(mma_q, Shape<Int<kBlockM>, Int<kHeadDim>>{});
       wgmma<true>(mma_q, tQrdS, tQrKt, tQrdQ);
-      BwdStep next;
-      more = steps.next(next);
-      if (more && masked(next, edge_tile)) build_visibility(next);
       warpgroup_wait<0>();
       release(ss.step_empty[st.stage]);
       st.advance();
 
-      const Fragment dq_frag(fresh_consumer_tid());
+      const Fragment dq_frag(fresh_thread_index() - 128);
       CUTE_UNROLL
       for (int j = 0; j < kHeadDim / 16; ++j) {
         CUTE_UNROLL
@@ -294,7 +251,7 @@ struct BwdConsumer {
         }
       }
       cutlass::arch::fence_view_async_shared();  // ss.dq is read by the copy engine
-      sync_consumers();  // also orders the next step's visibility words before their reads
+      sync_consumers();
       const int row = step.m * kBwdTile + step.half * kBwdStepRows;
       const int64_t bh = int64_t{item.b} * p.shape.heads_q + step.h;
       float* dst = p.ws.dq_accum + (bh * p.shape.rows_padded + row) * kHeadDim;
@@ -305,7 +262,6 @@ struct BwdConsumer {
       } else if (tid == 0) {
         bulk_reduce_add(dst, ss.dq, Config::kDqBytes);
       }
-      step = next;
     }
     if (!kDeterministic && tid == 0) bulk_wait_all();
     store_dkdv(tdKrdK, tdVrdV, frag, key0);
@@ -326,9 +282,8 @@ struct BwdConsumer {
       if (key >= p.shape.nk) continue;
       Element* dk_row = dk_out + (row0 + key) * p.dk_stride_s + frag.col0;
       Element* dv_row = dv_out + (row0 + key) * p.dv_stride_s + frag.col0;
-      // Columns 8j + col0 + {0, 1} (col0 is even; rows are 16-byte aligned).
       CUTE_UNROLL
-      for (int j = 0; j < kHeadDim / 8; ++j) {
+      for (int j = 0; j < kHeadDim / 8; ++j) {  // columns 8j + col0 + {0, 1}; col0 is even
         const int i = Fragment::index(0, h, j);
         store_pair(dk_row + 8 * j, dk(i) * p.scale, dk(i + 1) * p.scale);
         store_pair(dv_row + 8 * j, dv(i), dv(i + 1));

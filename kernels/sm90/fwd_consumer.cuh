@@ -6,6 +6,7 @@
 #include "fwd_params.h"
 #include "fwd_work.cuh"
 #include "sync.cuh"
+#include "thread_helpers.cuh"
 #include "tile_mask.cuh"
 #include "wgmma.cuh"
 
@@ -17,13 +18,6 @@ namespace cm::sm90 {
 using namespace cute;
 
 inline constexpr float kNegInf = -__builtin_huge_valf();
-
-// x, hidden from the optimiser: what is computed from it is computed where it is used, instead
-// of being hoisted out of the mainloop into registers that the mainloop then spills.
-__device__ __forceinline__ int opaque(int x) {
-  asm volatile("" : "+r"(x));
-  return x;
-}
 
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -58,12 +52,12 @@ struct Consumer {
   int row_in_tile;  // tile-relative row of accumulator row 0; row 1 is 8 below
 
   __device__ Consumer(const FwdParams& params, typename Config::SharedStorage& storage, int t)
-      : p(params),
-        ss(storage),
-        tid(t),
-        wg(t / 128),
-        lane(t % 32),
-        row_in_tile(64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4) {}
+      : p(params), ss(storage), tid(t), wg(t / 128), lane(t % 32), row_in_tile(first_row_of(t)) {}
+
+  // Tile-relative row of consumer thread t's accumulator row 0.
+  __device__ static int first_row_of(int t) {
+    return 64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4;
+  }
 
   // Visibility bits of the thread's two rows from the next mask slot, which then goes back to
   // the mask warps.
@@ -197,18 +191,17 @@ struct Consumer {
 
     // The warpgroup's own products are done (wait<0>), and it only touches its own 64 rows.
     // The thread's addresses are recomputed here rather than kept across the mainloop.
-    const int quad = opaque(lane % 4);
-    const int first_row = opaque(row_in_tile);
+    const int fresh_tid = fresh_thread_index() - 128;
+    const int quad = fresh_tid % 4;
+    const int first_row = first_row_of(fresh_tid);
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int row = first_row + 8 * h;
       CUTE_UNROLL
       for (int j = 0; j < kHeadDim / 8; ++j) {
-        using Pair = cute::array<Element, 2>;
-        Pair pair;
-        pair[0] = static_cast<Element>(tOrO(make_coord(0, h, j), 0, 0) * inv_sum[h]);
-        pair[1] = static_cast<Element>(tOrO(make_coord(1, h, j), 0, 0) * inv_sum[h]);
-        *reinterpret_cast<Pair*>(buffer + staged(row, 8 * j + 2 * quad)) = pair;
+        store_pair(buffer + staged(row, 8 * j + 2 * quad),
+                   tOrO(make_coord(0, h, j), 0, 0) * inv_sum[h],
+                   tOrO(make_coord(1, h, j), 0, 0) * inv_sum[h]);
       }
     }
     if (quad == 0) {
@@ -225,7 +218,7 @@ struct Consumer {
 
     constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
     Element* out = static_cast<Element*>(p.out) + batch * p.out_stride_b + item.h * p.out_stride_h;
-    const int t = opaque(tid % 128);
+    const int t = fresh_thread_index() % 128;
     CUTE_UNROLL
     for (int i = t; i < 64 * kChunks; i += 128) {
       const int r = 64 * wg + i / kChunks;

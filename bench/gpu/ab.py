@@ -1,0 +1,101 @@
+"""A/B timing of two builds of the kernel library, for kernel work between full benchmark runs:
+the same problem, inputs and descriptor go to library A (the code before a change) and library B
+(after it), forward and backward timed separately in alternating rounds in one process
+(bench_common.interleaved_median_ms), so that clock drift falls on both alike. No peer is timed:
+speedups against the peers come from bench_fwd.py and tests/gpu/bwd_bench.py only.
+
+Shapes as the benchmarks: B*N = 32768 tokens, 16 heads, head dim 128, bf16, [B, H, N, D].
+The backward of both reads the out and lse of B's forward. Each pass's outputs from B are
+checked against A's (max abs difference, printed), so that a broken B cannot pass as fast.
+
+Usage: ab.py --cli BUILD/tools/cli/compilemask --lib BUILD_B/.../libcompilemask_cuda.so
+       --lib-a BUILD_A/.../libcompilemask_cuda.so --examples examples --workloads DIR
+       --out OUTDIR [--lens 32768] [--masks causal,...]
+Writes OUTDIR/ab.md.
+"""
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
+from bench_common import (D, H, Workload, argument_parser, environment,  # noqa: E402
+                          interleaved_median_ms, run_rows)
+from bwd_cm import Backward  # noqa: E402
+from cm_kernel import Kernel  # noqa: E402
+
+LIBS = ("A", "B")
+
+
+def max_diff(outputs):
+    """Largest |B - A| over the outputs; equal values (-inf included) count 0, NaN shows."""
+    diffs = []
+    for x, y in zip(outputs["A"], outputs["B"]):
+        x, y = x.float(), y.float()
+        diffs.append(torch.where(x == y, 0.0, (x - y).abs()).max().item())
+    return max(diffs)
+
+
+def ab_one(name, n0, forward, backward, workloads, a):
+    w = Workload(name, n0, a, workloads)
+    gen = torch.Generator(device="cuda").manual_seed(n0)
+    shape = (w.B, H, w.N, D)
+    q, k, v, dout = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=gen)
+                     for _ in range(4))
+    nan = lambda t: torch.full_like(t, float("nan"))
+    lse0 = torch.empty(w.B, H, w.N, device="cuda", dtype=torch.float32)
+    fwd_out = {lib: (nan(q), nan(lse0)) for lib in LIBS}
+    bwd_out = {lib: (nan(q), nan(q), nan(q)) for lib in LIBS}
+    out, lse = fwd_out["B"]
+
+    def fwd(lib):
+        return lambda: forward[lib].forward(w.desc, q, k, v, *fwd_out[lib], layout="bhsd")
+
+    def bwd(lib):
+        return lambda: backward[lib].backward(w.desc, q, k, v, out, dout, lse, *bwd_out[lib],
+                                              layout="bhsd")
+
+    fwd_ms = interleaved_median_ms({lib: fwd(lib) for lib in LIBS})
+    bwd_ms = interleaved_median_ms({lib: bwd(lib) for lib in LIBS})
+    torch.cuda.synchronize()
+    row = {"workload": name, "N": w.N}
+    for pass_name, ms, outputs in (("fwd", fwd_ms, fwd_out), ("bwd", bwd_ms, bwd_out)):
+        row[f"{pass_name}_a_ms"], row[f"{pass_name}_b_ms"] = ms["A"], ms["B"]
+        row[f"{pass_name}_diff"] = max_diff(outputs)
+    return row
+
+
+def main():
+    p = argument_parser("32768", 600)
+    p.add_argument("--lib-a", required=True, help="the library before the change")
+    a = p.parse_args()
+    sys.path.insert(0, a.workloads)
+    import workloads
+    forward = {"A": Kernel(a.lib_a), "B": Kernel(a.lib)}
+    backward = {"A": Backward(a.lib_a), "B": Backward(a.lib)}
+    rows = run_rows(a, lambda name, n0: ab_one(name, n0, forward, backward, workloads, a))
+    env = environment()
+    lines = [f"Run {env['date']} on {env['gpu']}. Command: `{env['command']}`", "",
+             "H=16, D=128, bf16, B*N=32768; A = --lib-a, B = --lib; max diff: B against A.", "",
+             "| workload | N | fwd A ms | fwd B ms | fwd B/A | fwd max diff | bwd A ms | bwd B ms "
+             "| bwd B/A | bwd max diff |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['workload']} | {r['N']} | error: {r['error']} |||||||| ")
+            continue
+        cells = [f"{r['workload']}", f"{r['N']}"]
+        for pass_name in ("fwd", "bwd"):
+            a_ms, b_ms = r[f"{pass_name}_a_ms"], r[f"{pass_name}_b_ms"]
+            cells += [f"{a_ms:.3f}", f"{b_ms:.3f}", f"{b_ms / a_ms:.3f}",
+                      f"{r[f'{pass_name}_diff']:.1e}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "ab.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
