@@ -115,46 +115,4 @@ INSTANTIATE_TEST_SUITE_P(TwoCtas, ForwardMatchesReference,
                          testing::Combine(testing::ValuesIn(example_cases()), kMainloops,
                                           testing::Values(2)));
 
-// Problems that do not fit the descriptor are rejected before any launch.
-TEST(ForwardValidation, RejectsMismatchedProblems) {
-  SKIP_WITHOUT_HOPPER();
-  const cm::Plan plan = make_plan("causal", {}, 256, 256, 1, 1);
-  const cm::cuda::DeviceDescriptor descriptor(plan.blob());
-  DeviceBuffer buffer(4 * 256 * 128 * 2), workspace(cm::cuda::forward_workspace_bytes());
-  cm::cuda::ForwardArgs good;
-  good.nq = good.nk = 256;
-  good.head_dim = 128;
-  good.heads_q = good.heads_kv = 1;
-  const cm::cuda::TensorRef t{buffer.ptr, 256 * 128, 128, 256 * 128};
-  good.q = good.k = good.v = good.out = t;
-  good.lse = static_cast<float*>(buffer.ptr);
-  good.lse_stride_h = 256;
-  const auto run = [&](const cm::cuda::ForwardArgs& a) {
-    cm::cuda::forward(descriptor.view(), a, workspace.ptr, cm::cuda::forward_workspace_bytes(),
-                      nullptr);
-  };
-  EXPECT_NO_THROW(run(good));
-  cm::cuda::ForwardArgs bad = good;
-  bad.nq = 255;
-  EXPECT_THROW(run(bad), cm::Error);
-  bad = good;
-  bad.head_dim = 96;
-  EXPECT_THROW(run(bad), cm::Error);
-  bad = good;
-  bad.heads_q = 3;
-  bad.heads_kv = 2;
-  EXPECT_THROW(run(bad), cm::Error);
-  bad = good;
-  bad.q.stride_s = 100;  // not a multiple of 16 bytes
-  EXPECT_THROW(run(bad), cm::Error);
-  bad = good;
-  bad.max_ctas = -1;
-  EXPECT_THROW(run(bad), cm::Error);
-  bad = good;
-  bad.out.data = static_cast<char*>(buffer.ptr) + 2;
-  EXPECT_THROW(run(bad), cm::Error);
-  EXPECT_THROW(cm::cuda::forward(descriptor.view(), good, workspace.ptr, 1, nullptr), cm::Error);
-  CUDA_OK(cudaDeviceSynchronize());
-}
-
 }  // namespace

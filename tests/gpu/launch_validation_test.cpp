@@ -1,0 +1,257 @@
+// The launchers' checks, on the host: every problem that does not fit is rejected by
+// cm::cuda::forward and cm::cuda::backward with a cm::Error whose message names the entry point
+// and the broken rule. The checks run before any CUDA call, so this suite needs no GPU and runs
+// in CI; the tensors are host memory and nothing is launched.
+#include <compilemask/compilemask.h>
+#include <compilemask/cuda.h>
+#include <compilemask/cuda_backward.h>
+#include <compilemask/descriptor.h>
+#include <compilemask/reference.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using cm::cuda::BackwardArgs;
+using cm::cuda::DType;
+using cm::cuda::ForwardArgs;
+
+constexpr int kN = 256, kHeads = 2, kDim = 128;
+
+cm::Plan causal_plan(int tile) {
+  const cm::CompileResult compiled =
+      cm::compile("mask causal() {\n  q in all: k in [0, diag]\n}\n", "causal.mask");
+  if (!compiled) throw std::runtime_error("the causal mask does not compile");
+  return compiled.mask->specialize({}, {.nq = kN, .nk = kN, .batch = 1, .heads = kHeads},
+                                   {tile, tile});
+}
+
+// 256-byte aligned host memory, so that only the alignments a case breaks are broken.
+struct HostBuffer {
+  std::unique_ptr<void, decltype(&std::free)> memory;
+  explicit HostBuffer(size_t bytes) : memory(std::aligned_alloc(256, bytes), &std::free) {}
+  void* get() const { return memory.get(); }
+};
+
+// How a case breaks a valid problem, and what the message must say.
+struct Rule {
+  std::string broken;
+  std::function<void(cm::cuda::Problem&)> apply;
+  std::string message;
+};
+
+// Rules of the problem both entry points share.
+std::vector<Rule> problem_rules() {
+  using P = cm::cuda::Problem;
+  return {
+      {"dtype", [](P& a) { a.dtype = static_cast<DType>(7); }, "dtype must be bf16 or fp16"},
+      {"head dim", [](P& a) { a.head_dim = 96; }, "head_dim 96 is not supported"},
+      {"no heads", [](P& a) { a.heads_kv = 0; }, "batch and heads must be >= 1"},
+      {"GQA group", [](P& a) { a.heads_kv = 3; }, "must be a multiple of heads_kv (3)"},
+      {"negative scale", [](P& a) { a.scale = -1.f; }, "scale must be finite and >= 0"},
+      {"NaN scale", [](P& a) { a.scale = std::nanf(""); }, "scale must be finite and >= 0"},
+      {"nq", [](P& a) { a.nq = kN - 1; }, "differ from the descriptor's nq=256"},
+      {"heads", [](P& a) { a.heads_q = a.heads_kv = 4; }, "descriptor heads 2 must be 1 or"},
+      {"half packed", [](P& a) { a.q_offsets = reinterpret_cast<const int32_t*>(&a); },
+       "packed layout needs both q_offsets and k_offsets"},
+      {"packed totals",
+       [](P& a) {
+         a.q_offsets = a.k_offsets = reinterpret_cast<const int32_t*>(&a);
+         a.total_q = kN - 1;
+         a.total_k = kN;
+       },
+       "packed layout needs total_q >= nq and total_k >= nk"},
+      {"q stride", [](P& a) { a.q.stride_s = 100; }, "q.stride_s must be a positive multiple"},
+      {"k null", [](P& a) { a.k.data = nullptr; }, "k.data is null"},
+      {"v stride_h", [](P& a) { a.v.stride_h = 0; }, "v.stride_h must be a positive multiple"},
+      {"out alignment", [](P& a) { a.out.data = static_cast<const char*>(a.out.data) + 2; },
+       "out.data must be 16-byte aligned"},
+      {"lse null", [](P& a) { a.lse = nullptr; }, "lse is null"},
+      {"lse stride", [](P& a) { a.lse_stride_h = -1; }, "lse strides must be >= 0"},
+  };
+}
+
+class LaunchValidation : public testing::Test {
+ protected:
+  LaunchValidation()
+      : plan_(causal_plan(128)),
+        tensors_(4 * kTensorBytes + kHeads * kN * sizeof(float)),
+        workspace_(cm::cuda::backward_workspace_bytes(1, kHeads, kN, kDim)) {}
+
+  static constexpr size_t kTensorBytes = size_t{kHeads} * kN * kDim * 2;
+
+  cm::cuda::DescriptorView view(const void* host) const {
+    return {host, host};  // never dereferenced as device memory: every case fails first
+  }
+
+  cm::cuda::Problem problem() const {
+    auto* base = static_cast<char*>(tensors_.get());
+    const cm::AttentionShape shape{
+        .batch = 1, .heads_q = kHeads, .heads_kv = kHeads, .nq = kN, .nk = kN, .head_dim = kDim};
+    return cm::cuda::dense_problem(DType::kBFloat16, shape, base, base + kTensorBytes,
+                                   base + 2 * kTensorBytes, base + 3 * kTensorBytes,
+                                   reinterpret_cast<const float*>(base + 4 * kTensorBytes));
+  }
+
+  ForwardArgs forward_args() const {
+    ForwardArgs a;
+    static_cast<cm::cuda::Problem&>(a) = problem();
+    return a;
+  }
+
+  BackwardArgs backward_args() const {
+    BackwardArgs a;
+    static_cast<cm::cuda::Problem&>(a) = problem();
+    a.dout = a.dq = a.q;  // read and written tensors alike are only checked, never touched
+    a.dk = a.k;
+    a.dv = a.v;
+    return a;
+  }
+
+  void forward(const void* blob, const ForwardArgs& a, size_t workspace_bytes) const {
+    cm::cuda::forward(view(blob), a, workspace_.get(), workspace_bytes, nullptr);
+  }
+
+  void backward(const void* blob, const BackwardArgs& a, void* workspace,
+                size_t workspace_bytes) const {
+    cm::cuda::backward(view(blob), a, workspace, workspace_bytes, nullptr);
+  }
+
+  size_t backward_bytes() const { return cm::cuda::backward_workspace_bytes(1, kHeads, kN, kDim); }
+
+  cm::Plan plan_;
+  HostBuffer tensors_;
+  HostBuffer workspace_;
+};
+
+// Runs call, which must throw a cm::Error "<entry>: ..." that contains message.
+void expect_rejected(const std::function<void()>& call, const std::string& entry,
+                     const std::string& message, const std::string& broken) {
+  try {
+    call();
+    ADD_FAILURE() << entry << " accepted a problem with a broken " << broken;
+  } catch (const cm::Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(entry + ": ", 0), 0u) << broken << ": " << what;
+    EXPECT_NE(what.find(message), std::string::npos)
+        << broken << ": \"" << what << "\" lacks \"" << message << "\"";
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << broken << ": not a cm::Error: " << e.what();
+  }
+}
+
+TEST_F(LaunchValidation, ForwardRejectsEachBrokenRule) {
+  const size_t bytes = cm::cuda::forward_workspace_bytes();
+  for (const Rule& rule : problem_rules()) {
+    ForwardArgs a = forward_args();
+    rule.apply(a);
+    expect_rejected([&] { forward(plan_.blob(), a, bytes); }, "cm::cuda::forward", rule.message,
+                    rule.broken);
+  }
+  const std::vector<Rule> forward_rules = {
+      {"mainloop",
+       [](cm::cuda::Problem& a) {
+         static_cast<ForwardArgs&>(a).mainloop = static_cast<cm::cuda::Mainloop>(9);
+       },
+       "mainloop must be kAuto, kSerial or kPingpong"},
+      {"max_ctas", [](cm::cuda::Problem& a) { static_cast<ForwardArgs&>(a).max_ctas = -1; },
+       "max_ctas must be >= 0"},
+  };
+  for (const Rule& rule : forward_rules) {
+    ForwardArgs a = forward_args();
+    rule.apply(a);
+    expect_rejected([&] { forward(plan_.blob(), a, bytes); }, "cm::cuda::forward", rule.message,
+                    rule.broken);
+  }
+  expect_rejected([&] { forward(plan_.blob(), forward_args(), bytes - 1); }, "cm::cuda::forward",
+                  "workspace must hold forward_workspace_bytes()", "workspace size");
+}
+
+TEST_F(LaunchValidation, BackwardRejectsEachBrokenRule) {
+  for (const Rule& rule : problem_rules()) {
+    BackwardArgs a = backward_args();
+    rule.apply(a);
+    expect_rejected([&] { backward(plan_.blob(), a, workspace_.get(), backward_bytes()); },
+                    "cm::cuda::backward", rule.message, rule.broken);
+  }
+  using B = BackwardArgs;
+  const std::vector<std::pair<std::string, std::function<void(B&)>>> outputs = {
+      {"dout.data must be 16-byte aligned",
+       [](B& a) { a.dout.data = static_cast<const char*>(a.dout.data) + 2; }},
+      {"dq.stride_s must be a positive multiple", [](B& a) { a.dq.stride_s = 100; }},
+      {"dk.data is null", [](B& a) { a.dk.data = nullptr; }},
+      {"dv.stride_h must be a positive multiple", [](B& a) { a.dv.stride_h = 4; }},
+  };
+  for (const auto& [message, apply] : outputs) {
+    BackwardArgs a = backward_args();
+    apply(a);
+    expect_rejected([&] { backward(plan_.blob(), a, workspace_.get(), backward_bytes()); },
+                    "cm::cuda::backward", message, message);
+  }
+  expect_rejected(
+      [&] { backward(plan_.blob(), backward_args(), workspace_.get(), backward_bytes() - 1); },
+      "cm::cuda::backward", "workspace must hold backward_workspace_bytes()", "workspace size");
+  expect_rejected(
+      [&] {
+        backward(plan_.blob(), backward_args(), static_cast<char*>(workspace_.get()) + 16,
+                 backward_bytes());
+      },
+      "cm::cuda::backward", "workspace must be 256-byte aligned", "workspace alignment");
+}
+
+TEST_F(LaunchValidation, BackwardWorkspaceSizeRejectsWhatBackwardWould) {
+  const std::string entry = "cm::cuda::backward";
+  expect_rejected([] { cm::cuda::backward_workspace_bytes(1, 1, 0, kDim); }, entry,
+                  "nq must be >= 1", "nq");
+  expect_rejected([] { cm::cuda::backward_workspace_bytes(1, 1, kN, 96); }, entry,
+                  "head_dim 96 is not supported", "head dim");
+  // Batch and heads index CUDA grid dimensions y and z, which stop at 65535.
+  expect_rejected([] { cm::cuda::backward_workspace_bytes(65536, 1, kN, kDim); }, entry,
+                  "batch must be in [1, 65535]", "batch");
+  expect_rejected([] { cm::cuda::backward_workspace_bytes(1, 65536, kN, kDim); }, entry,
+                  "heads_q must be in [1, 65535]", "heads");
+  EXPECT_GT(cm::cuda::backward_workspace_bytes(65535, 1, kN, kDim), 0u);
+}
+
+// Descriptors the kernels cannot read: both entry points refuse them by the same rules.
+TEST_F(LaunchValidation, BothRejectForeignDescriptors) {
+  const cm::Plan tiles64 = causal_plan(64);
+  const auto* header = static_cast<const cm::desc::Header*>(plan_.blob());
+  std::vector<unsigned char> foreign(header->total_bytes), future(header->total_bytes);
+  std::memcpy(foreign.data(), plan_.blob(), foreign.size());
+  std::memcpy(future.data(), plan_.blob(), future.size());
+  reinterpret_cast<cm::desc::Header*>(foreign.data())->magic ^= 1u;
+  reinterpret_cast<cm::desc::Header*>(future.data())->version += 1;
+  const std::vector<std::pair<const void*, std::string>> blobs = {
+      {tiles64.blob(), "the sm90 kernel needs 128x128"},
+      {foreign.data(), "bad magic number"},
+      {future.data(), "is not the supported version"},
+  };
+  for (const auto& [blob, message] : blobs) {
+    expect_rejected(
+        [&, blob = blob] { forward(blob, forward_args(), cm::cuda::forward_workspace_bytes()); },
+        "cm::cuda::forward", message, message);
+    expect_rejected(
+        [&, blob = blob] { backward(blob, backward_args(), workspace_.get(), backward_bytes()); },
+        "cm::cuda::backward", message, message);
+  }
+  expect_rejected(
+      [&] {
+        cm::cuda::forward({plan_.blob(), nullptr}, forward_args(), workspace_.get(),
+                          cm::cuda::forward_workspace_bytes(), nullptr);
+      },
+      "cm::cuda::forward", "descriptor host and device pointers must be set", "device pointer");
+}
+
+}  // namespace
