@@ -1,18 +1,21 @@
 """A/B timing of two builds of the kernel library, for kernel work between full benchmark runs:
-the same problem, inputs and descriptor go to library A (the code before a change) and library B
-(after it), forward and backward timed separately in alternating rounds in one process
+the same problem and inputs go to library A (the code before a change) and library B (after
+it), each with the descriptor of its own tool (--cli-a, default --cli, and --cli), forward and backward timed separately in alternating rounds in one process
 (bench_common.interleaved_median_ms), so that clock drift falls on both alike. No peer is timed:
 speedups against the peers come from bench_fwd.py and tests/gpu/bwd_bench.py only.
 
 Shapes as the benchmarks: B*N = 32768 tokens, 16 heads, head dim 128, bf16, [B, H, N, D].
-The backward of both reads the out and lse of B's forward. Each pass's outputs from B are
+The backward of both reads the out and lse of B's forward. A workload with a token order
+(clear_strips) runs on the inputs as they are, without the gather and scatter the benchmarks
+time. Each pass's outputs from B are
 checked against A's (max abs difference, printed), so that a broken B cannot pass as fast.
 
-Usage: ab.py --cli BUILD/tools/cli/compilemask --lib BUILD_B/.../libcompilemask_cuda.so
-       --lib-a BUILD_A/.../libcompilemask_cuda.so --examples examples --workloads DIR
-       --out OUTDIR [--lens 32768] [--masks causal,...]
+Usage: ab.py --cli BUILD_B/tools/cli/compilemask --lib BUILD_B/.../libcompilemask_cuda.so
+       --lib-a BUILD_A/.../libcompilemask_cuda.so [--cli-a BUILD_A/tools/cli/compilemask]
+       --examples examples --workloads DIR --out OUTDIR [--lens 32768] [--masks causal,...]
 Writes OUTDIR/ab.md.
 """
+import argparse
 import os
 import sys
 
@@ -40,6 +43,10 @@ def max_diff(outputs):
 
 def ab_one(name, n0, forward, backward, workloads, a):
     w = Workload(name, n0, a, workloads)
+    desc = {"A": w.desc, "B": w.desc}  # each library masks with its own tool's descriptor
+    if a.cli_a:
+        args_a = argparse.Namespace(**{**vars(a), "cli": a.cli_a})
+        desc["A"] = Workload(name, n0, args_a, workloads).desc
     gen = torch.Generator(device="cuda").manual_seed(n0)
     shape = (w.B, H, w.N, D)
     q, k, v, dout = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -51,10 +58,10 @@ def ab_one(name, n0, forward, backward, workloads, a):
     out, lse = fwd_out["B"]
 
     def fwd(lib):
-        return lambda: forward[lib].forward(w.desc, q, k, v, *fwd_out[lib], layout="bhsd")
+        return lambda: forward[lib].forward(desc[lib], q, k, v, *fwd_out[lib], layout="bhsd")
 
     def bwd(lib):
-        return lambda: backward[lib].backward(w.desc, q, k, v, out, dout, lse, *bwd_out[lib],
+        return lambda: backward[lib].backward(desc[lib], q, k, v, out, dout, lse, *bwd_out[lib],
                                               layout="bhsd")
 
     fwd_ms = interleaved_median_ms({lib: fwd(lib) for lib in LIBS})
@@ -70,6 +77,7 @@ def ab_one(name, n0, forward, backward, workloads, a):
 def main():
     p = argument_parser("32768", 600)
     p.add_argument("--lib-a", required=True, help="the library before the change")
+    p.add_argument("--cli-a", help="the tool before the change (default: --cli)")
     a = p.parse_args()
     sys.path.insert(0, a.workloads)
     import workloads

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A/B timing of kernel changes on the GPU machine: builds the kernel library of each earlier
-# revision REV and of the working tree, then times the forward and backward of each REV (A)
-# against the working tree (B) in alternating rounds (bench/gpu/ab.py). The GPU machine gets
+# A/B timing of kernel or compiler changes on the GPU machine: builds the tool and the kernel
+# library of each earlier revision REV and of the working tree, then times the forward and
+# backward of each REV (A, with its own tool's descriptors) against the working tree (B) in
+# alternating rounds (bench/gpu/ab.py). The GPU machine gets
 # no .git: run scripts/gpu/prepare_carry.sh REV... here first, which puts each REV's tree in
 # third_party/ab/REV.tar, and carry third_party.
 #
@@ -30,7 +31,7 @@ for rev in "$@"; do
   fi
   # configure_and_build on the unpacked tree: ROOT and BUILD set for that call only.
   ROOT="${tree}" BUILD="${tree}-build" configure_and_build "${OUT}/ab_build_${rev}.log" \
-    compilemask_cuda &
+    compilemask_cli compilemask_cuda &
 done
 build_stage "${OUT}/ab_build.log" compilemask_cli compilemask_cuda
 for rev in "$@"; do
@@ -42,6 +43,7 @@ for rev in "$@"; do
   start=$(date +%s)
   python3 "${ROOT}/bench/gpu/ab.py" --cli "${CLI}" --lib "${LIB}" \
     --lib-a "/tmp/cm-ab/${rev}-build/kernels/libcompilemask_cuda.so" \
+    --cli-a "/tmp/cm-ab/${rev}-build/tools/cli/compilemask" \
     --examples "${ROOT}/examples" --workloads "${WORKLOADS}" --out "${OUT}/${rev}" \
     --lens "${BENCH_LENS:-32768}" --masks "${MASKS}" > "${OUT}/ab_${rev}.log" 2>&1
   note "ab: A = ${rev}: exit $? in $(elapsed "${start}")"
