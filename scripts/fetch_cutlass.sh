@@ -6,7 +6,8 @@ set -euo pipefail
 
 readonly VERSION="4.2.0.0"
 readonly SHA256="f9599ada45c7bcb6bf53f7d3f0a7d154183e53451c01bfa59eecd37dd4a693f6"
-readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+readonly ROOT
 readonly DEST="${ROOT}/third_party/cutlass"
 readonly STAMP="${DEST}/VERSION"
 

@@ -13,7 +13,7 @@ cli=build/dev/tools/cli/compilemask
 mask=examples/shared_prefix.mask
 out=build/example
 mkdir -p "$out"
-params=(-p prompt=0:1024 -p responses=1024,1792,2560,3328,4096 -n 4096)
+params=(-p prompt=0:1024 -p "responses=1024,1792,2560,3328,4096" -n 4096)
 
 set -x
 "$cli" check "$mask"

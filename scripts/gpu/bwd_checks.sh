@@ -51,6 +51,6 @@ fi
 
 if wants bench; then
   bench_stage "${ROOT}/tests/gpu/bwd_bench.py" bench_bwd 32768,16384,4096,1024 240
-  cat "${OUT}/bench_bwd.md" 2>/dev/null | tee -a "${SUMMARY}"
+  { tee -a "${SUMMARY}" < "${OUT}/bench_bwd.md"; } 2>/dev/null
 fi
 cat "${SUMMARY}"

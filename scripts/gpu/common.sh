@@ -59,10 +59,12 @@ sanitize() {
   start=$(date +%s)
   : > "${log}"
   for tool in "$@"; do
-    echo "== ${tool}" >> "${log}"
-    timeout 200 compute-sanitizer --tool "${tool}" --error-exitcode 3 "${test}" \
-      --gtest_filter="${filter}" >> "${log}" 2>&1
-    echo "${tool} exit $?" >> "${log}"
+    {
+      echo "== ${tool}"
+      timeout 200 compute-sanitizer --tool "${tool}" --error-exitcode 3 "${test}" \
+        --gtest_filter="${filter}" 2>&1
+      echo "${tool} exit $?"
+    } >> "${log}"
   done
   note "sanitize: $(grep -E '^(memcheck|racecheck|synccheck) exit|ERROR SUMMARY|RACECHECK SUMMARY' "${log}" | tr '\n' ' ') in $(elapsed "${start}")"
 }

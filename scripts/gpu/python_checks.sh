@@ -16,7 +16,7 @@ SUMMARY="${OUT}/python_summary.txt"
 : > "${SUMMARY}"
 export PYTHONUNBUFFERED=1 CM_WORKLOADS="${CM_WORKLOADS:-${ROOT}/third_party/shared_reference}"
 note() { echo "$*" | tee -a "${SUMMARY}"; }
-cd "${ROOT}"
+cd "${ROOT}" || exit 1
 
 note "python_checks: $(date -u '+%Y-%m-%d %H:%M:%S UTC') $(python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())')"
 
