@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # A/B timing of kernel or compiler changes on the GPU machine: builds the tool and the kernel
-# library of each earlier revision REV and of the working tree, then times the forward and
-# backward of each REV (A, with its own tool's descriptors) against the working tree (B) in
-# alternating rounds (bench/gpu/ab.py). The GPU machine gets
-# no .git: run scripts/gpu/prepare_carry.sh REV... here first, which puts each REV's tree in
-# third_party/ab/REV.tar, and carry third_party.
+# library of each tree NAME (an earlier revision, or HEAD with a patch of experiments/) and of
+# the working tree, then times the forward and backward of each NAME (A, with its own tool's
+# descriptors) against the working tree (B) in alternating rounds (bench/gpu/ab.py). The GPU
+# machine gets no .git: run scripts/gpu/prepare_carry.sh REV|PATCH... here first, which puts
+# each tree in third_party/ab/NAME.tar, and carry third_party.
 #
-# Usage: scripts/gpu/ab_checks.sh MASKS REV...   MASKS: comma-separated workloads
+# Usage: scripts/gpu/ab_checks.sh MASKS NAME...   MASKS: comma-separated workloads
 # Environment: OUT (default ./out/ab; receives ab.md and ab_summary.txt), BENCH_LENS (default
 # 32768), CM_BUILD and CM_WORKLOADS (see common.sh).
 set -uo pipefail
