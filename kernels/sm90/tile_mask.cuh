@@ -3,7 +3,8 @@
 // then costs one bit test and a select. Which columns the bits stand for is the Columns
 // policy: all 128 columns of a row, one 32-bit word per accumulator quad thread (the forward's
 // QuadColumns), or 32 consecutive keys of a visibility bitmap word (the backward's
-// WindowColumns).
+// WindowColumns). Everything here is host-callable too, so that tests/gpu/tile_mask_test.cu
+// checks the masking against dense masks on machines without a GPU.
 #pragma once
 
 #include <compilemask/descriptor.h>
@@ -20,17 +21,17 @@ inline constexpr int kMaskTileN = 128;  // the key-tile width the masking assume
 // the columns a thread holds of a 128-wide wgmma accumulator.
 class ThreadColumns {
  public:
-  __device__ explicit ThreadColumns(int lane) : first_(2 * (lane % 4)) {}
+  __host__ __device__ explicit ThreadColumns(int lane) : first_(2 * (lane % 4)) {}
 
   // The set bits of the thread's columns inside [lo, hi) (tile-relative, any integers).
-  __device__ uint32_t range(int lo, int hi) const {
+  __host__ __device__ uint32_t range(int lo, int hi) const {
     const int a = count_below(lo), b = count_below(hi);
     return b > a ? static_cast<uint32_t>((uint64_t{1} << b) - (uint64_t{1} << a)) : 0u;
   }
 
  private:
   // How many of the thread's columns are < x.
-  __device__ int count_below(int x) const {
+  __host__ __device__ int count_below(int x) const {
     const int y = x - first_;
     if (y <= 0) return 0;
     const int count = 2 * (y >> 3) + min(y & 7, 2);
@@ -44,12 +45,12 @@ class ThreadColumns {
 // lane % 4 == q: computed once per row, read by each quad thread with one 32-bit load.
 struct QuadBits {
   uint32_t quad[4];
-  __device__ QuadBits& operator|=(const QuadBits& o) {
+  __host__ __device__ QuadBits& operator|=(const QuadBits& o) {
     CUTE_UNROLL
     for (int q = 0; q < 4; ++q) quad[q] |= o.quad[q];
     return *this;
   }
-  __device__ QuadBits& operator&=(const QuadBits& o) {
+  __host__ __device__ QuadBits& operator&=(const QuadBits& o) {
     CUTE_UNROLL
     for (int q = 0; q < 4; ++q) quad[q] &= o.quad[q];
     return *this;
@@ -59,33 +60,33 @@ struct QuadBits {
 class QuadColumns {
  public:
   using Bits = QuadBits;
-  __device__ static Bits filled(bool all) {
+  __host__ __device__ static Bits filled(bool all) {
     const uint32_t w = all ? ~0u : 0u;
     return {{w, w, w, w}};
   }
-  __device__ Bits range(int lo, int hi) const {
+  __host__ __device__ Bits range(int lo, int hi) const {
     Bits bits;
     CUTE_UNROLL
     for (int q = 0; q < 4; ++q) bits.quad[q] = ThreadColumns(q).range(lo, hi);
     return bits;
   }
-  __device__ int lo() const { return 0; }
-  __device__ int hi() const { return kMaskTileN; }
+  __host__ __device__ int lo() const { return 0; }
+  __host__ __device__ int hi() const { return kMaskTileN; }
 };
 
 // Column 32 * word + i is bit i: one word of a row of a 128-column visibility bitmap.
 class WindowColumns {
  public:
   using Bits = uint32_t;
-  __device__ static Bits filled(bool all) { return all ? ~0u : 0u; }
-  __device__ explicit WindowColumns(int word) : first_(32 * word) {}
+  __host__ __device__ static Bits filled(bool all) { return all ? ~0u : 0u; }
+  __host__ __device__ explicit WindowColumns(int word) : first_(32 * word) {}
 
-  __device__ uint32_t range(int lo, int hi) const {
+  __host__ __device__ uint32_t range(int lo, int hi) const {
     const int a = max(lo - first_, 0), b = min(hi - first_, 32);
     return b > a ? static_cast<uint32_t>((uint64_t{1} << b) - (uint64_t{1} << a)) : 0u;
   }
-  __device__ int lo() const { return first_; }
-  __device__ int hi() const { return first_ + 32; }
+  __host__ __device__ int lo() const { return first_; }
+  __host__ __device__ int hi() const { return first_ + 32; }
 
  private:
   int first_;
@@ -95,8 +96,9 @@ class WindowColumns {
 // key tile starting at k0: the intervals of desc::for_each_grid_interval, with tabulated
 // half-widths, walking only the grid segments under `cols`.
 template <class Columns>
-__device__ void add_grid_row_bits(const void* blob, const desc::GridFormula& f, int q, int k0,
-                                  const Columns& cols, typename Columns::Bits& bits) {
+__host__ __device__ void add_grid_row_bits(const void* blob, const desc::GridFormula& f, int q,
+                                           int k0, const Columns& cols,
+                                           typename Columns::Bits& bits) {
   desc::GridCell c;
   if (!desc::grid_center(f, q, c)) return;
   const int base = f.start - k0;  // tile-relative column of the grid's first token
@@ -114,7 +116,7 @@ inline constexpr uint8_t kFullTileKind = 0;
 // for a negative index. Load it once per tile (re-reading the descriptor per row costs a
 // global-memory round trip each) and keep it in a local variable: a pointer chosen between
 // two patterns would place them in local memory.
-__device__ inline desc::Pattern tile_pattern(const void* blob, int index) {
+__host__ __host__ __device__ inline desc::Pattern tile_pattern(const void* blob, int index) {
   if (index >= 0) return desc::pattern(blob, static_cast<uint32_t>(index));
   desc::Pattern full{};
   full.kind = kFullTileKind;
@@ -125,9 +127,9 @@ __device__ inline desc::Pattern tile_pattern(const void* blob, int index) {
 // by `p` (from tile_pattern), restricted to key columns below `key_limit` (tile-relative;
 // nk - k0 on the last key tile, else >= kMaskTileN). A full tile applies only the key limit.
 template <class Columns>
-__device__ typename Columns::Bits row_visibility(const void* blob, const desc::Pattern& p, int q0,
-                                                 int k0, int r, int key_limit,
-                                                 const Columns& cols) {
+__host__ __device__ typename Columns::Bits row_visibility(const void* blob, const desc::Pattern& p,
+                                                          int q0, int k0, int r, int key_limit,
+                                                          const Columns& cols) {
   const bool full = p.kind == kFullTileKind;
   typename Columns::Bits visible = Columns::filled(full);
   if (!full) {
