@@ -1,5 +1,6 @@
 // What the backward main kernel's producer and consumers walk in the same order: the CTA's
-// work item (a key tile of one kv head) and its steps (64 query rows of one query head).
+// work item (a key tile of one kv head) and its steps (64 query rows of one query head). The
+// cursors are host-callable too: tests/gpu/kernel_walk_test.cu checks them on the CPU.
 #pragma once
 
 #include "bwd_params.h"
@@ -44,14 +45,14 @@ struct BwdStep {
 class QueryTileCursor {
  public:
   QueryTileCursor() = default;
-  __device__ QueryTileCursor(const void* blob, const desc::TileRow& row)
+  __host__ __device__ QueryTileCursor(const void* blob, const desc::TileRow& row)
       : partial_(desc::partial_runs(blob, row)),
         full_(desc::full_runs(blob, row)),
         partial_count_(row.partial_count),
         full_count_(row.full_count) {}
 
   // Moves to the next query tile m with its pattern (-1 for a full tile); false at the end.
-  __device__ bool next(int& m, int& pattern) {
+  __host__ __device__ bool next(int& m, int& pattern) {
     while (at_ == end_) {
       if (run_ < partial_count_) {
         at_ = partial_[run_].first;
@@ -83,10 +84,10 @@ class QueryTileCursor {
 // 64-row halves of each (a second half starting at or past nq is skipped).
 class StepCursor {
  public:
-  __device__ StepCursor(const BwdMainParams& p, const BwdItem& item)
+  __host__ __device__ StepCursor(const BwdMainParams& p, const BwdItem& item)
       : p_(p), item_(item), group_(p.shape.heads_q / p.shape.heads_kv) {}
 
-  __device__ bool next(BwdStep& step) {
+  __host__ __device__ bool next(BwdStep& step) {
     for (;;) {
       if (g_ >= 0 && step_.half == 0 && step_.m >= 0 &&
           step_.m * kBwdTile + kBwdStepRows < p_.shape.nq) {

@@ -1,5 +1,6 @@
 // What all three roles of the forward kernel walk in the same order: work items (decoded by
 // the loader, taken by the mask warps and consumers from its ring) and the key tiles of each.
+// The walks are host-callable too: tests/gpu/kernel_walk_test.cu checks them on the CPU.
 #pragma once
 
 #include "fwd_config.cuh"
@@ -11,7 +12,7 @@
 
 namespace cm::sm90 {
 
-__device__ inline WorkItem decode_item(const FwdParams& p, int index, int block_m) {
+__host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index, int block_m) {
   const int bh = index / p.num_q_tiles;
   const int rank = index - bh * p.num_q_tiles;
   const int b = bh / p.heads_q;
@@ -25,7 +26,7 @@ __device__ inline WorkItem decode_item(const FwdParams& p, int index, int block_
 
 // Whether key tile n with pattern `pattern` (-1: full) needs element masking: partial tiles,
 // and the last key tile when nk cuts it.
-__device__ inline bool tile_needs_mask(const FwdParams& p, int pattern, int n) {
+__host__ __device__ inline bool tile_needs_mask(const FwdParams& p, int pattern, int n) {
   return pattern >= 0 || (p.nk % kMaskTileN != 0 && n == p.num_k_tiles - 1);
 }
 
@@ -36,7 +37,7 @@ __device__ inline bool tile_needs_mask(const FwdParams& p, int pattern, int n) {
 // clear at N = 32K holds none; in 16-column strips 197 of its 4,093 listed tiles are empty).
 class KeyTileCursor {
  public:
-  __device__ KeyTileCursor(const void* blob, const desc::TileRow& row)
+  __host__ __device__ KeyTileCursor(const void* blob, const desc::TileRow& row)
       : full_(desc::full_runs(blob, row)),
         partial_(desc::partial_runs(blob, row)),
         full_count_(row.full_count),
@@ -44,7 +45,7 @@ class KeyTileCursor {
 
   // Moves to the next tile: n is its index, pattern its pattern (-1 for a full tile).
   // Returns false after the last tile.
-  __device__ bool next(int& n, int& pattern) {
+  __host__ __device__ bool next(int& n, int& pattern) {
     if (at_ == end_) {
       if (fi_ == full_count_ && pi_ == partial_count_) return false;
       const bool take_partial =
@@ -67,7 +68,7 @@ class KeyTileCursor {
   }
 
   // Whether the tile next() returned last was the row's last.
-  __device__ bool done() const {
+  __host__ __device__ bool done() const {
     return at_ == end_ && fi_ == full_count_ && pi_ == partial_count_;
   }
 

@@ -1,0 +1,268 @@
+// The work walks of both kernels (kernels/sm90/fwd_work.cuh and bwd_work.cuh), run on the
+// host over descriptors of the bundled examples and of random masks, against dense masks made
+// without the descriptor (the brute-force oracle of tests/support, mask_fixtures' random
+// instances):
+//   * forward: decode_item maps the work indices onto every (b, h, query tile) once, each
+//     (b, h)'s query tiles in the descriptor's longest-first order. KeyTileCursor yields a
+//     query tile's listed key tiles once each, in ascending order, with the pattern of their
+//     run (-1 for a full run), and done() right after the last. Every key tile holding a
+//     visible pair is listed, every tile listed as full is fully visible, and tile_needs_mask
+//     holds for exactly the partial tiles and the key tile that nk cuts.
+//   * backward: StepCursor yields, for a key tile of a kv head, each query head of the group,
+//     each query tile holding a visible pair with that key tile, and both 64-row halves of it
+//     (the second only when it starts below nq), once each and head by head.
+#include "bwd_work.cuh"
+#include "fwd_work.cuh"
+
+#include <compilemask/compilemask.h>
+#include <compilemask/descriptor.h>
+
+#include "brute_force.h"
+#include "descriptor/build.h"
+#include "example_params.h"
+#include "mask_fixtures.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace cm::sm90 {
+namespace {
+
+constexpr int kTile = kBwdTile;
+static_assert(kTile == kMaskTileN, "both kernels walk 128 x 128 tiles");
+const Tiling kKernelTiling{kTile, kTile};
+
+enum class TileState { kEmpty, kPartial, kFull };
+
+// The state of each tile of one dense nq x nk mask (row-major, 1 = visible).
+class DenseTiles {
+ public:
+  DenseTiles(const std::vector<uint8_t>& dense, int32_t nq, int32_t nk)
+      : dense_(dense), nq_(nq), nk_(nk) {}
+
+  TileState state(int32_t m, int32_t n) const {
+    int64_t visible = 0, area = 0;
+    for (int32_t q = m * kTile; q < std::min(nq_, (m + 1) * kTile); ++q) {
+      for (int32_t k = n * kTile; k < std::min(nk_, (n + 1) * kTile); ++k) {
+        visible += dense_[static_cast<size_t>(q) * nk_ + k];
+        ++area;
+      }
+    }
+    return visible == 0 ? TileState::kEmpty
+                        : (visible == area ? TileState::kFull : TileState::kPartial);
+  }
+
+ private:
+  const std::vector<uint8_t>& dense_;
+  int32_t nq_, nk_;
+};
+
+// A descriptor, its shape, and the dense mask of each (b, h) of its instance map.
+struct Case {
+  std::string name;
+  const void* blob;
+  int32_t batch, heads, nq, nk;
+  std::vector<std::vector<uint8_t>> dense;  // [b * heads + h]
+  const std::vector<uint8_t>& of(int32_t b, int32_t h) const {
+    return dense[static_cast<size_t>(b * heads + h)];
+  }
+};
+
+ProblemShape shape_of(const Case& c, int32_t heads_kv) {
+  ProblemShape s{};
+  s.batch = c.batch;
+  s.heads_q = c.heads;
+  s.heads_kv = heads_kv;
+  s.nq = c.nq;
+  s.nk = c.nk;
+  s.num_q_tiles = (c.nq + kTile - 1) / kTile;
+  s.num_k_tiles = (c.nk + kTile - 1) / kTile;
+  s.desc_batch = c.batch;
+  s.desc_heads = c.heads;
+  return s;
+}
+
+// The listed key tiles of a query tile, (n, pattern) by ascending n, taken from the runs.
+std::vector<std::pair<int, int>> listed_key_tiles(const void* blob, const desc::TileRow& row) {
+  std::vector<std::pair<int, int>> tiles;
+  const desc::FullRun* full = desc::full_runs(blob, row);
+  for (int i = 0; i < row.full_count; ++i) {
+    for (int n = full[i].first; n < full[i].first + full[i].count; ++n) tiles.push_back({n, -1});
+  }
+  const desc::PartialRun* partial = desc::partial_runs(blob, row);
+  for (int i = 0; i < row.partial_count; ++i) {
+    for (int n = partial[i].first; n < partial[i].first + partial[i].count; ++n) {
+      tiles.push_back({n, static_cast<int>(partial[i].pattern)});
+    }
+  }
+  std::sort(tiles.begin(), tiles.end());
+  return tiles;
+}
+
+void check_forward_walk(const Case& c) {
+  FwdParams p{};
+  static_cast<ProblemShape&>(p) = shape_of(c, c.heads);
+  p.descriptor = c.blob;
+  p.total_items = p.num_q_tiles * c.batch * c.heads;
+  std::set<std::tuple<int, int, int>> seen;
+  float previous_cost = 0;
+  for (int index = 0; index < p.total_items; ++index) {
+    const WorkItem item = decode_item(p, index, kTile);
+    SCOPED_TRACE(c.name + " work item " + std::to_string(index));
+    ASSERT_TRUE(seen.insert({item.b, item.h, item.m}).second) << "decoded twice";
+    ASSERT_EQ(index / (p.num_q_tiles * c.heads), item.b);
+    ASSERT_EQ(index / p.num_q_tiles % c.heads, item.h);
+    const desc::Instance& inst = instance_for(c.blob, p, item.b, item.h);
+    ASSERT_EQ(item.row, &desc::q_tile(c.blob, inst, item.m));
+    ASSERT_EQ(item.q_row0, item.m * kTile);
+    ASSERT_EQ(item.has_key_tiles, item.row->full_count + item.row->partial_count > 0);
+    if (index % p.num_q_tiles != 0) EXPECT_LE(item.row->cost, previous_cost) << "not longest-first";
+    previous_cost = item.row->cost;
+
+    const DenseTiles tiles(c.of(item.b, item.h), c.nq, c.nk);
+    const std::vector<std::pair<int, int>> listed = listed_key_tiles(c.blob, *item.row);
+    KeyTileCursor cursor(c.blob, *item.row);
+    std::vector<std::pair<int, int>> walked;
+    int n, pattern;
+    while (cursor.next(n, pattern)) {
+      walked.push_back({n, pattern});
+      ASSERT_EQ(cursor.done(), walked.size() == listed.size()) << "done() at key tile " << n;
+      const bool cut = c.nk % kTile != 0 && n == p.num_k_tiles - 1;
+      EXPECT_EQ(tile_needs_mask(p, pattern, n), pattern >= 0 || cut) << "key tile " << n;
+      if (pattern < 0) {
+        EXPECT_EQ(tiles.state(item.m, n), TileState::kFull) << "key tile " << n;
+      }
+    }
+    ASSERT_EQ(walked, listed);
+    for (int k = 0; k < p.num_k_tiles; ++k) {
+      if (tiles.state(item.m, k) == TileState::kEmpty) continue;
+      EXPECT_TRUE(std::any_of(walked.begin(), walked.end(),
+                              [&](const std::pair<int, int>& t) { return t.first == k; }))
+          << "key tile " << k << " holds visible pairs but is not walked";
+    }
+  }
+  EXPECT_EQ(static_cast<int>(seen.size()), p.total_items);
+}
+
+void check_backward_walk(const Case& c, int32_t heads_kv) {
+  BwdMainParams p{};
+  static_cast<ProblemShape&>(p.shape) = shape_of(c, heads_kv);
+  p.shape.rows_padded = p.shape.num_q_tiles * kTile;
+  p.descriptor = c.blob;
+  const int group = c.heads / heads_kv;
+  for (int b = 0; b < c.batch; ++b) {
+    for (int hk = 0; hk < heads_kv; ++hk) {
+      for (int n = 0; n < p.shape.num_k_tiles; ++n) {
+        SCOPED_TRACE(c.name + " kv heads " + std::to_string(heads_kv) + " (b, hk, n) = (" +
+                     std::to_string(b) + ", " + std::to_string(hk) + ", " + std::to_string(n) +
+                     ")");
+        std::vector<std::tuple<int, int, int>> walked;  // (h, m, half)
+        StepCursor steps(p, BwdItem{b, hk, n});
+        BwdStep step;
+        while (steps.next(step)) {
+          walked.push_back({step.h, step.m, step.half});
+          if (step.half == 1) {
+            EXPECT_LT(step.m * kTile + kBwdStepRows, c.nq) << "a second half past nq";
+          }
+          const desc::Instance& inst = instance_for(c.blob, p.shape, b, step.h);
+          const std::vector<std::pair<int, int>> listed =
+              listed_key_tiles(c.blob, desc::q_tile(c.blob, inst, step.m));
+          const auto it = std::find_if(listed.begin(), listed.end(),
+                                       [&](const std::pair<int, int>& t) { return t.first == n; });
+          ASSERT_NE(it, listed.end()) << "step on query tile " << step.m << " not listed";
+          EXPECT_EQ(step.pattern, it->second) << "query tile " << step.m;
+        }
+        // Expected: heads in group order, each head's query tiles with visible pairs, both
+        // halves where the second exists; the order of the query tiles within a head is the
+        // transposed form's, so compare them as sets per head.
+        std::map<int, std::set<std::pair<int, int>>> want, got;
+        std::vector<int> head_order;
+        for (const auto& [h, m, half] : walked) {
+          if (head_order.empty() || head_order.back() != h) head_order.push_back(h);
+          ASSERT_TRUE(got[h].insert({m, half}).second) << "step walked twice";
+        }
+        std::vector<int> want_heads;
+        for (int g = 0; g < group; ++g) {
+          const int h = hk * group + g;
+          const DenseTiles tiles(c.of(b, h), c.nq, c.nk);
+          for (int m = 0; m < p.shape.num_q_tiles; ++m) {
+            if (tiles.state(m, n) == TileState::kEmpty) continue;
+            want[h].insert({m, 0});
+            if (m * kTile + kBwdStepRows < c.nq) want[h].insert({m, 1});
+          }
+          if (!want[h].empty()) want_heads.push_back(h);
+        }
+        for (int g = 0; g < group; ++g) {
+          const int h = hk * group + g;
+          // Listed tiles may also include empty members of sparse runs, which the backward
+          // masks to nothing; every tile with visible pairs must be walked.
+          for (const auto& step_key : want[h]) {
+            EXPECT_TRUE(got[h].count(step_key))
+                << "head " << h << " query tile " << step_key.first << " half " << step_key.second;
+          }
+        }
+        for (size_t i = 1; i < head_order.size(); ++i) {
+          EXPECT_LT(head_order[i - 1], head_order[i]) << "heads not walked one after another";
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelWalks, BundledExamples) {
+  for (const int64_t n : {113, 300, 1000}) {
+    for (const testing::ExampleCase& ex : testing::example_cases(n)) {
+      CompileResult compiled = compile(testing::example_source(ex.example), ex.example + ".mask");
+      ASSERT_TRUE(compiled) << ex.example;
+      const Plan plan = compiled.mask->specialize(ex.params, ex.dims, kKernelTiling);
+      Case c{ex.example + " n=" + std::to_string(n),
+             plan.blob(),
+             ex.dims.batch,
+             ex.dims.heads,
+             static_cast<int32_t>(ex.dims.nq),
+             static_cast<int32_t>(ex.dims.nk),
+             {}};
+      for (int32_t b = 0; b < c.batch; ++b) {
+        for (int32_t h = 0; h < c.heads; ++h) {
+          c.dense.push_back(testing::brute_force_dense(*compiled.mask, ex.params, ex.dims, b, h));
+        }
+      }
+      check_forward_walk(c);
+      for (int32_t heads_kv = 1; heads_kv <= c.heads; ++heads_kv) {
+        if (c.heads % heads_kv == 0) check_backward_walk(c, heads_kv);
+      }
+    }
+  }
+}
+
+TEST(KernelWalks, RandomInstances) {
+  std::mt19937 rng(7);
+  for (int iteration = 0; iteration < 60; ++iteration) {
+    // Every third draw ends a query tile at its first half, where the second half is skipped.
+    const int32_t nq =
+        iteration % 3 == 0
+            ? kTile * std::uniform_int_distribution<int32_t>(0, 6)(rng) + kBwdStepRows
+            : std::uniform_int_distribution<int32_t>(1, 900)(rng);
+    const int32_t nk = std::uniform_int_distribution<int32_t>(1, 900)(rng);
+    const testing::RandomInstance inst = testing::random_instance(rng, nq, nk, iteration % 2 == 1);
+    PlanStats stats;
+    const std::vector<uint64_t> blob =
+        build_descriptor({inst.rows}, {0}, 1, 1, kKernelTiling, stats);
+    const Case c{
+        "iteration " + std::to_string(iteration), blob.data(), 1, 1, nq, nk, {inst.expected.cells}};
+    check_forward_walk(c);
+    check_backward_walk(c, 1);
+  }
+}
+
+}  // namespace
+}  // namespace cm::sm90
