@@ -79,6 +79,11 @@ struct ForwardArgs : Problem {
   int32_t max_ctas = 0;
 };
 
+// The 16-bit storage bits of x in dtype (rounded to nearest even), and the value that storage
+// bits hold: for filling and reading the kernels' tensors on the host.
+uint16_t to_storage_bits(float x, DType dtype);
+float from_storage_bits(uint16_t bits, DType dtype);
+
 // A contiguous [B, H, S, D] tensor: `heads` heads of `rows` rows of head_dim elements each.
 TensorRef dense_bhsd(const void* data, int32_t heads, int32_t rows, int32_t head_dim);
 

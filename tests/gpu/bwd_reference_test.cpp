@@ -23,7 +23,6 @@ namespace {
 using cm::cuda::dense_bhsd;
 using cm::cuda::DType;
 using cm::gpu_test::Case;
-using cm::gpu_test::decode;
 using cm::gpu_test::DeviceBuffer;
 using cm::gpu_test::make_plan;
 using cm::gpu_test::random_rounded;
@@ -151,7 +150,7 @@ void expect_close(const std::vector<uint16_t>& got, const std::vector<float>& re
   const double eps = dtype == DType::kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
   double max_ref = 0, max_err = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    const float g = decode(got[i], dtype);
+    const float g = cm::cuda::from_storage_bits(got[i], dtype);
     ASSERT_FALSE(std::isnan(g)) << name << " element " << i << " is NaN (unwritten or NaN)";
     max_ref = std::max(max_ref, std::abs(double(ref[i])));
     max_err = std::max(max_err, std::abs(double(g) - ref[i]));
@@ -179,7 +178,8 @@ TEST_P(BackwardMatchesReference, Gradients) {
   for (size_t row = 0; row < problem.lse.size(); ++row) {
     if (!std::isinf(problem.lse[row])) continue;
     for (int d = 0; d < c.head_dim; ++d) {
-      ASSERT_EQ(decode(r[0][row * c.head_dim + d], c.dtype), 0.f) << "row " << row;
+      ASSERT_EQ(cm::cuda::from_storage_bits(r[0][row * c.head_dim + d], c.dtype), 0.f)
+          << "row " << row;
     }
   }
 }

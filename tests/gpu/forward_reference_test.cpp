@@ -21,7 +21,6 @@
 namespace {
 
 using cm::gpu_test::Case;
-using cm::gpu_test::decode;
 using cm::gpu_test::DeviceBuffer;
 using cm::gpu_test::example_cases;
 using cm::gpu_test::make_plan;
@@ -79,7 +78,7 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
   const double eps = c.dtype == cm::cuda::DType::kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
   double max_err = 0, max_lse_err = 0;
   for (size_t i = 0; i < nq_elems; ++i) {
-    const float o = decode(out_bits[i], c.dtype);
+    const float o = cm::cuda::from_storage_bits(out_bits[i], c.dtype);
     ASSERT_FALSE(std::isnan(o)) << "output element " << i << " is NaN (unwritten or NaN)";
     max_err = std::max(max_err, std::abs(double(o) - ref_out[i]));
   }
@@ -90,7 +89,7 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
           << "row " << i << " sees no key: LSE must be -inf";
       const size_t row = i * c.head_dim;
       for (int d = 0; d < c.head_dim; ++d) {
-        ASSERT_EQ(decode(out_bits[row + d], c.dtype), 0.f)
+        ASSERT_EQ(cm::cuda::from_storage_bits(out_bits[row + d], c.dtype), 0.f)
             << "row " << i << " sees no key: O must be 0";
       }
     } else {

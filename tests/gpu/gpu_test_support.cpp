@@ -1,9 +1,6 @@
 // Helpers shared by the sm90 kernel tests (gpu_test_support.h).
 #include "gpu_test_support.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -35,29 +32,11 @@ cm::Plan make_plan(const std::string& example, const cm::Params& params, int nq,
                                    {128, 128});
 }
 
-uint16_t encode(float x, cuda::DType dtype) {
-  if (dtype == cuda::DType::kBFloat16) {
-    return static_cast<__nv_bfloat16_raw>(__float2bfloat16(x)).x;
-  }
-  return static_cast<__half_raw>(__float2half(x)).x;
-}
-
-float decode(uint16_t bits, cuda::DType dtype) {
-  if (dtype == cuda::DType::kBFloat16) {
-    __nv_bfloat16_raw raw;
-    raw.x = bits;
-    return __bfloat162float(__nv_bfloat16(raw));
-  }
-  __half_raw raw;
-  raw.x = bits;
-  return __half2float(__half(raw));
-}
-
 Rounded rounded(const std::vector<float>& x, cuda::DType dtype) {
   Rounded r{std::vector<float>(x.size()), std::vector<uint16_t>(x.size())};
   for (size_t i = 0; i < x.size(); ++i) {
-    r.bits[i] = encode(x[i], dtype);
-    r.values[i] = decode(r.bits[i], dtype);
+    r.bits[i] = cuda::to_storage_bits(x[i], dtype);
+    r.values[i] = cuda::from_storage_bits(r.bits[i], dtype);
   }
   return r;
 }

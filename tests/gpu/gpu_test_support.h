@@ -36,10 +36,6 @@ bool have_hopper();
 cm::Plan make_plan(const std::string& example, const cm::Params& params, int nq, int nk, int batch,
                    int heads);
 
-// 16-bit encoding of x in dtype, and the value bits decode to.
-uint16_t encode(float x, cuda::DType dtype);
-float decode(uint16_t bits, cuda::DType dtype);
-
 // A host tensor rounded to the kernel's precision: the values the reference reads and the bits
 // the device reads.
 struct Rounded {

@@ -5,8 +5,6 @@
 #include <compilemask/cuda.h>
 #include <compilemask/cuda_backward.h>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -26,22 +24,6 @@ void check(cudaError_t status, const std::string& step) {
   if (status != cudaSuccess) {
     throw CudaError("GPU run: " + step + ": " + cudaGetErrorString(status));
   }
-}
-
-uint16_t encode(float x, GpuDType dtype) {
-  if (dtype == GpuDType::kBFloat16) return static_cast<__nv_bfloat16_raw>(__float2bfloat16(x)).x;
-  return static_cast<__half_raw>(__float2half(x)).x;
-}
-
-float decode(uint16_t bits, GpuDType dtype) {
-  if (dtype == GpuDType::kBFloat16) {
-    __nv_bfloat16_raw raw;
-    raw.x = bits;
-    return __bfloat162float(__nv_bfloat16(raw));
-  }
-  __half_raw raw;
-  raw.x = bits;
-  return __half2float(__half(raw));
 }
 
 // Device memory that every exit path frees.
@@ -68,13 +50,13 @@ class DeviceBuffer {
 // A 16-bit tensor on the device.
 class DeviceTensor {
  public:
-  DeviceTensor(size_t elements, GpuDType dtype, const std::string& name)
+  DeviceTensor(size_t elements, cuda::DType dtype, const std::string& name)
       : buffer_(elements * sizeof(uint16_t), name), dtype_(dtype) {}
 
   void upload(const std::vector<float>& values) const {
     std::vector<uint16_t> bits(values.size());
     std::transform(values.begin(), values.end(), bits.begin(),
-                   [&](float x) { return encode(x, dtype_); });
+                   [&](float x) { return cuda::to_storage_bits(x, dtype_); });
     check(cudaMemcpy(buffer_.get(), bits.data(), buffer_.bytes(), cudaMemcpyHostToDevice),
           "uploading an input");
   }
@@ -85,7 +67,7 @@ class DeviceTensor {
           "downloading a result");
     std::vector<float> values(bits.size());
     std::transform(bits.begin(), bits.end(), values.begin(),
-                   [&](uint16_t b) { return decode(b, dtype_); });
+                   [&](uint16_t b) { return cuda::from_storage_bits(b, dtype_); });
     return values;
   }
 
@@ -94,7 +76,7 @@ class DeviceTensor {
 
  private:
   DeviceBuffer buffer_;
-  GpuDType dtype_;
+  cuda::DType dtype_;
 };
 
 class Event {
@@ -138,7 +120,7 @@ std::vector<float> download_floats(const DeviceBuffer& buffer) {
   return values;
 }
 
-AttentionResult run_gpu(GpuDType dtype, const void* blob, const AttentionProblem& p,
+AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProblem& p,
                         const BackendOptions& options) {
   const AttentionShape& s = p.shape;
   const cuda::DeviceDescriptor descriptor(blob);
@@ -154,8 +136,8 @@ AttentionResult run_gpu(GpuDType dtype, const void* blob, const AttentionProblem
 
   // AttentionProblem's tensors are [B, H, S, D].
   cuda::ForwardArgs f;
-  static_cast<cuda::Problem&>(f) = cuda::dense_problem(
-      kernel_dtype(dtype), s, q.get(), k.get(), v.get(), out.get(), static_cast<float*>(lse.get()));
+  static_cast<cuda::Problem&>(f) = cuda::dense_problem(dtype, s, q.get(), k.get(), v.get(),
+                                                       out.get(), static_cast<float*>(lse.get()));
 
   AttentionResult r;
   if (options.on_phase) options.on_phase("forward");
@@ -223,10 +205,15 @@ std::string sm90_device_name() {
 AttentionBackend gpu_backend(GpuDType dtype) {
   const std::string device = sm90_device_name();
   const std::string type = dtype == GpuDType::kBFloat16 ? "bf16" : "fp16";
-  return {"GPU " + type + " (" + device + ")",
-          [dtype](const void* descriptor, const AttentionProblem& p,
-                  const BackendOptions& options) { return run_gpu(dtype, descriptor, p, options); },
-          [dtype](float x) { return decode(encode(x, dtype), dtype); }};
+  const cuda::DType kernel = kernel_dtype(dtype);
+  return {
+      "GPU " + type + " (" + device + ")",
+      [kernel](const void* descriptor, const AttentionProblem& p, const BackendOptions& options) {
+        return run_gpu(kernel, descriptor, p, options);
+      },
+      [kernel](float x) {
+        return cuda::from_storage_bits(cuda::to_storage_bits(x, kernel), kernel);
+      }};
 }
 
 }  // namespace cm::cli
