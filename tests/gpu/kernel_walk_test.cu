@@ -13,14 +13,9 @@
 //     (the second only when it starts below nq), once each and head by head.
 #include "bwd_work.cuh"
 #include "fwd_work.cuh"
+#include "kernel_cases.h"
 
-#include <compilemask/compilemask.h>
 #include <compilemask/descriptor.h>
-
-#include "brute_force.h"
-#include "descriptor/build.h"
-#include "example_params.h"
-#include "mask_fixtures.h"
 
 #include <gtest/gtest.h>
 
@@ -37,17 +32,16 @@
 namespace cm::sm90 {
 namespace {
 
-constexpr int kTile = kBwdTile;
-static_assert(kTile == kMaskTileN, "both kernels walk 128 x 128 tiles");
-const Tiling kKernelTiling{kTile, kTile};
+using kernel_test::KernelCase;
+using kernel_test::kTile;
+static_assert(kTile == kBwdTile && kTile == kMaskTileN, "both kernels walk 128 x 128 tiles");
 
 enum class TileState { kEmpty, kPartial, kFull };
 
-// The state of each tile of one dense nq x nk mask (row-major, 1 = visible).
+// The state of each tile of mask (b, h) of a case.
 class DenseTiles {
  public:
-  DenseTiles(const std::vector<uint8_t>& dense, int32_t nq, int32_t nk)
-      : dense_(dense), nq_(nq), nk_(nk) {}
+  DenseTiles(const KernelCase& c, int32_t b, int32_t h) : c_(c), b_(b), h_(h) {}
 
   TileState state(int32_t m, int32_t n) const { return rows_state(m * kTile, kTile, n); }
   // The state of the 64 rows of half `half` of query tile m against key tile n.
@@ -59,9 +53,9 @@ class DenseTiles {
   // Rows [q0, q0 + rows) cut at nq, against the columns of key tile n cut at nk.
   TileState rows_state(int32_t q0, int32_t rows, int32_t n) const {
     int64_t visible = 0, area = 0;
-    for (int32_t q = q0; q < std::min(nq_, q0 + rows); ++q) {
-      for (int32_t k = n * kTile; k < std::min(nk_, (n + 1) * kTile); ++k) {
-        visible += dense_[static_cast<size_t>(q) * nk_ + k];
+    for (int32_t q = q0; q < std::min(c_.nq, q0 + rows); ++q) {
+      for (int32_t k = n * kTile; k < std::min(c_.nk, (n + 1) * kTile); ++k) {
+        visible += c_.visible(b_, h_, q, k);
         ++area;
       }
     }
@@ -69,22 +63,11 @@ class DenseTiles {
                         : (visible == area ? TileState::kFull : TileState::kPartial);
   }
 
-  const std::vector<uint8_t>& dense_;
-  int32_t nq_, nk_;
+  const KernelCase& c_;
+  int32_t b_, h_;
 };
 
-// A descriptor, its shape, and the dense mask of each (b, h) of its instance map.
-struct Case {
-  std::string name;
-  const void* blob;
-  int32_t batch, heads, nq, nk;
-  std::vector<std::vector<uint8_t>> dense;  // [b * heads + h]
-  const std::vector<uint8_t>& of(int32_t b, int32_t h) const {
-    return dense[static_cast<size_t>(b * heads + h)];
-  }
-};
-
-ProblemShape shape_of(const Case& c, int32_t heads_kv) {
+ProblemShape shape_of(const KernelCase& c, int32_t heads_kv) {
   ProblemShape s{};
   s.batch = c.batch;
   s.heads_q = c.heads;
@@ -115,10 +98,10 @@ std::vector<std::pair<int, int>> listed_key_tiles(const void* blob, const desc::
   return tiles;
 }
 
-void check_forward_walk(const Case& c) {
+void check_forward_walk(const KernelCase& c) {
   FwdParams p{};
   static_cast<ProblemShape&>(p) = shape_of(c, c.heads);
-  p.descriptor = c.blob;
+  p.descriptor = c.descriptor();
   p.total_items = p.num_q_tiles * c.batch * c.heads;
   std::set<std::tuple<int, int, int>> seen;
   float previous_cost = 0;
@@ -128,16 +111,16 @@ void check_forward_walk(const Case& c) {
     ASSERT_TRUE(seen.insert({item.b, item.h, item.m}).second) << "decoded twice";
     ASSERT_EQ(index / (p.num_q_tiles * c.heads), item.b);
     ASSERT_EQ(index / p.num_q_tiles % c.heads, item.h);
-    const desc::Instance& inst = instance_for(c.blob, p, item.b, item.h);
-    ASSERT_EQ(item.row, &desc::q_tile(c.blob, inst, item.m));
+    const desc::Instance& inst = instance_for(c.descriptor(), p, item.b, item.h);
+    ASSERT_EQ(item.row, &desc::q_tile(c.descriptor(), inst, item.m));
     ASSERT_EQ(item.q_row0, item.m * kTile);
     ASSERT_EQ(item.has_key_tiles, item.row->full_count + item.row->partial_count > 0);
     if (index % p.num_q_tiles != 0) EXPECT_LE(item.row->cost, previous_cost) << "not longest-first";
     previous_cost = item.row->cost;
 
-    const DenseTiles tiles(c.of(item.b, item.h), c.nq, c.nk);
-    const std::vector<std::pair<int, int>> listed = listed_key_tiles(c.blob, *item.row);
-    KeyTileCursor cursor(c.blob, *item.row);
+    const DenseTiles tiles(c, item.b, item.h);
+    const std::vector<std::pair<int, int>> listed = listed_key_tiles(c.descriptor(), *item.row);
+    KeyTileCursor cursor(c.descriptor(), *item.row);
     std::vector<std::pair<int, int>> walked;
     int n, pattern;
     while (cursor.next(n, pattern)) {
@@ -160,11 +143,11 @@ void check_forward_walk(const Case& c) {
   EXPECT_EQ(static_cast<int>(seen.size()), p.total_items);
 }
 
-void check_backward_walk(const Case& c, int32_t heads_kv) {
+void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
   BwdMainParams p{};
   static_cast<ProblemShape&>(p.shape) = shape_of(c, heads_kv);
   p.shape.rows_padded = p.shape.num_q_tiles * kTile;
-  p.descriptor = c.blob;
+  p.descriptor = c.descriptor();
   const int group = c.heads / heads_kv;
   for (int b = 0; b < c.batch; ++b) {
     for (int hk = 0; hk < heads_kv; ++hk) {
@@ -180,9 +163,9 @@ void check_backward_walk(const Case& c, int32_t heads_kv) {
           if (step.half == 1) {
             EXPECT_LT(step.m * kTile + kBwdStepRows, c.nq) << "a second half past nq";
           }
-          const desc::Instance& inst = instance_for(c.blob, p.shape, b, step.h);
+          const desc::Instance& inst = instance_for(c.descriptor(), p.shape, b, step.h);
           const std::vector<std::pair<int, int>> listed =
-              listed_key_tiles(c.blob, desc::q_tile(c.blob, inst, step.m));
+              listed_key_tiles(c.descriptor(), desc::q_tile(c.descriptor(), inst, step.m));
           const auto it = std::find_if(listed.begin(), listed.end(),
                                        [&](const std::pair<int, int>& t) { return t.first == n; });
           ASSERT_NE(it, listed.end()) << "step on query tile " << step.m << " not listed";
@@ -199,7 +182,7 @@ void check_backward_walk(const Case& c, int32_t heads_kv) {
         }
         for (int g = 0; g < group; ++g) {
           const int h = hk * group + g;
-          const DenseTiles tiles(c.of(b, h), c.nq, c.nk);
+          const DenseTiles tiles(c, b, h);
           for (int m = 0; m < p.shape.num_q_tiles; ++m) {
             for (int half = 0; half < 2; ++half) {
               if (tiles.half_state(m, half, n) == TileState::kEmpty) continue;
@@ -216,30 +199,16 @@ void check_backward_walk(const Case& c, int32_t heads_kv) {
   }
 }
 
-TEST(KernelWalks, BundledExamples) {
-  for (const int64_t n : {113, 300, 1000}) {
-    for (const testing::ExampleCase& ex : testing::example_cases(n)) {
-      CompileResult compiled = compile(testing::example_source(ex.example), ex.example + ".mask");
-      ASSERT_TRUE(compiled) << ex.example;
-      const Plan plan = compiled.mask->specialize(ex.params, ex.dims, kKernelTiling);
-      Case c{ex.example + " n=" + std::to_string(n),
-             plan.blob(),
-             ex.dims.batch,
-             ex.dims.heads,
-             static_cast<int32_t>(ex.dims.nq),
-             static_cast<int32_t>(ex.dims.nk),
-             {}};
-      for (int32_t b = 0; b < c.batch; ++b) {
-        for (int32_t h = 0; h < c.heads; ++h) {
-          c.dense.push_back(testing::brute_force_dense(*compiled.mask, ex.params, ex.dims, b, h));
-        }
-      }
-      check_forward_walk(c);
-      for (int32_t heads_kv = 1; heads_kv <= c.heads; ++heads_kv) {
-        if (c.heads % heads_kv == 0) check_backward_walk(c, heads_kv);
-      }
-    }
+// Both walks of one case, the backward's for every kv grouping of its query heads.
+void check_walks(const KernelCase& c) {
+  check_forward_walk(c);
+  for (int32_t heads_kv = 1; heads_kv <= c.heads; ++heads_kv) {
+    if (c.heads % heads_kv == 0) check_backward_walk(c, heads_kv);
   }
+}
+
+TEST(KernelWalks, BundledExamples) {
+  kernel_test::for_each_example(check_walks);
 }
 
 TEST(KernelWalks, RandomInstances) {
@@ -251,14 +220,8 @@ TEST(KernelWalks, RandomInstances) {
             ? kTile * std::uniform_int_distribution<int32_t>(0, 6)(rng) + kBwdStepRows
             : std::uniform_int_distribution<int32_t>(1, 900)(rng);
     const int32_t nk = std::uniform_int_distribution<int32_t>(1, 900)(rng);
-    const testing::RandomInstance inst = testing::random_instance(rng, nq, nk, iteration % 2 == 1);
-    PlanStats stats;
-    const std::vector<uint64_t> blob =
-        build_descriptor({inst.rows}, {0}, 1, 1, kKernelTiling, stats);
-    const Case c{
-        "iteration " + std::to_string(iteration), blob.data(), 1, 1, nq, nk, {inst.expected.cells}};
-    check_forward_walk(c);
-    check_backward_walk(c, 1);
+    check_walks(kernel_test::random_case(rng, nq, nk, iteration % 2 == 1,
+                                         "iteration " + std::to_string(iteration)));
   }
 }
 

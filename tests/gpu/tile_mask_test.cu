@@ -7,15 +7,10 @@
 // masks are random instances drawn densely (tests/descriptor/mask_fixtures.h: bands, bitmaps,
 // grids in row-major and strip layouts, empty rows) and the bundled examples evaluated by the
 // brute-force oracle (tests/support/brute_force.h).
+#include "kernel_cases.h"
 #include "tile_mask.cuh"
 
-#include <compilemask/compilemask.h>
 #include <compilemask/descriptor.h>
-
-#include "brute_force.h"
-#include "descriptor/build.h"
-#include "example_params.h"
-#include "mask_fixtures.h"
 
 #include <gtest/gtest.h>
 
@@ -28,18 +23,10 @@
 namespace cm::sm90 {
 namespace {
 
-constexpr int kTile = kMaskTileN;
+using kernel_test::KernelCase;
+using kernel_test::kTile;
+static_assert(kTile == kMaskTileN, "the kernels mask 128-column tiles");
 constexpr int kWords = kTile / 32;
-const Tiling kKernelTiling{kTile, kTile};
-
-// The dense mask a descriptor must reproduce: row-major nq x nk, 1 = visible.
-struct Truth {
-  const std::vector<uint8_t>& cells;
-  int32_t nq, nk;
-  bool visible(int32_t q, int32_t k) const {
-    return cells[static_cast<size_t>(q) * static_cast<size_t>(nk) + static_cast<size_t>(k)] != 0;
-  }
-};
 
 // Column c of a tile as the forward's quad word and bit (see ThreadColumns).
 int quad_of(int c) {
@@ -49,31 +36,33 @@ int quad_bit(int c) {
   return 2 * (c / 8) + c % 2;
 }
 
+// Checks the masking of every tile of mask (b, h) of one case.
 class MaskingChecker {
  public:
-  MaskingChecker(const void* blob, const Truth& truth, std::string context)
-      : blob_(blob), truth_(truth), context_(std::move(context)) {}
+  MaskingChecker(const KernelCase& c, int32_t b, int32_t h)
+      : c_(c), blob_(c.descriptor()), b_(b), h_(h) {}
 
   // Every row of tile (m, n) masked by pattern `index` (negative: a full tile), as both kernels
   // compute it. Returns false, after one failure message, at the first wrong bit.
   bool tile(int32_t m, int32_t n, int index) {
     const desc::Pattern p = tile_pattern(blob_, index);
     const int q0 = m * kTile, k0 = n * kTile;
-    const int key_limit = truth_.nk - k0;
-    for (int r = 0; r < kTile && q0 + r < truth_.nq; ++r) {
+    const int key_limit = c_.nk - k0;
+    for (int r = 0; r < kTile && q0 + r < c_.nq; ++r) {
       const QuadBits quads = row_visibility(blob_, p, q0, k0, r, key_limit, QuadColumns());
       uint32_t words[kWords];
       for (int w = 0; w < kWords; ++w) {
         words[w] = row_visibility(blob_, p, q0, k0, r, key_limit, WindowColumns(w));
       }
       for (int c = 0; c < kTile; ++c) {
-        const bool want = c < key_limit && truth_.visible(q0 + r, k0 + c);
+        const bool want = c < key_limit && c_.visible(b_, h_, q0 + r, k0 + c);
         const bool quad = (quads.quad[quad_of(c)] >> quad_bit(c)) & 1u;
         const bool window = (words[c / 32] >> (c % 32)) & 1u;
         if (quad != want || window != want) {
-          ADD_FAILURE() << context_ << ": tile (" << m << ", " << n << ") pattern " << index
-                        << " row " << r << " column " << c << ": visible " << want
-                        << ", QuadColumns " << quad << ", WindowColumns " << window;
+          ADD_FAILURE() << c_.name << " (b, h) = (" << b_ << ", " << h_ << "): tile (" << m << ", "
+                        << n << ") pattern " << index << " row " << r << " column " << c
+                        << ": visible " << want << ", QuadColumns " << quad << ", WindowColumns "
+                        << window;
           return false;
         }
       }
@@ -85,8 +74,8 @@ class MaskingChecker {
   // Both forms: the forward lists key tiles per query tile, the transposed form (which the
   // backward walks) query tiles per key tile. Empty members of sparse runs are skipped, as the
   // kernels skip them.
-  void all_tiles(int32_t b, int32_t h) {
-    const desc::Instance& inst = desc::instance(blob_, desc::instance_of(blob_, b, h));
+  void all_tiles() {
+    const desc::Instance& inst = desc::instance(blob_, desc::instance_of(blob_, b_, h_));
     const desc::Header& hd = desc::header(blob_);
     for (const bool forward : {true, false}) {
       const int32_t majors = forward ? hd.num_q_tiles : hd.num_k_tiles;
@@ -118,9 +107,9 @@ class MaskingChecker {
   int64_t rows_checked() const { return rows_checked_; }
 
  private:
+  const KernelCase& c_;
   const void* blob_;
-  Truth truth_;
-  std::string context_;
+  int32_t b_, h_;
   int64_t rows_checked_ = 0;
 };
 
@@ -131,17 +120,14 @@ TEST(KernelMasking, RandomInstancesMatchTheirDenseMasks) {
   for (int iteration = 0; iteration < 120; ++iteration) {
     const int32_t nq = std::uniform_int_distribution<int32_t>(1, 700)(rng);
     const int32_t nk = std::uniform_int_distribution<int32_t>(1, 700)(rng);
-    const testing::RandomInstance inst = testing::random_instance(rng, nq, nk, iteration % 2 == 1);
-    PlanStats stats;
-    const std::vector<uint64_t> blob =
-        build_descriptor({inst.rows}, {0}, 1, 1, kKernelTiling, stats);
-    for (int32_t i = 0; i < stats.patterns; ++i) {
-      ++patterns_of_kind[desc::pattern(blob.data(), static_cast<uint32_t>(i)).kind];
+    const KernelCase c = kernel_test::random_case(rng, nq, nk, iteration % 2 == 1,
+                                                  "iteration " + std::to_string(iteration));
+    const desc::Header& hd = desc::header(c.descriptor());
+    for (int32_t i = 0; i < hd.num_patterns; ++i) {
+      ++patterns_of_kind[desc::pattern(c.descriptor(), static_cast<uint32_t>(i)).kind];
     }
-    MaskingChecker checker(blob.data(), Truth{inst.expected.cells, nq, nk},
-                           "iteration " + std::to_string(iteration) + " nq=" + std::to_string(nq) +
-                               " nk=" + std::to_string(nk));
-    checker.all_tiles(0, 0);
+    MaskingChecker checker(c, 0, 0);
+    checker.all_tiles();
     rows += checker.rows_checked();
   }
   // The draws must reach every pattern kind and the rows of many tiles.
@@ -153,25 +139,11 @@ TEST(KernelMasking, RandomInstancesMatchTheirDenseMasks) {
 }
 
 TEST(KernelMasking, BundledExamplesMatchTheBruteForceOracle) {
-  for (const int64_t n : {113, 300, 1000}) {
-    for (const testing::ExampleCase& c : testing::example_cases(n)) {
-      CompileResult compiled = compile(testing::example_source(c.example), c.example + ".mask");
-      ASSERT_TRUE(compiled) << c.example;
-      const Plan plan = compiled.mask->specialize(c.params, c.dims, kKernelTiling);
-      for (int32_t b = 0; b < c.dims.batch; ++b) {
-        for (int32_t h = 0; h < c.dims.heads; ++h) {
-          const std::vector<uint8_t> dense =
-              testing::brute_force_dense(*compiled.mask, c.params, c.dims, b, h);
-          MaskingChecker checker(
-              plan.blob(),
-              Truth{dense, static_cast<int32_t>(c.dims.nq), static_cast<int32_t>(c.dims.nk)},
-              c.example + " n=" + std::to_string(n) + " (b, h) = (" + std::to_string(b) + ", " +
-                  std::to_string(h) + ")");
-          checker.all_tiles(b, h);
-        }
-      }
+  kernel_test::for_each_example([](const KernelCase& c) {
+    for (int32_t b = 0; b < c.batch; ++b) {
+      for (int32_t h = 0; h < c.heads; ++h) MaskingChecker(c, b, h).all_tiles();
     }
-  }
+  });
 }
 
 }  // namespace
