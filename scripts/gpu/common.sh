@@ -47,7 +47,7 @@ configure_and_build() {
   [[ ! -f /usr/include/gtest/gtest.h && -d "${ROOT}/third_party/gtest" ]] &&
     prefix=(-DCMAKE_PREFIX_PATH="${ROOT}/third_party/gtest")
   cmake -S "${ROOT}" -B "${BUILD}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCM_CUDA=ON \
-    -DCM_BUILD_BENCH=OFF "${prefix[@]}" > "${log}" 2>&1 &&
+    -DCM_BUILD_BENCH=OFF -DCM_PTXAS_REPORT=ON "${prefix[@]}" > "${log}" 2>&1 &&
     ninja -C "${BUILD}" -j 16 "$@" >> "${log}" 2>&1
 }
 
@@ -69,15 +69,18 @@ sanitize() {
   note "sanitize: $(grep -E '^(memcheck|racecheck|synccheck) exit|ERROR SUMMARY|RACECHECK SUMMARY' "${log}" | tr '\n' ' ') in $(elapsed "${start}")"
 }
 
-# build_stage LOG TARGET...: the build stage: configure_and_build, then notes the spill
-# warnings of the kernels and the exit status; exits the script if the build failed.
+# build_stage LOG TARGET...: the build stage: configure_and_build, then notes the kernels
+# that spill (from ptxas -v: each entry function followed by its spill line), errors, and the
+# exit status; exits the script if the build failed.
 build_stage() {
   local log="$1" start status
   shift
   start=$(date +%s)
   configure_and_build "${log}" "$@"
   status=$?
-  grep -E "spill|error|Performance Loss|C751" "${log}" | head -20 | tee -a "${SUMMARY}"
+  grep -E "Compiling entry function|[1-9][0-9]* bytes spill stores|error|Performance Loss|C751" \
+    "${log}" | grep -B1 -E "[1-9][0-9]* bytes spill stores|error|Performance Loss|C751" |
+    grep -v -- '^--$' | head -24 | tee -a "${SUMMARY}"
   note "build: exit ${status} in $(elapsed "${start}")"
   [[ ${status} -ne 0 ]] && { tail -40 "${log}"; exit 1; }
 }
