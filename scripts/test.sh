@@ -3,7 +3,8 @@
 #   1. dev preset: everything (GPU kernels compile and link when nvcc exists); all tests except
 #      the fuzz label (gpu tests skip with a message on machines without a Hopper GPU).
 #   1b. the Python package, built with pip into a venv, and its CPU tests.
-#   2. fuzz preset (clang): the libFuzzer target, run for a bounded time (label fuzz).
+#   2. fuzz preset (clang): the libFuzzer targets (mask parser, descriptor reader), each run for
+#      a bounded time (label fuzz).
 #   3. asan-ubsan preset: the host code under sanitizers; labels unit and error.
 # Expects scripts/setup.sh to have run. Prints the time of each stage.
 set -euo pipefail
@@ -25,9 +26,9 @@ build/python-venv/bin/python -m pip install --quiet numpy pytest
 build/python-venv/bin/python -m pip install --quiet . -C cmake.define.CM_CUDA=OFF -C build-dir=build/python
 build/python-venv/bin/python -m pytest -q tests/python
 
-stage "fuzz: configure and build the parser fuzzer"
+stage "fuzz: configure and build the parser and descriptor fuzzers"
 cmake --preset fuzz
-cmake --build --preset fuzz --target parse_fuzzer
+cmake --build --preset fuzz --target parse_fuzzer descriptor_fuzzer
 stage "fuzz: bounded fuzzing run"
 ctest --preset fuzz
 

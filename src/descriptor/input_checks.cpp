@@ -1,6 +1,7 @@
 // Validation of the descriptor builder's inputs (see input_checks.h).
 #include "descriptor/input_checks.h"
 
+#include <cstdint>
 #include <string>
 
 namespace cm::descriptor {
@@ -83,15 +84,27 @@ void check_instance(const InstanceRows& instance, int32_t nq, int32_t nk, size_t
     }
   }
   for (size_t i = 0; i < instance.formulas.size(); ++i) {
-    const std::string problem = grid_formula_problem(instance.formulas[i]);
+    const std::string problem = grid_formula_problem(instance.formulas[i], nq);
     if (!problem.empty()) {
       fail("instance " + std::to_string(index) + " formula " + std::to_string(i) + ": " + problem);
     }
   }
 }
 
-std::string grid_formula_problem(const desc::GridFormula& f) {
+std::string grid_formula_problem(const desc::GridFormula& f, int32_t nq) {
   if (f.frames < 1 || f.rows < 1 || f.cols < 1) return "grid extents must be >= 1";
+  // Readers compute token positions on the grids in int32. A grid may reach past nq or nk:
+  // its tokens there do not exist and are never visible.
+  const int64_t plane = int64_t{f.rows} * f.cols;  // products of two int32 fit int64
+  const int64_t extent = plane > INT32_MAX ? plane : plane * f.frames;
+  if (extent > INT32_MAX || f.start < 0 || f.start + extent > INT32_MAX || f.center_start < 0 ||
+      f.center_start + extent > INT32_MAX) {
+    return "the key grid [start, start + frames * rows * cols) and the query grid "
+           "[center_start, center_start + frames * rows * cols) must lie in [0, 2^31)";
+  }
+  if (f.q_lo < 0 || f.q_lo > f.q_hi || f.q_hi > nq) {
+    return "the query rows [q_lo, q_hi) must lie in [0, nq]";
+  }
   if (f.strip < 1 || f.strip > f.cols) return "strip must be in [1, cols]";
   if (f.shape != desc::kShapeBox && f.shape != desc::kShapeEllipse) {
     return "shape must be box (0) or ellipse (1)";

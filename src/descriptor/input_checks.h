@@ -21,9 +21,10 @@ void check_tiling(const Tiling& tiling, int32_t nq, int32_t nk);
 // row_formula's shape and indices and each formula. `all` is not read when there are formulas.
 void check_instance(const InstanceRows& instance, int32_t nq, int32_t nk, size_t index);
 
-// Returns "" if the formula is well-formed (extents >= 1, a known shape, radii in range for
+// Returns "" if the formula is well-formed for a mask of nq query rows (extents >= 1, both
+// grids' token positions in int32, its query rows in [0, nq], a known shape, radii in range for
 // exact 64-bit arithmetic), else the rule it breaks.
-std::string grid_formula_problem(const desc::GridFormula& formula);
+std::string grid_formula_problem(const desc::GridFormula& formula, int32_t nq);
 
 // Checks that the (b, h) map has batch*heads entries, each a valid instance index.
 void check_instance_map(const std::vector<int32_t>& instance_map, int32_t batch, int32_t heads,

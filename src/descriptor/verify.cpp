@@ -113,7 +113,7 @@ class Verifier {
     for (int32_t i = 0; i < hd().num_grid_formulas; ++i) {
       const desc::GridFormula& f = desc::grid_formula(blob_, i);
       const std::string name = "grid formula " + str(i);
-      const std::string problem = descriptor::grid_formula_problem(f);
+      const std::string problem = descriptor::grid_formula_problem(f, hd().nq);
       if (!problem.empty()) fail(name + ": " + problem);
       check_half_widths(f, name);
     }

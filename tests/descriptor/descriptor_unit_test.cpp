@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -129,6 +130,65 @@ TEST(DescriptorUnit, GridRowsUseGridPatternsAndDecodeExactly) {
     grid_patterns += desc::is_grid_kind(desc::pattern(blob.data(), static_cast<uint32_t>(i)).kind);
   }
   EXPECT_GE(grid_patterns, 1);
+}
+
+TEST(DescriptorUnit, RejectsGridFormulasOutsideTheirRange) {
+  // A 6 x 6 image after 4 text tokens, seeing a box around each token.
+  const int32_t n = 40;
+  desc::GridFormula box{};
+  box.q_lo = 4;
+  box.q_hi = n;
+  box.start = box.center_start = 4;
+  box.frames = 1;
+  box.rows = box.cols = box.strip = 6;
+  box.shape = desc::kShapeBox;
+  box.rt = 0;
+  box.ry = box.rx = 1;
+  auto build = [&](const desc::GridFormula& f) {
+    InstanceRows rows;
+    rows.formulas = {f};
+    rows.row_formula.assign(static_cast<size_t>(n), -1);
+    for (int32_t q = 4; q < n; ++q) rows.row_formula[static_cast<size_t>(q)] = 0;
+    rows.residual =
+        testing::rows_from_dense(dense_of(n, n, [](int32_t, int32_t) { return false; }));
+    PlanStats stats;
+    return build_descriptor({rows}, {0}, 1, 1, {16, 16}, stats);
+  };
+  auto expect_rejected = [&](desc::GridFormula f, const std::string& rule) {
+    try {
+      build(f);
+      ADD_FAILURE() << "formula accepted: " << rule;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
+  };
+  const std::string positions = "must lie in [0, 2^31)";
+  desc::GridFormula f = box;
+  f.start = INT32_MAX - 10;
+  expect_rejected(f, positions);
+  f = box;
+  f.center_start = -1;
+  expect_rejected(f, positions);
+  f = box;
+  f.rows = f.cols = f.strip = 65536;  // 2^32 tokens
+  expect_rejected(f, positions);
+  f = box;
+  f.q_hi = n + 1;
+  expect_rejected(f, "query rows [q_lo, q_hi) must lie in [0, nq]");
+
+  // The same rules hold for a blob from elsewhere: verify rejects a formula grown past int32.
+  std::vector<uint64_t> blob = build(box);
+  verify_descriptor(blob.data(), blob.size() * 8);
+  auto* formula =
+      reinterpret_cast<desc::GridFormula*>(reinterpret_cast<unsigned char*>(blob.data()) +
+                                           desc::header(blob.data()).grid_formulas_offset);
+  formula->rows = formula->cols = 1 << 20;
+  try {
+    verify_descriptor(blob.data(), blob.size() * 8);
+    ADD_FAILURE() << "verify accepted a grid of 2^40 tokens";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(positions), std::string::npos) << e.what();
+  }
 }
 
 TEST(DescriptorUnit, RejectsBadTilings) {
