@@ -3,6 +3,7 @@
 #include <compilemask/cuda.h>
 #include <compilemask/descriptor.h>
 
+#include "descriptor/decode.h"
 #include "fwd_launch.h"
 #include "host_checks.h"
 #include "tma_maps.h"
@@ -52,6 +53,14 @@ DeviceDescriptor::DeviceDescriptor(const void* host_blob) : host_(host_blob) {
   const desc::Header& h = desc::header(host_blob);
   if (h.magic != desc::kMagic) {
     throw Error("cm::cuda::DeviceDescriptor: bad magic number (not a CompileMask descriptor)");
+  }
+  // The kernels trust every offset and count of the blob, which may come from a file: check
+  // them all once here, before anything reaches the device (the launches check only what
+  // depends on the problem).
+  try {
+    verify_descriptor(host_blob, h.total_bytes);
+  } catch (const Error& e) {
+    throw Error(std::string("cm::cuda::DeviceDescriptor: ") + e.what());
   }
   check.cuda(cudaMalloc(&device_, h.total_bytes), "allocating the device descriptor");
   const cudaError_t copied = cudaMemcpy(device_, host_blob, h.total_bytes, cudaMemcpyHostToDevice);

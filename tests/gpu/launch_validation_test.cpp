@@ -254,4 +254,21 @@ TEST_F(LaunchValidation, BothRejectForeignDescriptors) {
       "cm::cuda::forward", "descriptor host and device pointers must be set", "device pointer");
 }
 
+// A blob with a valid header but broken insides (here a partial run naming a pattern the table
+// does not hold, which a kernel would read past the table) is refused at upload, by the full
+// verification, before any CUDA call.
+TEST_F(LaunchValidation, UploadVerifiesTheWholeDescriptor) {
+  const auto* header = static_cast<const cm::desc::Header*>(plan_.blob());
+  std::vector<uint64_t> broken(header->total_bytes / sizeof(uint64_t));
+  std::memcpy(broken.data(), plan_.blob(), header->total_bytes);
+  const cm::desc::Instance& inst = cm::desc::instance(broken.data(), 0);
+  const cm::desc::TileRow& row = cm::desc::q_tile(broken.data(), inst, 1);
+  ASSERT_GT(row.partial_count, 0);
+  auto* run = reinterpret_cast<cm::desc::PartialRun*>(
+      reinterpret_cast<unsigned char*>(broken.data()) + row.partial_offset);
+  run->pattern = 1000;
+  expect_rejected([&] { cm::cuda::DeviceDescriptor upload(broken.data()); },
+                  "cm::cuda::DeviceDescriptor", "pattern 1000 is out of range", "pattern index");
+}
+
 }  // namespace
