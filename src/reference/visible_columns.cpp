@@ -24,8 +24,9 @@ void VisibleColumns::append_tile(const desc::Pattern* pattern, int q, int k0) {
   std::fill(column_mask_.begin(), column_mask_.end(), uint8_t{0});
   const int q0 = q - q % tile_m_;
   desc::for_each_pattern_interval(blob_, *pattern, q0, k0, q - q0, [&](int lo, int hi) {
-    std::fill(column_mask_.begin() + std::max(lo, 0), column_mask_.begin() + std::min(hi, width),
-              uint8_t{1});
+    // Cut to the tile's columns below nk: a grid may reach past nk, a band past the tile.
+    const int first = std::clamp(lo, 0, width), end = std::clamp(hi, first, width);
+    std::fill(column_mask_.begin() + first, column_mask_.begin() + end, uint8_t{1});
   });
   for (int c = 0; c < width;) {
     if (!column_mask_[static_cast<size_t>(c)]) {

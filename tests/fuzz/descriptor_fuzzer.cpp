@@ -1,17 +1,49 @@
 // libFuzzer target for the descriptor reader, the gate for blobs that come from outside (files
-// written by `compilemask compile --emit descriptor`, bytes handed to the kernels' launchers):
+// written by `compilemask compile --emit descriptor`, bytes handed to cm::cuda::DeviceDescriptor):
 // verify_descriptor must reject any bytes with cm::Error or accept them, never crash or read
-// out of bounds. A blob it accepts must decode (both forms, every (b, h)) and dump to JSON
-// without a sanitizer report, since the CPU reference and the kernels trust what it accepts.
+// out of bounds. What it accepts, the readers trust: a small accepted blob must decode (both
+// forms, every (b, h), to the same mask), dump to JSON, and drive the CPU reference forward and
+// backward to finite outputs (fully masked rows give 0), all without a sanitizer report.
 #include <compilemask/compilemask.h>
 #include <compilemask/descriptor.h>
+#include <compilemask/reference.h>
 
 #include "descriptor/decode.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+namespace {
+
+// The CPU reference over the blob's whole instance map, on small inputs that are not zeros.
+void run_reference(const void* blob, const cm::desc::Header& h) {
+  const cm::AttentionShape shape{h.batch, h.heads, h.heads, h.nq, h.nk, 4};
+  const auto q_size = static_cast<size_t>(shape.batch) * shape.heads_q * shape.nq * shape.head_dim;
+  const auto k_size = static_cast<size_t>(shape.batch) * shape.heads_kv * shape.nk * shape.head_dim;
+  auto filled = [](size_t n, float step) {
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = std::sin(step * static_cast<float>(i + 1));
+    return x;
+  };
+  const std::vector<float> q = filled(q_size, 0.37f), k = filled(k_size, 0.53f),
+                           v = filled(k_size, 0.71f), dout = filled(q_size, 0.29f);
+  std::vector<float> out(q_size), lse(q_size / shape.head_dim), dq(q_size), dk(k_size), dv(k_size);
+  cm::ReferenceOptions options;
+  options.threads = 1;
+  cm::reference_forward(blob, shape, q.data(), k.data(), v.data(), out.data(), lse.data(), options);
+  cm::reference_backward(blob, shape, q.data(), k.data(), v.data(), out.data(), dout.data(),
+                         lse.data(), dq.data(), dk.data(), dv.data(), options);
+  for (const std::vector<float>* t : {&out, &dq, &dk, &dv}) {
+    for (const float x : *t) {
+      if (!std::isfinite(x)) __builtin_trap();
+    }
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint64_t> blob((size + 7) / 8);  // the 8-byte aligned storage verify expects
@@ -31,6 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (forward != transposed) __builtin_trap();  // verify checks both forms list one mask
       }
     }
+    run_reference(blob.data(), h);
   }
   if (cm::descriptor_to_json(blob.data()).empty()) __builtin_trap();
   return 0;
