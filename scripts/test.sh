@@ -26,9 +26,9 @@ build/python-venv/bin/python -m pip install --quiet numpy pytest
 build/python-venv/bin/python -m pip install --quiet . -C cmake.define.CM_CUDA=OFF -C build-dir=build/python
 build/python-venv/bin/python -m pytest -q tests/python
 
-stage "fuzz: configure and build the parser and descriptor fuzzers"
+stage "fuzz: configure and build the fuzzers"
 cmake --preset fuzz
-cmake --build --preset fuzz --target parse_fuzzer descriptor_fuzzer
+cmake --build --preset fuzz --target parse_fuzzer descriptor_fuzzer specialize_fuzzer
 stage "fuzz: bounded fuzzing run"
 ctest --preset fuzz
 

@@ -117,13 +117,19 @@ class Normalizer {
   // strip grid one more iterator walks the strips those columns can reach, each holding one
   // run of them.
   KeyTerm neighbourhood(int32_t index) {
-    const ir::GridNeighbourhood g = p_.grids[static_cast<size_t>(index)];
+    ir::GridNeighbourhood g = p_.grids[static_cast<size_t>(index)];
     const bool is_2d = e_[g.frames].op == Op::kConst && e_[g.frames].value == 1;
+    // Extents below 1 are an error, reported as a division by zero where the grid is used
+    // (docs/language.md), as a strip width below 1 is: v / (v > 0) is v, or divides by zero.
+    for (ExprId* extent : {&g.frames, &g.rows, &g.cols}) *extent = div(*extent, lt(c(0), *extent));
     const bool ellipse = g.shape == ir::GridShape::kEllipse;
     const bool strips = g.strip != kNone;
     const ExprId plane = mul(g.rows, g.cols);
     const ExprId rel = sub(g.center, g.center_start);
-    const ExprId on_grid = land(lt(c(-1), rel), lt(rel, mul(plane, g.frames)));
+    ExprId on_grid = land(lt(c(-1), rel), lt(rel, mul(plane, g.frames)));
+    if (ellipse) {  // a radius of 0 or less makes the ellipse empty (the width below squares it)
+      on_grid = land(on_grid, land(lt(c(0), g.rt), land(lt(c(0), g.ry), lt(c(0), g.rx))));
+    }
     const ExprId t = div(rel, plane);
     ExprId y = div(mod(rel, plane), g.cols), x = mod(rel, g.cols);
     if (strips) {
@@ -134,9 +140,16 @@ class Normalizer {
     }
     // Offsets with |d| <= reach can be non-empty: radius for a box, radius - 1 for an ellipse.
     auto reach = [&](ExprId r) { return ellipse ? sub(r, c(1)) : r; };
-    auto clipped_range = [&](int32_t slot, ExprId r, ExprId pos, ExprId extent) {
+    // The grid offsets below `keys` hold keys (< Nk); a frame, strip or line that starts at or
+    // past it adds nothing, so each range also stops there: a grid far longer than the keys
+    // costs no more than the part of it that holds keys.
+    const ExprId keys = sub(e_.var(ir::kSlotNk), g.start);
+    auto starts_below = [&](ExprId first, ExprId step) {  // the k >= 0 with first + k step < keys
+      return div(add(sub(keys, first), sub(step, c(1))), step);
+    };
+    auto clipped_range = [&](int32_t slot, ExprId r, ExprId pos, ExprId extent, ExprId key_end) {
       const ExprId lo = max(sub(c(0), reach(r)), sub(c(0), pos));
-      const ExprId hi = add(min(reach(r), sub(sub(extent, c(1)), pos)), c(1));
+      const ExprId hi = min(add(min(reach(r), sub(sub(extent, c(1)), pos)), c(1)), key_end);
       return ir::Iterator{slot, lo, select(on_grid, hi, lo)};
     };
     KeyTerm term;
@@ -146,18 +159,25 @@ class Normalizer {
     if (!is_2d) {
       const int32_t dt_slot = fresh_slot("dt");
       dt = e_.var(dt_slot);
-      term.iterators.push_back(clipped_range(dt_slot, g.rt, t, g.frames));
+      term.iterators.push_back(
+          clipped_range(dt_slot, g.rt, t, g.frames, sub(starts_below(c(0), plane), t)));
     }
+    const ExprId frame_first = mul(add(t, dt), plane);  // the key frame's first offset
+    ExprId line_first = frame_first, line_step = g.cols;
     ExprId x0 = kNone, strip_cols = kNone;  // the key strip's first column and width
     if (strips) {
       const int32_t strip_slot = fresh_slot("strip");
       const ExprId lo = div(max(c(0), sub(x, reach(g.rx))), g.strip);
-      const ExprId hi = add(div(min(sub(g.cols, c(1)), add(x, reach(g.rx))), g.strip), c(1));
+      const ExprId hi = min(add(div(min(sub(g.cols, c(1)), add(x, reach(g.rx))), g.strip), c(1)),
+                            starts_below(frame_first, mul(g.strip, g.rows)));
       term.iterators.push_back(ir::Iterator{strip_slot, lo, select(on_grid, hi, lo)});
       x0 = mul(e_.var(strip_slot), g.strip);
       strip_cols = min(g.strip, sub(g.cols, x0));
+      line_first = add(frame_first, mul(x0, g.rows));
+      line_step = strip_cols;
     }
-    term.iterators.push_back(clipped_range(dy_slot, g.ry, y, g.rows));
+    term.iterators.push_back(
+        clipped_range(dy_slot, g.ry, y, g.rows, sub(starts_below(line_first, line_step), y)));
     ExprId w = g.rx;
     if (ellipse) {
       const ExprId ryrx = mul(g.ry, g.rx), rtrx = mul(g.rt, g.rx), rtry = mul(g.rt, g.ry);

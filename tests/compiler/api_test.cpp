@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 namespace cm {
 namespace {
 
@@ -103,10 +105,41 @@ TEST(Api, EvaluationErrorsCarryTheSourcePosition) {
     }
     EXPECT_NO_THROW(mask->specialize({{"w", int64_t{2}}}, Dims{22, 22, 1, 1}));
   }
+  // So is a grid extent below 1, when the grid holds tokens (rows * cols > 0); one that holds
+  // none is never used, and its mask is empty.
+  const Mask sized = must_compile(
+      "mask m(r: int, c: int) {\n  let g = grid(2, r, c)\n  q in g: k in g.box(q, 1, 1)\n}\n");
+  const std::string bad =
+      specialize_error(sized, {{"r", int64_t{-2}}, {"c", int64_t{-2}}}, Dims{22, 22, 1, 1});
+  EXPECT_NE(bad.find("test.mask:3:18"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("division by zero"), std::string::npos) << bad;
+  for (const auto& [r, c] : {std::pair<int64_t, int64_t>{0, 4}, {4, -1}}) {
+    EXPECT_EQ(sized.specialize({{"r", r}, {"c", c}}, Dims{22, 22, 1, 1}).stats().visible_pairs, 0);
+  }
+  EXPECT_GT(sized.specialize({{"r", int64_t{4}}, {"c", int64_t{5}}}, Dims{22, 22, 1, 1})
+                .stats()
+                .visible_pairs,
+            0);
   // The unused branch of a conditional is never an error.
   const Mask guarded =
       must_compile("mask m(z: int) {\n  q in all: k in [0, if z == 0 then q else q / z]\n}\n");
   EXPECT_NO_THROW(guarded.specialize({{"z", int64_t{0}}}, Dims{4, 4, 1, 1}));
+}
+
+// docs/language.md: an ellipse with a radius of 0 or less is empty, whatever the other radii
+// (its width squares the radii, so a negative one once acted as its absolute value).
+TEST(Api, EllipsesWithARadiusBelowOneAreEmpty) {
+  const Mask m = must_compile(
+      "mask m(ry: int, rx: int) {\n  let g = grid(0, 6, 6)\n  q in g: k in g.ellipse(q, ry, "
+      "rx)\n}\n");
+  for (const auto& [ry, rx] : {std::pair<int64_t, int64_t>{2, -3}, {-3, 2}, {0, 2}, {2, 0}}) {
+    const Plan plan = m.specialize({{"ry", ry}, {"rx", rx}}, Dims{36, 36, 1, 1}, {16, 16});
+    EXPECT_EQ(plan.stats().visible_pairs, 0) << "ry " << ry << " rx " << rx;
+  }
+  EXPECT_GT(m.specialize({{"ry", int64_t{2}}, {"rx", int64_t{3}}}, Dims{36, 36, 1, 1}, {16, 16})
+                .stats()
+                .visible_pairs,
+            0);
 }
 
 TEST(Api, MasksSharedAcrossHeadsAreStoredOnce) {

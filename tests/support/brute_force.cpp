@@ -141,6 +141,7 @@ class Oracle {
     const int64_t frames = eval(g.frames), rows = eval(g.rows), cols = eval(g.cols);
     const int64_t size = rows * cols * frames;
     const int64_t strip = g.strip == ir::kNone ? cols : eval(g.strip);
+    if (frames < 1 || rows < 1 || cols < 1) throw Error("oracle: grid extent below 1");
     if (strip < 1) throw Error("oracle: strip below 1");
     const int64_t c = eval(g.center) - eval(g.center_start), kk = k - eval(g.start);
     if (c < 0 || c >= size || kk < 0 || kk >= size) return false;
@@ -151,6 +152,7 @@ class Oracle {
     if (g.shape == ir::GridShape::kBox) {
       return std::abs(dt) <= rt && std::abs(dy) <= ry && std::abs(dx) <= rx;
     }
+    if (rt < 1 || ry < 1 || rx < 1) return false;  // a radius of 0 or less: empty
     // dt²/rt² + dy²/ry² + dx²/rx² < 1, in exact rational arithmetic.
     const long double lhs = static_cast<long double>(dt * dt) * ry * ry * rx * rx +
                             static_cast<long double>(dy * dy) * rt * rt * rx * rx +
