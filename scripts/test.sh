@@ -3,8 +3,8 @@
 #   1. dev preset: everything (GPU kernels compile and link when nvcc exists); all tests except
 #      the fuzz label (gpu tests skip with a message on machines without a Hopper GPU).
 #   1b. the Python package, built with pip into a venv, and its CPU tests.
-#   2. fuzz preset (clang): the libFuzzer targets (mask parser, descriptor reader), each run for
-#      a bounded time (label fuzz).
+#   2. fuzz preset (clang): the libFuzzer targets (mask parser, descriptor reader, specialize
+#      against the brute-force oracle), each run for a bounded time (label fuzz).
 #   3. asan-ubsan preset: the host code under sanitizers; labels unit and error.
 # Expects scripts/setup.sh to have run. Prints the time of each stage.
 set -euo pipefail
