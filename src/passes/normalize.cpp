@@ -140,16 +140,23 @@ class Normalizer {
     }
     // Offsets with |d| <= reach can be non-empty: radius for a box, radius - 1 for an ellipse.
     auto reach = [&](ExprId r) { return ellipse ? sub(r, c(1)) : r; };
-    // The grid offsets below `keys` hold keys (< Nk); a frame, strip or line that starts at or
-    // past it adds nothing, so each range also stops there: a grid far longer than the keys
-    // costs no more than the part of it that holds keys.
-    const ExprId keys = sub(e_.var(ir::kSlotNk), g.start);
-    auto starts_below = [&](ExprId first, ExprId step) {  // the k >= 0 with first + k step < keys
-      return div(add(sub(keys, first), sub(step, c(1))), step);
+    // Only grid offsets in [first_key, end_key) hold keys (0 <= k < Nk): a frame, strip or line
+    // outside them adds nothing, so each range also stops at them. A grid far larger than the
+    // keys then costs no more than the part of it that holds keys.
+    const ExprId first_key = sub(c(0), g.start), end_key = sub(e_.var(ir::kSlotNk), g.start);
+    // For items k of `step` offsets from `first` on (item k is [first + k step, +step)): the
+    // first that reaches first_key, and the end of those that start below end_key.
+    auto first_item = [&](ExprId first, ExprId step) { return div(sub(first_key, first), step); };
+    auto end_item = [&](ExprId first, ExprId step) {
+      return div(add(sub(end_key, first), sub(step, c(1))), step);
     };
-    auto clipped_range = [&](int32_t slot, ExprId r, ExprId pos, ExprId extent, ExprId key_end) {
-      const ExprId lo = max(sub(c(0), reach(r)), sub(c(0), pos));
-      const ExprId hi = min(add(min(reach(r), sub(sub(extent, c(1)), pos)), c(1)), key_end);
+    // Offsets d in [-reach, reach] around pos, inside [0, extent), and whose items hold keys.
+    auto clipped_range = [&](int32_t slot, ExprId r, ExprId pos, ExprId extent, ExprId first,
+                             ExprId step) {
+      const ExprId lo =
+          max(max(sub(c(0), reach(r)), sub(c(0), pos)), sub(first_item(first, step), pos));
+      const ExprId hi = min(add(min(reach(r), sub(sub(extent, c(1)), pos)), c(1)),
+                            sub(end_item(first, step), pos));
       return ir::Iterator{slot, lo, select(on_grid, hi, lo)};
     };
     KeyTerm term;
@@ -159,25 +166,27 @@ class Normalizer {
     if (!is_2d) {
       const int32_t dt_slot = fresh_slot("dt");
       dt = e_.var(dt_slot);
-      term.iterators.push_back(
-          clipped_range(dt_slot, g.rt, t, g.frames, sub(starts_below(c(0), plane), t)));
+      term.iterators.push_back(clipped_range(dt_slot, g.rt, t, g.frames, c(0), plane));
     }
     const ExprId frame_first = mul(add(t, dt), plane);  // the key frame's first offset
     ExprId line_first = frame_first, line_step = g.cols;
     ExprId x0 = kNone, strip_cols = kNone;  // the key strip's first column and width
     if (strips) {
       const int32_t strip_slot = fresh_slot("strip");
-      const ExprId lo = div(max(c(0), sub(x, reach(g.rx))), g.strip);
+      // Strips are strip * rows offsets long but the last, narrower one: the first item that
+      // reaches first_key by that length is a safe start.
+      const ExprId strip_len = mul(g.strip, g.rows);
+      const ExprId lo =
+          max(div(max(c(0), sub(x, reach(g.rx))), g.strip), first_item(frame_first, strip_len));
       const ExprId hi = min(add(div(min(sub(g.cols, c(1)), add(x, reach(g.rx))), g.strip), c(1)),
-                            starts_below(frame_first, mul(g.strip, g.rows)));
+                            end_item(frame_first, strip_len));
       term.iterators.push_back(ir::Iterator{strip_slot, lo, select(on_grid, hi, lo)});
       x0 = mul(e_.var(strip_slot), g.strip);
       strip_cols = min(g.strip, sub(g.cols, x0));
       line_first = add(frame_first, mul(x0, g.rows));
       line_step = strip_cols;
     }
-    term.iterators.push_back(
-        clipped_range(dy_slot, g.ry, y, g.rows, sub(starts_below(line_first, line_step), y)));
+    term.iterators.push_back(clipped_range(dy_slot, g.ry, y, g.rows, line_first, line_step));
     ExprId w = g.rx;
     if (ellipse) {
       const ExprId ryrx = mul(g.ry, g.rx), rtrx = mul(g.rt, g.rx), rtry = mul(g.rt, g.ry);

@@ -40,10 +40,16 @@ const std::vector<cm::Mask>& examples() {
   return masks;
 }
 
-// Small values with the occasional edge: negative, zero, past the lengths.
+// Mostly small values, with edges: negative, zero, past the lengths, far past int32.
 int64_t draw_value(FuzzedDataProvider& in) {
-  return in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(-3, 80)
-                          : in.ConsumeIntegralInRange<int64_t>(-1000, 1000);
+  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+    case 0:
+      return in.ConsumeIntegralInRange<int64_t>(-1000, 1000);
+    case 1:
+      return in.ConsumeIntegralInRange<int64_t>(-(int64_t{1} << 40), int64_t{1} << 40);
+    default:
+      return in.ConsumeIntegralInRange<int64_t>(-3, 80);
+  }
 }
 
 std::vector<int64_t> draw_list(FuzzedDataProvider& in) {
