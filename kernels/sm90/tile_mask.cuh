@@ -116,7 +116,7 @@ inline constexpr uint8_t kFullTileKind = 0;
 // for a negative index. Load it once per tile (re-reading the descriptor per row costs a
 // global-memory round trip each) and keep it in a local variable: a pointer chosen between
 // two patterns would place them in local memory.
-__host__ __host__ __device__ inline desc::Pattern tile_pattern(const void* blob, int index) {
+__host__ __device__ inline desc::Pattern tile_pattern(const void* blob, int index) {
   if (index >= 0) return desc::pattern(blob, static_cast<uint32_t>(index));
   desc::Pattern full{};
   full.kind = kFullTileKind;
