@@ -24,7 +24,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
-from bench_common import (D, H, Workload, argument_parser, environment,  # noqa: E402
+from bench_common import (H, Workload, argument_parser, environment,  # noqa: E402
                           interleaved_median_ms, run_rows)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
@@ -47,10 +47,7 @@ def ab_one(name, n0, forward, backward, workloads, a):
     if a.cli_a:
         args_a = argparse.Namespace(**{**vars(a), "cli": a.cli_a})
         desc["A"] = Workload(name, n0, args_a, workloads).desc
-    gen = torch.Generator(device="cuda").manual_seed(n0)
-    shape = (w.B, H, w.N, D)
-    q, k, v, dout = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=gen)
-                     for _ in range(4))
+    q, k, v, dout = w.random_inputs(n0)
     nan = lambda t: torch.full_like(t, float("nan"))
     lse0 = torch.empty(w.B, H, w.N, device="cuda", dtype=torch.float32)
     fwd_out = {lib: (nan(q), nan(lse0)) for lib in LIBS}

@@ -146,6 +146,13 @@ class Workload:
         for t, r in zip(outputs, results):
             t.index_copy_(2, self.order, r)
 
+    def random_inputs(self, seed):
+        """q, k, v and dout: fresh standard-normal bf16 [B, H, N, D] tensors from `seed`, the
+        same for every call with that seed."""
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        return tuple(torch.randn((self.B, H, self.N, D), device="cuda", dtype=torch.bfloat16,
+                                 generator=gen) for _ in range(4))
+
     def row(self, name, **extra):
         """The row's leading fields: workload, shape, the extra fields, density and
         visible/computed."""

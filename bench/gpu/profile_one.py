@@ -16,17 +16,14 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
-from bench_common import D, H, Workload, argument_parser, run_rows  # noqa: E402
+from bench_common import H, Workload, argument_parser, run_rows  # noqa: E402
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 
 
 def profile_one(name, n0, kernel, backward, workloads, a):
     w = Workload(name, n0, a, workloads)
-    gen = torch.Generator(device="cuda").manual_seed(n0)
-    shape = (w.B, H, w.N, D)
-    q, k, v, dout = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=gen)
-                     for _ in range(4))
+    q, k, v, dout = w.random_inputs(n0)
     out = torch.full_like(q, float("nan"))
     lse = torch.full((w.B, H, w.N), float("nan"), device="cuda", dtype=torch.float32)
     grads = [torch.full_like(q, float("nan")) for _ in range(3)]
