@@ -117,13 +117,22 @@ CM_HD bool is_grid_kind(uint8_t kind) {
 
 struct Pattern {
   uint8_t kind;  // PatternKind
-  uint8_t reserved;
+  // Bit h set: rows [h * tile_m / 2, (h + 1) * tile_m / 2) see no key in any tile masked by
+  // this pattern, so a kernel that walks half tiles may skip that half. A hint: 0 claims
+  // nothing (grid kinds always, and descriptors written before the field had a name).
+  uint8_t empty_halves;
   uint16_t count;  // number of RowBand entries (bands and grid kinds)
   uint32_t data_offset;
   int32_t formula;  // GridFormula index for the grid kinds, else -1
   uint32_t reserved1;
 };
 static_assert(sizeof(Pattern) == 16, "descriptor layout");
+
+// Whether half `half` (0: the first tile_m / 2 rows, 1: the rest) of every tile masked by
+// pattern p sees no key (Pattern::empty_halves).
+CM_HD bool half_is_empty(const Pattern& p, int half) {
+  return (p.empty_halves >> half) & 1u;
+}
 
 // Rows [row_first, row_last] (tile-relative) see [lo0 + lo_slope*(r-row_first),
 // hi0 + hi_slope*(r-row_first)) in tile-relative key columns, clamped to [0, tile_n).

@@ -80,23 +80,6 @@ struct BwdConsumer {
                               : 0u;
   }
 
-  // Key tiles below item.n that visit query tile m of head h's mask: the number of dQ adds
-  // that come before this CTA's in deterministic mode.
-  __device__ int dq_rank(int h, int m) const {
-    const desc::Instance& inst = instance_for(p.descriptor, p.shape, item.b, h);
-    const desc::TileRow& row = desc::q_tile(p.descriptor, inst, m);
-    const desc::FullRun* full = desc::full_runs(p.descriptor, row);
-    const desc::PartialRun* partial = desc::partial_runs(p.descriptor, row);
-    int rank = 0;
-    for (int i = 0; i < row.full_count; ++i) {
-      rank += max(0, min(item.n - full[i].first, static_cast<int>(full[i].count)));
-    }
-    for (int i = 0; i < row.partial_count; ++i) {
-      rank += max(0, min(item.n - partial[i].first, static_cast<int>(partial[i].count)));
-    }
-    return rank;
-  }
-
   // dst += ss.dq after every lower key tile added its part, then signals the next one.
   __device__ void add_dq_in_order(float* dst, int32_t* semaphore, int rank) const {
     if (tid == 0) {
@@ -258,7 +241,7 @@ struct BwdConsumer {
       if constexpr (kDeterministic) {
         int32_t* semaphore =
             p.ws.semaphores + bh * (p.shape.rows_padded / kBwdStepRows) + row / kBwdStepRows;
-        add_dq_in_order(dst, semaphore, tid == 0 ? dq_rank(step.h, step.m) : 0);
+        add_dq_in_order(dst, semaphore, tid == 0 ? dq_rank(p, item, step.h, step.m, step.half) : 0);
       } else if (tid == 0) {
         bulk_reduce_add(dst, ss.dq, Config::kDqBytes);
       }
@@ -267,27 +250,44 @@ struct BwdConsumer {
     store_dkdv(tdKrdK, tdVrdV, frag, key0);
   }
 
-  // dK (scaled) and dV of the keys below nk, in the element type. Element (e, h, j) is key
-  // key0 + 8h, column 8j + col0 + e.
+  // dK (scaled) and dV of the keys below nk, in the element type, staged through the Q and dO
+  // rings (free once both warpgroups' last products are done) so that every row goes out in
+  // 16-byte stores. Element (e, h, j) of the accumulators is key key0 + 8h, column
+  // 8j + col0 + e.
   template <class TAcc>
   __device__ void store_dkdv(const TAcc& dk, const TAcc& dv, const Fragment& frag, int key0) const {
-    const bool packed = p.shape.k_offsets != nullptr;
-    const int64_t batch = packed ? 0 : item.b;
-    const int64_t row0 = packed ? p.shape.k_offsets[item.b] : 0;
-    Element* dk_out = static_cast<Element*>(p.dk) + batch * p.dk_stride_b + item.hk * p.dk_stride_h;
-    Element* dv_out = static_cast<Element*>(p.dv) + batch * p.dv_stride_b + item.hk * p.dv_stride_h;
+    static_assert(Config::kStages * kBlockM >= kBlockN, "the Q and dO rings hold dK and dV");
+    constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+    // Chunk c of row r lies at chunk c ^ (r % 8): a warp's pair stores (8 rows, one chunk
+    // each) fall in 8 different bank groups.
+    const auto staged = [](int row, int col) {
+      return row * kHeadDim + 8 * ((col / 8) ^ (row % 8)) + col % 8;
+    };
+    sync_consumers();  // both warpgroups' products are done with Q and dO
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const int key = item.n * kBlockN + key0 + 8 * h;
-      if (key >= p.shape.nk) continue;
-      Element* dk_row = dk_out + (row0 + key) * p.dk_stride_s + frag.col0;
-      Element* dv_row = dv_out + (row0 + key) * p.dv_stride_s + frag.col0;
       CUTE_UNROLL
       for (int j = 0; j < kHeadDim / 8; ++j) {  // columns 8j + col0 + {0, 1}; col0 is even
         const int i = Fragment::index(0, h, j);
-        store_pair(dk_row + 8 * j, dk(i) * p.scale, dk(i + 1) * p.scale);
-        store_pair(dv_row + 8 * j, dv(i), dv(i + 1));
+        const int at = staged(key0 + 8 * h, 8 * j + frag.col0);
+        store_pair(ss.q + at, dk(i) * p.scale, dk(i + 1) * p.scale);
+        store_pair(ss.dout + at, dv(i), dv(i + 1));
       }
+    }
+    sync_consumers();
+    const bool packed = p.shape.k_offsets != nullptr;
+    const int64_t batch = packed ? 0 : item.b;
+    const int64_t row0 = (packed ? p.shape.k_offsets[item.b] : 0) + int64_t{item.n} * kBlockN;
+    Element* dk_out = static_cast<Element*>(p.dk) + batch * p.dk_stride_b + item.hk * p.dk_stride_h;
+    Element* dv_out = static_cast<Element*>(p.dv) + batch * p.dv_stride_b + item.hk * p.dv_stride_h;
+    const int rows = min(kBlockN, p.shape.nk - item.n * kBlockN);
+    for (int i = fresh_thread_index() - 128; i < rows * kChunks; i += Config::kConsumerThreads) {
+      const int r = i / kChunks;
+      const int col = 8 * (i % kChunks);
+      *reinterpret_cast<uint4*>(dk_out + (row0 + r) * p.dk_stride_s + col) =
+          *reinterpret_cast<const uint4*>(ss.q + staged(r, col));
+      *reinterpret_cast<uint4*>(dv_out + (row0 + r) * p.dv_stride_s + col) =
+          *reinterpret_cast<const uint4*>(ss.dout + staged(r, col));
     }
   }
 };

@@ -79,9 +79,20 @@ class QueryTileCursor {
   int run_ = 0, at_ = 0, end_ = 0, pattern_ = -1;
 };
 
+// The 64-row halves of query tile m, masked by `pattern` (-1: full), that a backward step
+// walks, as bits (bit h: half h): those that start below nq, less those the tile's pattern
+// marks empty (Pattern::empty_halves), whose steps would add nothing.
+__host__ __device__ inline unsigned walked_halves(const BwdMainParams& p, int m, int pattern) {
+  unsigned halves = m * kBwdTile + kBwdStepRows < p.shape.nq ? 3u : 1u;
+  if (pattern >= 0) {
+    halves &= ~unsigned{desc::pattern(p.descriptor, static_cast<uint32_t>(pattern)).empty_halves};
+  }
+  return halves;
+}
+
 // Walks the steps of an item in the one order producer and consumers share: query heads of the
-// kv group, then the query tiles of the key tile's row in the transposed form, then the two
-// 64-row halves of each (a second half starting at or past nq is skipped).
+// kv group, then the query tiles of the key tile's row in the transposed form, then the
+// walked halves of each (walked_halves).
 class StepCursor {
  public:
   __host__ __device__ StepCursor(const BwdMainParams& p, const BwdItem& item)
@@ -89,20 +100,18 @@ class StepCursor {
 
   __host__ __device__ bool next(BwdStep& step) {
     for (;;) {
-      if (g_ >= 0 && step_.half == 0 && step_.m >= 0 &&
-          step_.m * kBwdTile + kBwdStepRows < p_.shape.nq) {
-        step_.half = 1;
+      if (halves_ != 0) {  // the current query tile's halves still to walk, lowest first
+        step_.half = (halves_ & 1u) != 0 ? 0 : 1;
+        halves_ &= halves_ - 1;
         step = step_;
         return true;
       }
       if (g_ >= 0 && tiles_.next(step_.m, step_.pattern)) {
-        step_.half = 0;  // row m * 128 < nq: query tile m exists
-        step = step_;
-        return true;
+        halves_ = walked_halves(p_, step_.m, step_.pattern);
+        continue;
       }
       if (++g_ == group_) return false;
       step_.h = item_.hk * group_ + g_;
-      step_.m = -1;
       const desc::Instance& inst = instance_for(p_.descriptor, p_.shape, item_.b, step_.h);
       tiles_ = QueryTileCursor(p_.descriptor, desc::k_tile(p_.descriptor, inst, item_.n));
     }
@@ -113,8 +122,33 @@ class StepCursor {
   BwdItem item_;
   int group_;
   int g_ = -1;
+  unsigned halves_ = 0;
   BwdStep step_{0, -1, 0, -1};
   QueryTileCursor tiles_;
 };
+
+// Deterministic mode: the number of key tiles below item.n whose items add to the dQ of half
+// `half` of query tile m of query head h, that is the dQ adds that come before this item's.
+// Counts what StepCursor walks: every listed tile of a full run, and the tiles of a partial
+// run unless its pattern marks the half empty.
+__host__ __device__ inline int dq_rank(const BwdMainParams& p, const BwdItem& item, int h, int m,
+                                       int half) {
+  const desc::Instance& inst = instance_for(p.descriptor, p.shape, item.b, h);
+  const desc::TileRow& row = desc::q_tile(p.descriptor, inst, m);
+  const desc::FullRun* full = desc::full_runs(p.descriptor, row);
+  const desc::PartialRun* partial = desc::partial_runs(p.descriptor, row);
+  const auto below = [&](int first, int count) {
+    const int n = item.n - first;
+    return n <= 0 ? 0 : (n < count ? n : count);
+  };
+  int rank = 0;
+  for (int i = 0; i < row.full_count; ++i) rank += below(full[i].first, full[i].count);
+  for (int i = 0; i < row.partial_count; ++i) {
+    if ((walked_halves(p, m, static_cast<int>(partial[i].pattern)) >> half) & 1u) {
+      rank += below(partial[i].first, partial[i].count);
+    }
+  }
+  return rank;
+}
 
 }  // namespace cm::sm90

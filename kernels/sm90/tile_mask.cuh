@@ -72,6 +72,24 @@ class QuadColumns {
   }
   __host__ __device__ int lo() const { return 0; }
   __host__ __device__ int hi() const { return kMaskTileN; }
+
+  // A bitmap row (4 words, column c is bit c % 32 of word c / 32) in quad order: quad q takes
+  // bits 2q and 2q + 1 of every byte (columns 8j + 2q + e), 8 bits per word.
+  __host__ __device__ static Bits from_bitmap(const uint32_t* row) {
+    Bits bits = filled(false);
+    CUTE_UNROLL
+    for (int w = 0; w < kMaskTileN / 32; ++w) {
+      const uint32_t word = row[w];
+      CUTE_UNROLL
+      for (int q = 0; q < 4; ++q) {
+        uint32_t x = (word >> (2 * q)) & 0x03030303u;  // bits 0, 1, 8, 9, 16, 17, 24, 25
+        x = (x | (x >> 6)) & 0x000F000Fu;              // bits 0-3, 16-19
+        x = (x | (x >> 12)) & 0xFFu;                   // bits 0-7
+        bits.quad[q] |= x << (8 * w);
+      }
+    }
+    return bits;
+  }
 };
 
 // Column 32 * word + i is bit i: one word of a row of a 128-column visibility bitmap.
@@ -87,6 +105,9 @@ class WindowColumns {
   }
   __host__ __device__ int lo() const { return first_; }
   __host__ __device__ int hi() const { return first_ + 32; }
+
+  // The word of a bitmap row (4 words, column c is bit c % 32 of word c / 32) under the window.
+  __host__ __device__ Bits from_bitmap(const uint32_t* row) const { return row[first_ / 32]; }
 
  private:
   int first_;
@@ -133,9 +154,8 @@ __host__ __device__ typename Columns::Bits row_visibility(const void* blob, cons
   const bool full = p.kind == kFullTileKind;
   typename Columns::Bits visible = Columns::filled(full);
   if (!full) {
-    if (p.kind == desc::kPatternBitmap) {
-      desc::for_each_pattern_interval(blob, p, q0, k0, r,
-                                      [&](int lo, int hi) { visible |= cols.range(lo, hi); });
+    if (p.kind == desc::kPatternBitmap) {  // rows of kMaskTileN / 32 words
+      visible = cols.from_bitmap(desc::at<uint32_t>(blob, p.data_offset) + r * (kMaskTileN / 32));
     } else {
       const desc::RowBand* bands = desc::at<desc::RowBand>(blob, p.data_offset);
       for (int b = 0; b < p.count; ++b) {

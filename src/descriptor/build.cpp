@@ -127,7 +127,7 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
   const int32_t num_k_tiles = (nk + tiling.n - 1) / tiling.n;
   const DistinctInstances unique = find_distinct(instances);
 
-  descriptor::PatternTable table;
+  descriptor::PatternTable table(tiling.m, tiling.n);
   std::vector<descriptor::EncodedInstance> encoded;
   encoded.reserve(unique.distinct.size());
   for (size_t index : unique.distinct) {

@@ -3,12 +3,14 @@
 #include "descriptor/instance_tiles.h"
 
 #include "descriptor/expand_rows.h"
+#include "descriptor/formula_bitmaps.h"
 #include "descriptor/grid_reach.h"
 #include "descriptor/pattern_encode.h"
 #include "descriptor/piece_gather.h"
 #include "descriptor/tile_classify.h"
 
 #include <algorithm>
+#include <memory>
 
 namespace cm::descriptor {
 namespace {
@@ -98,7 +100,12 @@ std::span<const unsigned char> as_bytes_of(const std::vector<T>& v) {
 // Turns one partial tile's fitted bands into a pattern index.
 class TileEncoder {
  public:
-  TileEncoder(const Tiling& tiling, PatternTable& table) : tiling_(tiling), table_(table) {}
+  TileEncoder(const InstanceRows& instance, const Tiling& tiling, PatternTable& table)
+      : instance_(instance),
+        tiling_(tiling),
+        table_(table),
+        strips_(instance.formulas.size()),
+        strip_patterns_(instance.formulas.size()) {}
 
   // Partial tile i of the gatherer as bands, or as a bitmap when the bands would take more
   // bytes.
@@ -114,6 +121,34 @@ class TileEncoder {
                       as_bytes_of(bands));
   }
 
+  // Partial tile i (tile (m, n)), reached by strip-layout formula f, as a bitmap of the
+  // formula's keys and the tile's listed pieces (disjoint from them). Strip tiles repeat few
+  // bitmaps (FormulaBitmaps), and a kernel reads a bitmap row with a few word operations
+  // instead of walking the formula. A tile without listed pieces takes its geometry's pattern.
+  uint32_t strip_bitmap(const PieceGatherer& gatherer, size_t i, const RowIntervals& rows,
+                        int32_t f, int32_t m, int32_t n) {
+    if (strips_[static_cast<size_t>(f)] == nullptr) {
+      strips_[static_cast<size_t>(f)] = std::make_unique<FormulaBitmaps>(instance_, f, tiling_);
+    }
+    FormulaBitmaps& formula = *strips_[static_cast<size_t>(f)];
+    const int32_t id = formula.geometry(m, n);
+    if (!gatherer.has_pieces(i)) {
+      std::vector<int64_t>& patterns = strip_patterns_[static_cast<size_t>(f)];
+      if (static_cast<size_t>(id) >= patterns.size())
+        patterns.resize(static_cast<size_t>(id) + 1, -1);
+      int64_t& pattern = patterns[static_cast<size_t>(id)];
+      if (pattern < 0)
+        pattern = table_.add(desc::kPatternBitmap, -1, 0, as_bytes_of(formula.bitmap(id)));
+      return static_cast<uint32_t>(pattern);
+    }
+    const int32_t q0 = m * tiling_.m, q1 = std::min(rows.nq, q0 + tiling_.m);
+    gatherer.pieces_of(rows, q0, q1, n, pieces_);
+    fill_bitmap(pieces_, tiling_.m, tiling_.n, bitmap_);
+    const std::vector<uint32_t>& words = formula.bitmap(id);
+    for (size_t w = 0; w < words.size(); ++w) bitmap_[w] |= words[w];
+    return table_.add(desc::kPatternBitmap, -1, 0, as_bytes_of(bitmap_));
+  }
+
   // A grid formula, alone (sparse kind) or with partial tile i's listed pieces as bands.
   uint32_t grid(const PieceGatherer& gatherer, size_t i, int32_t formula) {
     if (!gatherer.has_pieces(i)) return table_.add(desc::kPatternGridSparse, formula, 0, {});
@@ -123,10 +158,15 @@ class TileEncoder {
   }
 
  private:
+  const InstanceRows& instance_;
   const Tiling& tiling_;
   PatternTable& table_;
   std::vector<RowPiece> pieces_;
   std::vector<uint32_t> bitmap_;
+  // Per formula of a strip layout, once reached: its bitmaps by geometry, and the pattern of
+  // each geometry (-1 until a tile without listed pieces needs it).
+  std::vector<std::unique_ptr<FormulaBitmaps>> strips_;
+  std::vector<std::vector<int64_t>> strip_patterns_;
 };
 
 }  // namespace
@@ -141,7 +181,7 @@ EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tili
   EncodedInstance out;
   TileRowClassifier classifier(nk, tiling.n);
   PieceGatherer gatherer(tiling.n);
-  TileEncoder encoder(tiling, table);
+  TileEncoder encoder(instance, tiling, table);
   RunFormBuilder builder(table);
   std::vector<TileSegment> segments;
   std::vector<int32_t> partial;
@@ -200,11 +240,18 @@ EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tili
       }
     }
     gatherer.gather(*rows, r0, r1, partial);
-    if (f >= 0 && global_formula[f] < 0)
+    const bool strips = formula != nullptr && formula->strip < formula->cols;
+    if (f >= 0 && !strips && global_formula[f] < 0)
       global_formula[f] = table.add_formula(instance.formulas[f]);
     for (size_t i = 0; i < partial.size(); ++i) {
-      const uint32_t pattern = reached[i] ? encoder.grid(gatherer, i, global_formula[f])
-                                          : encoder.plain(gatherer, i, *rows, r0, r1, partial[i]);
+      uint32_t pattern;
+      if (!reached[i]) {
+        pattern = encoder.plain(gatherer, i, *rows, r0, r1, partial[i]);
+      } else if (strips) {
+        pattern = encoder.strip_bitmap(gatherer, i, *rows, f, m, partial[i]);
+      } else {
+        pattern = encoder.grid(gatherer, i, global_formula[f]);
+      }
       builder.add_partial(partial[i], pattern);
       out.partial.push_back({m, partial[i], pattern});
     }

@@ -28,10 +28,12 @@ struct EncodedInstance {
 // row_intervals.h. A query tile whose rows carry one grid formula consistently, and list no
 // key on that formula's grid, is classified in closed form per grid line (grid_reach.h); its
 // formula-reached partial tiles get kPatternGridSparse (no listed keys in the tile) or
-// kPatternGrid (formula plus listed keys as bands) patterns. Other query tiles with formula rows
+// kPatternGrid (formula plus listed keys as bands) patterns, or, for a strip-layout formula,
+// kPatternBitmap patterns of the formula's and the listed keys. Other query tiles with formula rows
 // are classified from their complete rows, materialized for that tile row only.
 // Cost: O(rows + listed intervals + grid line pairs + partial tiles + pieces), plus, per
-// partial tile a formula might fill, one row scan that stops at the first uncovered row.
+// partial tile a formula might fill, one row scan that stops at the first uncovered row, and
+// per formula-reached strip tile, its rows' grid intervals and a bitmap.
 EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tiling,
                                 PatternTable& table);
 

@@ -109,7 +109,8 @@ class JsonDump {
     out_ += "  \"patterns\": [";
     for (int32_t i = 0; i < hd_.num_patterns; ++i) {
       const desc::Pattern& p = desc::pattern(blob_, static_cast<uint32_t>(i));
-      out_ += std::string(i ? "," : "") + "\n    {\"id\": " + std::to_string(i) + ", \"kind\": ";
+      out_ += std::string(i ? "," : "") + "\n    {\"id\": " + std::to_string(i) +
+              ", \"empty_halves\": " + std::to_string(p.empty_halves) + ", \"kind\": ";
       if (p.kind == desc::kPatternBitmap) {
         out_ += "\"bitmap\"";
         bitmap(p);

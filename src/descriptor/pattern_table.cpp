@@ -1,6 +1,9 @@
 // Pattern and formula deduplication (see pattern_table.h).
 #include "descriptor/pattern_table.h"
 
+#include "descriptor/pattern_encode.h"
+
+#include <algorithm>
 #include <cstring>
 
 namespace cm::descriptor {
@@ -55,6 +58,7 @@ uint32_t PatternTable::add(desc::PatternKind kind, int32_t formula, uint16_t cou
   }
   desc::Pattern p{};
   p.kind = kind;
+  p.empty_halves = empty_halves(kind, data);
   p.count = count;
   p.data_offset = static_cast<uint32_t>(data_.size());
   p.formula = formula;
@@ -65,6 +69,39 @@ uint32_t PatternTable::add(desc::PatternKind kind, int32_t formula, uint16_t cou
   data_sizes_.push_back(data.size());
   pattern_index_.emplace(h, index);
   return index;
+}
+
+uint8_t PatternTable::empty_halves(desc::PatternKind kind,
+                                   std::span<const unsigned char> data) const {
+  std::vector<uint8_t> row_seen(static_cast<size_t>(tile_m_), 0);
+  if (kind == desc::kPatternBands) {
+    std::vector<desc::RowBand> bands(data.size() / sizeof(desc::RowBand));
+    std::memcpy(bands.data(), data.data(), bands.size() * sizeof(desc::RowBand));
+    for (const desc::RowBand& b : bands) {
+      for (int r = b.row_first; r <= b.row_last && r < tile_m_; ++r) {
+        const int d = r - b.row_first;
+        const int lo = std::clamp(b.lo0 + b.lo_slope * d, 0, tile_n_);
+        const int hi = std::clamp(b.hi0 + b.hi_slope * d, 0, tile_n_);
+        if (lo < hi) row_seen[static_cast<size_t>(r)] = 1;
+      }
+    }
+  } else if (kind == desc::kPatternBitmap) {
+    const size_t per_row = static_cast<size_t>(bitmap_words_per_row(tile_n_)) * sizeof(uint32_t);
+    for (int32_t r = 0; r < tile_m_; ++r) {
+      const unsigned char* row = data.data() + static_cast<size_t>(r) * per_row;
+      row_seen[static_cast<size_t>(r)] =
+          std::any_of(row, row + per_row, [](unsigned char c) { return c != 0; });
+    }
+  } else {
+    return 0;  // a formula's rows depend on the tile
+  }
+  uint8_t empty = 0;
+  for (int half = 0; half < 2; ++half) {
+    const auto first = row_seen.begin() + half * (tile_m_ / 2);
+    const auto end = half == 0 ? row_seen.begin() + tile_m_ / 2 : row_seen.end();
+    if (std::none_of(first, end, [](uint8_t seen) { return seen != 0; })) empty |= 1u << half;
+  }
+  return empty;
 }
 
 }  // namespace cm::descriptor

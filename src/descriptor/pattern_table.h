@@ -14,11 +14,15 @@ namespace cm::descriptor {
 
 class PatternTable {
  public:
+  // Patterns are for tiles of tile_m x tile_n.
+  PatternTable(int32_t tile_m, int32_t tile_n) : tile_m_(tile_m), tile_n_(tile_n) {}
+
   // Returns the table index of `formula` (its reserved field is ignored).
   int32_t add_formula(const desc::GridFormula& formula);
 
   // Returns the index of the pattern (kind, formula, data). `count` is the RowBand count for
-  // band and grid kinds, 0 for bitmaps. Pattern::data_offset holds the offset into data().
+  // band and grid kinds, 0 for bitmaps. Pattern::data_offset holds the offset into data();
+  // Pattern::empty_halves marks the halves whose rows the bands or the bitmap leave empty.
   uint32_t add(desc::PatternKind kind, int32_t formula, uint16_t count,
                std::span<const unsigned char> data);
 
@@ -29,6 +33,10 @@ class PatternTable {
  private:
   bool same(const desc::Pattern& p, int32_t formula, uint8_t kind,
             std::span<const unsigned char> data) const;
+  // Pattern::empty_halves of a bands or bitmap pattern; 0 for the grid kinds.
+  uint8_t empty_halves(desc::PatternKind kind, std::span<const unsigned char> data) const;
+
+  int32_t tile_m_, tile_n_;
 
   std::vector<desc::Pattern> patterns_;
   std::vector<size_t> data_sizes_;

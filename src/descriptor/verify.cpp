@@ -144,6 +144,7 @@ class Verifier {
         if (p.formula != -1) fail(name + ": a bitmap pattern must have formula -1");
         require_array(p.data_offset, 1, descriptor::bitmap_bytes(h.tile_m, h.tile_n), 4,
                       name + " bitmap");
+        check_empty_halves(p, name);
         continue;
       }
       if (p.kind != desc::kPatternBands && !desc::is_grid_kind(p.kind)) {
@@ -164,6 +165,26 @@ class Verifier {
         if (bands[b].row_first > bands[b].row_last || bands[b].row_last >= h.tile_m) {
           fail(name + " band " + str(b) + ": rows must satisfy row_first <= row_last < tile_m");
         }
+      }
+      check_empty_halves(p, name);
+    }
+  }
+
+  // A kernel skips the halves that empty_halves marks, so a marked half must see nothing.
+  void check_empty_halves(const desc::Pattern& p, const std::string& name) const {
+    if (p.empty_halves > 3) fail(name + ": empty_halves has bits other than 0 and 1");
+    if (desc::is_grid_kind(p.kind) && p.empty_halves != 0) {
+      fail(name + ": a grid pattern must have empty_halves 0 (its rows depend on the tile)");
+    }
+    const int32_t tile_m = hd().tile_m;
+    for (int half = 0; half < 2; ++half) {
+      if (!desc::half_is_empty(p, half)) continue;
+      const int32_t end = half == 0 ? tile_m / 2 : tile_m;
+      for (int32_t r = half * (tile_m / 2); r < end; ++r) {
+        desc::for_each_pattern_interval(blob_, p, 0, 0, r, [&](int, int) {
+          fail(name + ": empty_halves marks half " + str(half) + " empty, but row " + str(r) +
+               " sees keys");
+        });
       }
     }
   }

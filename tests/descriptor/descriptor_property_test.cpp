@@ -76,6 +76,48 @@ TEST(DescriptorProperty, RandomRowsRoundTripExactly) {
   EXPECT_GT(patterns_of_kind[desc::kPatternGridSparse], 0);
 }
 
+// Pattern::empty_halves is exact for bands and bitmaps: a half of a partial tile is marked
+// empty if and only if none of its rows sees a key of the tile (grid kinds claim nothing).
+TEST(DescriptorProperty, EmptyHalvesAreExact) {
+  std::mt19937 rng(4242);
+  int marked = 0;
+  for (int iteration = 0; iteration < 150; ++iteration) {
+    const int32_t nq = std::uniform_int_distribution<int32_t>(1, 300)(rng);
+    const int32_t nk = std::uniform_int_distribution<int32_t>(1, 300)(rng);
+    const Tiling tiling = kTilings[static_cast<size_t>(iteration) % kTilings.size()];
+    const RandomInstance inst = testing::random_instance(rng, nq, nk, iteration % 2 == 1);
+    PlanStats stats;
+    const std::vector<uint64_t> blob = build_descriptor({inst.rows}, {0}, 1, 1, tiling, stats);
+    const desc::Instance& di = desc::instance(blob.data(), 0);
+    const int32_t half_rows = tiling.m / 2;
+    for (int32_t m = 0; m * tiling.m < nq; ++m) {
+      const desc::TileRow& row = desc::q_tile(blob.data(), di, m);
+      const desc::PartialRun* runs = desc::partial_runs(blob.data(), row);
+      for (int i = 0; i < row.partial_count; ++i) {
+        const desc::Pattern& p = desc::pattern(blob.data(), runs[i].pattern);
+        for (int32_t n = runs[i].first; n < runs[i].first + runs[i].count; ++n) {
+          for (int half = 0; half < 2; ++half) {
+            const int32_t q0 = m * tiling.m + half * half_rows;
+            const int32_t q1 = std::min(nq, half == 0 ? q0 + half_rows : (m + 1) * tiling.m);
+            if (q0 >= q1) continue;  // the half lies past nq
+            bool empty = true;
+            for (int32_t q = q0; q < q1; ++q) {
+              for (int32_t k = n * tiling.n; k < std::min(nk, (n + 1) * tiling.n); ++k) {
+                empty = empty && inst.expected.at(q, k) == 0;
+              }
+            }
+            const bool want = empty && !desc::is_grid_kind(p.kind);
+            ASSERT_EQ(desc::half_is_empty(p, half), want)
+                << "iteration " << iteration << " tile (" << m << ", " << n << ") half " << half;
+            marked += want;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(marked, 0) << "no draw had an empty half";
+}
+
 // Rows made of a few intervals whose ends move affinely over long row ranges, with slopes
 // around the int8 band limit and ends landing on tile boundaries: the builder skips such
 // stretches of rows in bulk, and must still decode to exactly the input.

@@ -98,15 +98,19 @@ TEST(DescriptorUnit, CheckerboardTileUsesABitmap) {
   expect_equal_dense(blob, board);
 }
 
-TEST(DescriptorUnit, GridRowsUseGridPatternsAndDecodeExactly) {
-  // CLEAR-like: 16 text tokens see and are seen by everything; a 12 x 12 image sees a disk.
-  const int32_t text = 16, s = 12, n = text + s * s;
+// CLEAR-like: `text` tokens see and are seen by everything; an s x s image in strips of
+// `strip` columns sees a disk of radius 3 around each token. Builds the descriptor with
+// 16 x 16 tiles, checks it against the brute-force formula everywhere, and returns it.
+std::vector<uint64_t> build_text_and_disk(int32_t text, int32_t s, int32_t strip,
+                                          PlanStats& stats) {
+  const int32_t n = text + s * s;
   desc::GridFormula disk{};
   disk.q_lo = text;
   disk.q_hi = n;
   disk.start = disk.center_start = text;
   disk.frames = 1;
-  disk.rows = disk.cols = disk.strip = s;
+  disk.rows = disk.cols = s;
+  disk.strip = strip;
   disk.shape = desc::kShapeEllipse;
   disk.rt = 1;
   disk.ry = disk.rx = 3;
@@ -119,17 +123,39 @@ TEST(DescriptorUnit, GridRowsUseGridPatternsAndDecodeExactly) {
   rows.row_formula.assign(static_cast<size_t>(n), -1);
   for (int32_t q = text; q < n; ++q) rows.row_formula[static_cast<size_t>(q)] = 0;
   rows.residual = testing::rows_from_dense(residual);
-
-  PlanStats stats;
-  const auto blob = build_descriptor({rows}, {0}, 1, 1, {16, 16}, stats);
+  auto blob = build_descriptor({rows}, {0}, 1, 1, {16, 16}, stats);
   verify_descriptor(blob.data(), blob.size() * 8);
   expect_equal_dense(blob, all);
-  EXPECT_EQ(stats.grid_formulas, 1);
-  int grid_patterns = 0;
+  return blob;
+}
+
+// How many of the descriptor's patterns have a kind that `is_kind` accepts.
+int count_patterns(const std::vector<uint64_t>& blob, const PlanStats& stats,
+                   const std::function<bool(uint8_t)>& is_kind) {
+  int count = 0;
   for (int32_t i = 0; i < stats.patterns; ++i) {
-    grid_patterns += desc::is_grid_kind(desc::pattern(blob.data(), static_cast<uint32_t>(i)).kind);
+    count += is_kind(desc::pattern(blob.data(), static_cast<uint32_t>(i)).kind);
   }
-  EXPECT_GE(grid_patterns, 1);
+  return count;
+}
+
+TEST(DescriptorUnit, GridRowsUseGridPatternsAndDecodeExactly) {
+  PlanStats stats;
+  const auto blob = build_text_and_disk(16, 12, 12, stats);  // row-major
+  EXPECT_EQ(stats.grid_formulas, 1);
+  EXPECT_GE(count_patterns(blob, stats, desc::is_grid_kind), 1);
+}
+
+TEST(DescriptorUnit, StripGridTilesShareBitmapsAndDecodeExactly) {
+  // A 40 x 40 image in 8-column strips: 16 x 16 tiles cover two grid rows of a strip, and the
+  // interior tiles repeat a few geometries, so far fewer bitmaps than partial tiles.
+  PlanStats stats;
+  const auto blob = build_text_and_disk(16, 40, 8, stats);
+  EXPECT_EQ(count_patterns(blob, stats, desc::is_grid_kind), 0);
+  const int bitmaps =
+      count_patterns(blob, stats, [](uint8_t kind) { return kind == desc::kPatternBitmap; });
+  EXPECT_GE(bitmaps, 1);
+  EXPECT_LT(4 * int64_t{bitmaps}, stats.partial_tiles) << bitmaps << " bitmaps";
 }
 
 TEST(DescriptorUnit, RejectsGridFormulasOutsideTheirRange) {
@@ -290,6 +316,37 @@ TEST(DescriptorUnit, VerifyNamesTheBrokenRule) {
         mutable_at<desc::Pattern>(b, p)->kind = 7;
       },
       "unknown kind 7");
+  // Causal's one pattern, the diagonal band, sees keys in both halves.
+  expect_verify_failure(
+      [](auto& b) {
+        mutable_at<desc::Pattern>(b, desc::header(b.data()).patterns_offset)->empty_halves = 1;
+      },
+      "marks half 0 empty, but row 0 sees keys");
+  expect_verify_failure(
+      [](auto& b) {
+        mutable_at<desc::Pattern>(b, desc::header(b.data()).patterns_offset)->empty_halves = 4;
+      },
+      "bits other than 0 and 1");
+}
+
+TEST(DescriptorUnit, PatternsMarkTheirEmptyHalves) {
+  // Rows 0-7 of a 16-row tile see a band, rows 8-15 nothing; then the reverse; then both.
+  const struct {
+    std::function<bool(int32_t, int32_t)> visible;
+    uint8_t empty_halves;
+  } cases[] = {{[](int32_t q, int32_t k) { return q < 8 && k <= q; }, 2},
+               {[](int32_t q, int32_t k) { return q >= 8 && k <= q; }, 1},
+               {[](int32_t q, int32_t k) { return k <= q; }, 0},
+               {[](int32_t q, int32_t k) { return q < 8 && (q + k) % 2 == 0; }, 2}};  // bitmap
+  for (const auto& c : cases) {
+    const Dense dense = dense_of(16, 16, c.visible);
+    PlanStats stats;
+    const auto blob = build_one(dense, {16, 16}, stats);
+    verify_descriptor(blob.data(), blob.size() * 8);
+    ASSERT_EQ(stats.patterns, 1);
+    EXPECT_EQ(desc::pattern(blob.data(), 0).empty_halves, c.empty_halves);
+    expect_equal_dense(blob, dense);
+  }
 }
 
 TEST(DescriptorUnit, JsonDumpShowsHeaderPatternsAndRuns) {

@@ -9,8 +9,10 @@
 //     visible pair is listed, every tile listed as full is fully visible, and tile_needs_mask
 //     holds for exactly the partial tiles and the key tile that nk cuts.
 //   * backward: StepCursor yields, for a key tile of a kv head, each query head of the group,
-//     each query tile holding a visible pair with that key tile, and both 64-row halves of it
-//     (the second only when it starts below nq), once each and head by head.
+//     each query tile holding a visible pair with that key tile, and every 64-row half of it
+//     with a visible pair, once each and head by head; it skips the halves that a bands or
+//     bitmap pattern marks empty. dq_rank counts, for each step, the lower key tiles whose
+//     walks hold the same step: the dQ adds that deterministic mode orders before it.
 #include "bwd_work.cuh"
 #include "fwd_work.cuh"
 #include "kernel_cases.h"
@@ -170,6 +172,23 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
                                        [&](const std::pair<int, int>& t) { return t.first == n; });
           ASSERT_NE(it, listed.end()) << "step on query tile " << step.m << " not listed";
           EXPECT_EQ(step.pattern, it->second) << "query tile " << step.m;
+          if (step.pattern >= 0 &&
+              !desc::is_grid_kind(
+                  desc::pattern(c.descriptor(), static_cast<uint32_t>(step.pattern)).kind)) {
+            const DenseTiles tiles(c, b, step.h);
+            EXPECT_NE(tiles.half_state(step.m, step.half, n), TileState::kEmpty)
+                << "an empty half of query tile " << step.m << " walked";
+          }
+          int lower = 0;  // lower key tiles of the kv head whose walks hold this step
+          for (int n_lower = 0; n_lower < n; ++n_lower) {
+            StepCursor others(p, BwdItem{b, hk, n_lower});
+            BwdStep other;
+            while (others.next(other)) {
+              lower += other.h == step.h && other.m == step.m && other.half == step.half;
+            }
+          }
+          EXPECT_EQ(dq_rank(p, BwdItem{b, hk, n}, step.h, step.m, step.half), lower)
+              << "query tile " << step.m << " half " << step.half;
         }
         // Every half of a query tile with visible pairs must be walked, once; the order of the
         // query tiles within a head is the transposed form's. Other steps (empty members of

@@ -140,10 +140,11 @@ int64_t empty_sparse_members(const std::vector<uint64_t>& blob) {
 
 TEST(ReferenceSparseRuns, EmptyMembersAreSkippedExactly) {
   // Grid masks on small tiles give sparse runs that bridge empty tiles; the reference must
-  // skip exactly those and still match the dense attention.
+  // skip exactly those and still match the dense attention. Only row-major grids keep sparse
+  // runs (strip-layout tiles are bitmaps), about half of the random ones.
   std::mt19937 rng(2024);
   int found = 0;
-  for (int attempt = 0; attempt < 40 && found < 3; ++attempt) {
+  for (int attempt = 0; attempt < 400 && found < 3; ++attempt) {
     const MaskSet set = make_mask_set(MaskKind::kGrid, 200, 200, 1, 2, Tiling{16, 16}, rng);
     if (empty_sparse_members(set.blob) == 0) continue;
     ++found;

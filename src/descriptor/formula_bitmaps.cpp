@@ -1,0 +1,128 @@
+// Bitmaps of formula-reached tiles by geometry (see formula_bitmaps.h).
+#include "descriptor/formula_bitmaps.h"
+
+#include "descriptor/half_widths.h"
+#include "descriptor/pattern_encode.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+
+namespace cm::descriptor {
+namespace {
+
+size_t mix(size_t h, int32_t v) {
+  return (h ^ static_cast<uint32_t>(v)) * 1099511628211ull;  // FNV-1a step
+}
+
+}  // namespace
+
+size_t FormulaBitmaps::VectorHash::operator()(const std::vector<int32_t>& v) const {
+  size_t h = 14695981039346656037ull;
+  for (const int32_t x : v) h = mix(h, x);
+  return h;
+}
+
+size_t FormulaBitmaps::KeyHash::operator()(const std::array<int32_t, 5>& k) const {
+  size_t h = 14695981039346656037ull;
+  for (const int32_t x : k) h = mix(h, x);
+  return h;
+}
+
+FormulaBitmaps::FormulaBitmaps(const InstanceRows& instance, int32_t f, const Tiling& tiling)
+    : instance_(instance),
+      f_(f),
+      tiling_(tiling),
+      half_widths_(half_width_table(instance.formulas[static_cast<size_t>(f)])),
+      rows_(static_cast<size_t>((instance.listed().nq + tiling.m - 1) / tiling.m)),
+      keys_(static_cast<size_t>((instance.listed().nk + tiling.n - 1) / tiling.n)) {}
+
+int32_t FormulaBitmaps::shape_id(std::unordered_map<std::vector<int32_t>, int32_t, VectorHash>& ids,
+                                 const std::vector<int32_t>& shape) {
+  return ids.try_emplace(shape, static_cast<int32_t>(ids.size())).first->second;
+}
+
+// Per row: its centre cell relative to the first row's, or INT32_MIN for a row the formula
+// adds nothing to.
+const FormulaBitmaps::Side& FormulaBitmaps::rows_of(int32_t m) {
+  Side& side = rows_[static_cast<size_t>(m)];
+  if (side.shape >= 0) return side;
+  const desc::GridFormula& f = instance_.formulas[static_cast<size_t>(f_)];
+  const int32_t q0 = m * tiling_.m, q1 = std::min(instance_.listed().nq, q0 + tiling_.m);
+  scratch_.clear();
+  bool first = true;
+  for (int32_t q = q0; q < q1; ++q) {
+    desc::GridCell c;
+    if (instance_.row_formula[static_cast<size_t>(q)] != f_ || !desc::grid_center(f, q, c)) {
+      scratch_.insert(scratch_.end(), {INT32_MIN, 0, 0});
+      continue;
+    }
+    if (first) side.anchor = {c.t, c.y, c.x};
+    first = false;
+    scratch_.insert(scratch_.end(),
+                    {c.t - side.anchor[0], c.y - side.anchor[1], c.x - side.anchor[2]});
+  }
+  side.shape = shape_id(row_shapes_, scratch_);
+  return side;
+}
+
+// Per grid segment of the key tile: its cell relative to the first segment's, its width and
+// its first column in the tile.
+const FormulaBitmaps::Side& FormulaBitmaps::keys_of(int32_t n) {
+  Side& side = keys_[static_cast<size_t>(n)];
+  if (side.shape >= 0) return side;
+  const desc::GridFormula& f = instance_.formulas[static_cast<size_t>(f_)];
+  const int32_t k0 = n * tiling_.n, k1 = std::min(instance_.listed().nk, k0 + tiling_.n);
+  scratch_.clear();
+  bool first = true;
+  desc::for_each_grid_segment(f, k0 - f.start, k1 - f.start, [&](const desc::GridSegment& s) {
+    if (first) side.anchor = {s.t, s.y, s.x0};
+    first = false;
+    scratch_.insert(scratch_.end(), {s.t - side.anchor[0], s.y - side.anchor[1],
+                                     s.x0 - side.anchor[2], s.x1 - s.x0, f.start + s.first - k0});
+    return true;
+  });
+  side.shape = shape_id(key_shapes_, scratch_);
+  return side;
+}
+
+int32_t FormulaBitmaps::geometry(int32_t m, int32_t n) {
+  const Side& rows = rows_of(m);
+  const Side& keys = keys_of(n);
+  const std::array<int32_t, 5> key = {rows.shape, keys.shape, keys.anchor[0] - rows.anchor[0],
+                                      keys.anchor[1] - rows.anchor[1],
+                                      keys.anchor[2] - rows.anchor[2]};
+  const auto [it, added] = geometries_.try_emplace(key, static_cast<int32_t>(bitmaps_.size()));
+  if (added) bitmaps_.push_back(compute(m, n));
+  return it->second;
+}
+
+// The bitmap of tile (m, n) itself, row by row over the key tile's grid segments.
+std::vector<uint32_t> FormulaBitmaps::compute(int32_t m, int32_t n) const {
+  const desc::GridFormula& f = instance_.formulas[static_cast<size_t>(f_)];
+  const int dt_max = desc::grid_table_dt_max(f), dy_max = desc::grid_table_dy_max(f);
+  const auto half_width = [&](int dt, int dy) -> int {
+    dt = std::abs(dt);
+    dy = std::abs(dy);
+    if (dt > dt_max || dy > dy_max) return -1;
+    return half_widths_[static_cast<size_t>(dt * (dy_max + 1) + dy)];
+  };
+  const int32_t q0 = m * tiling_.m, q1 = std::min(instance_.listed().nq, q0 + tiling_.m);
+  const int32_t k0 = n * tiling_.n, k1 = std::min(instance_.listed().nk, k0 + tiling_.n);
+  const int base = f.start - k0;  // tile column of the grid's first token
+  std::vector<RowPiece> pieces;
+  for (int32_t q = q0; q < q1; ++q) {
+    desc::GridCell c;
+    if (instance_.row_formula[static_cast<size_t>(q)] != f_ || !desc::grid_center(f, q, c)) {
+      continue;
+    }
+    desc::for_each_visible_run(f, c, -base, k1 - f.start, half_width, [&](int lo, int hi) {
+      pieces.push_back({q - q0, base + lo, base + hi});
+    });
+  }
+  std::vector<uint32_t> words;
+  fill_bitmap(pieces, tiling_.m, tiling_.n, words);
+  return words;
+}
+
+}  // namespace cm::descriptor
