@@ -5,8 +5,9 @@
 # (source counters). Builds the tool and the library first unless they are there.
 #
 # Usage: scripts/gpu/profile.sh fwd|bwd MASKS   MASKS: comma-separated workloads
-# Environment: OUT (default ./out/profile; receives ncu_PASS.txt, profiled_PASS.json and
-# profile_summary.txt), BENCH_LENS (default 32768), CM_BUILD and CM_WORKLOADS (see common.sh).
+# Environment: OUT (default ./out/profile; receives the report ncu_PASS.ncu-rep, its text
+# ncu_PASS.txt, sass_PASS.csv (the source page), profiled_PASS.json and profile_summary.txt),
+# BENCH_LENS (default 32768), CM_BUILD and CM_WORKLOADS (see common.sh).
 set -uo pipefail
 # shellcheck source=scripts/gpu/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -28,10 +29,17 @@ report="${OUT}/ncu_${PASS}.txt"
 ncu --profile-from-start off --kernel-name "regex:${PASS}_kernel" \
   --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
   --section Occupancy --section LaunchStats --section SourceCounters \
-  --metrics "${METRICS}" --print-details all \
+  --metrics "${METRICS}" --import-source no -f -o "${OUT}/ncu_${PASS}" \
   python3 "${ROOT}/bench/gpu/profile_one.py" --pass "${PASS}" --cli "${CLI}" --lib "${LIB}" \
   --examples "${ROOT}/examples" --workloads "${WORKLOADS}" --out "${OUT}" \
-  --lens "${BENCH_LENS:-32768}" --masks "${MASKS}" > "${report}" 2>&1
-note "ncu ${PASS}: exit $? in $(elapsed "${start}"): $(grep -c '^  .*_kernel' "${report}") kernels profiled"
+  --lens "${BENCH_LENS:-32768}" --masks "${MASKS}" > "${OUT}/ncu_${PASS}.log" 2>&1
+note "ncu ${PASS}: exit $? in $(elapsed "${start}")"
+ncu -i "${OUT}/ncu_${PASS}.ncu-rep" --print-details all > "${report}" 2>&1
+note "$(grep -c '^  .*_kernel' "${report}") kernels profiled"
+# Per SASS instruction of each profiled launch: executed instructions and the warp-stall samples
+# by reason, which attribute the stalls above to the lines of code that take them.
+ncu -i "${OUT}/ncu_${PASS}.ncu-rep" --page source --print-source sass --csv \
+  > "${OUT}/sass_${PASS}.csv" 2>&1
+note "source page: exit $? ($(wc -l < "${OUT}/sass_${PASS}.csv") lines in sass_${PASS}.csv)"
 grep -E "^  .*_kernel|Duration|Compute \(SM\) Throughput|hmma_cycles_active|issue_stalled|Warp Cycles Per Issued" \
   "${report}" | head -80 | tee -a "${SUMMARY}"
