@@ -6,7 +6,8 @@
 #
 # Usage: scripts/gpu/profile.sh fwd|bwd MASKS   MASKS: comma-separated workloads
 # Environment: OUT (default ./out/profile; receives the report ncu_PASS.ncu-rep, its text
-# ncu_PASS.txt, sass_PASS.csv (the source page), profiled_PASS.json and profile_summary.txt),
+# ncu_PASS.txt, sass_PASS.csv (the source page) and its summary hotspots_PASS.txt
+# (bench/gpu/sass_hotspots.py), profiled_PASS.json and profile_summary.txt),
 # BENCH_LENS (default 32768), CM_BUILD and CM_WORKLOADS (see common.sh).
 set -uo pipefail
 # shellcheck source=scripts/gpu/common.sh
@@ -41,5 +42,7 @@ note "$(grep -c '^  .*_kernel' "${report}") kernels profiled"
 ncu -i "${OUT}/ncu_${PASS}.ncu-rep" --page source --print-source sass --csv \
   > "${OUT}/sass_${PASS}.csv" 2>&1
 note "source page: exit $? ($(wc -l < "${OUT}/sass_${PASS}.csv") lines in sass_${PASS}.csv)"
+python3 "${ROOT}/bench/gpu/sass_hotspots.py" "${OUT}/sass_${PASS}.csv" > "${OUT}/hotspots_${PASS}.txt" 2>&1
+note "hotspots: exit $? (hotspots_${PASS}.txt)"
 grep -E "^  .*_kernel|Duration|Compute \(SM\) Throughput|hmma_cycles_active|issue_stalled|Warp Cycles Per Issued" \
   "${report}" | head -80 | tee -a "${SUMMARY}"
