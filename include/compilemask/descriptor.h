@@ -151,6 +151,10 @@ enum GridShape : int32_t {
   kShapeEllipse = 1,  // dt²/rt² + dy²/ry² + dx²/rx² < 1 (for 2D grids dt is 0 and rt is 1)
 };
 
+// The largest radius a GridFormula may have: the ellipse test squares products of radii and
+// offsets, which stay exact in 64-bit arithmetic up to this bound.
+inline constexpr int32_t kMaxGridRadius = 1024;
+
 // A neighbourhood on a grid of frames x rows x cols tokens starting at token `start`. Query
 // rows in [q_lo, q_hi) whose position lies on the grid see the grid keys around them. Only the
 // part of the neighbourhood inside the grid is visible.
@@ -167,7 +171,7 @@ struct GridFormula {
   int32_t frames, rows, cols;  // grid extent; frames == 1 for 2D grids
   int32_t strip;               // strip width in columns, in [1, cols]
   int32_t shape;               // GridShape
-  int32_t rt, ry, rx;          // radii
+  int32_t rt, ry, rx;          // radii, each in [0, kMaxGridRadius] ([1, ...] for ellipses)
   // int16 half_widths[(grid_table_dt_max + 1) * (grid_table_dy_max + 1)]: the formula's
   // grid_half_width for every |dt|, |dy| a grid holds, tabulated so kernels need no square root
   // (see grid_half_width_table). Written by the builder; 0 in formulas not yet placed in a blob.

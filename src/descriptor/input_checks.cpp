@@ -7,8 +7,6 @@
 namespace cm::descriptor {
 namespace {
 
-constexpr int32_t kMaxGridRadius = 1024;
-
 [[noreturn]] void fail(const std::string& message) {
   throw Error("descriptor: " + message);
 }
@@ -114,8 +112,8 @@ std::string grid_formula_problem(const desc::GridFormula& f, int32_t nq) {
     return "radii must be >= " + std::to_string(min_radius);
   }
   // Keeps the ellipse test (products of six radii) inside 64-bit integers.
-  if (f.rt > kMaxGridRadius || f.ry > kMaxGridRadius || f.rx > kMaxGridRadius) {
-    return "radii must be <= " + std::to_string(kMaxGridRadius);
+  if (f.rt > desc::kMaxGridRadius || f.ry > desc::kMaxGridRadius || f.rx > desc::kMaxGridRadius) {
+    return "radii must be <= " + std::to_string(desc::kMaxGridRadius);
   }
   return "";
 }

@@ -218,8 +218,9 @@ class RowEvaluator {
     const int64_t strip = v[5], rt = v[6], ry = v[7], rx = v[8];
     const bool ellipse = program_.grids[static_cast<size_t>(grid)].shape == ir::GridShape::kEllipse;
     const int64_t min_radius = ellipse ? 1 : 0;
-    const bool radii_ok = rt >= min_radius && ry >= min_radius && rx >= min_radius && rt <= 1024 &&
-                          ry <= 1024 && rx <= 1024;
+    const bool radii_ok = rt >= min_radius && ry >= min_radius && rx >= min_radius &&
+                          rt <= desc::kMaxGridRadius && ry <= desc::kMaxGridRadius &&
+                          rx <= desc::kMaxGridRadius;
     const bool extent_ok = frames >= 1 && rows >= 1 && cols >= 1 && frames <= kInt32Max &&
                            rows <= kInt32Max && cols <= kInt32Max &&
                            frames * rows <= kInt32Max / cols && strip >= 1 && strip <= cols;
