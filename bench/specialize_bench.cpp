@@ -46,16 +46,18 @@ std::pair<Params, int64_t> example_params(const std::string& example, int64_t n)
     const HstuParams p = hstu_params(n);
     return {{{"seqs", Segments::from_lengths(p.lens)}, {"ctx", p.ctx}, {"targets", p.targets}}, n};
   }
-  if (example == "clear") {
+  if (example == "clear" || example == "clear_strips") {
     const int64_t text = 512, s = clear_side(n, text);
-    // strip = s: the row-major layout, issue 2's bar.
-    return {{{"text", text}, {"s", s}, {"r", int64_t{16}}, {"strip", s}}, text + s * s};
+    // strip = s: the row-major layout, issue 2's bar; clear_strips: 16-column strips, whose
+    // partial tiles the builder stores as bitmaps (the GPU benchmarks' clear_strips).
+    const int64_t strip = example == "clear" ? s : 16;
+    return {{{"text", text}, {"s", s}, {"r", int64_t{16}}, {"strip", strip}}, text + s * s};
   }
   throw std::invalid_argument("no benchmark parameters for example " + example);
 }
 
 void specialize(benchmark::State& state, const std::string& example, int64_t n) {
-  const Mask mask = compile_example(example);
+  const Mask mask = compile_example(example == "clear_strips" ? "clear" : example);
   const auto [params, length] = example_params(example, n);
   const Dims dims{.nq = length, .nk = length};
   PlanStats stats;
@@ -70,8 +72,8 @@ void specialize(benchmark::State& state, const std::string& example, int64_t n) 
 }
 
 const bool registered = [] {
-  for (const char* example :
-       {"causal", "sliding_window", "doc_causal", "shared_prefix", "hstu", "clear"}) {
+  for (const char* example : {"causal", "sliding_window", "doc_causal", "shared_prefix", "hstu",
+                              "clear", "clear_strips"}) {
     for (int64_t n : {int64_t{32768}, int64_t{262144}}) {
       benchmark::RegisterBenchmark(
           ("specialize/" + std::string(example) + "/" + std::to_string(n)).c_str(), specialize,
