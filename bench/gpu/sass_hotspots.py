@@ -16,9 +16,8 @@ from collections import Counter
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
 # Opcode (after an optional predicate) -> address space, for the memory instructions.
-SPACES = (("LDS", "shared"), ("STS", "shared"), ("LDSM", "shared"), ("LDL", "local"),
-          ("STL", "local"), ("LDG", "global"), ("STG", "global"), ("LD", "generic"),
-          ("ST", "generic"))
+SPACES = {"LDS": "shared", "STS": "shared", "LDSM": "shared", "LDL": "local", "STL": "local",
+          "LDG": "global", "STG": "global", "LD": "generic", "ST": "generic"}
 
 
 def number(text):
@@ -47,7 +46,7 @@ def kernels(path):
 def space_of(source):
     """The address space of a memory instruction, or None."""
     opcode = re.sub(r"^@!?U?P\w+\s+", "", source.strip()).split(" ")[0].split(".")[0]
-    return dict(SPACES).get(opcode)
+    return SPACES.get(opcode)
 
 
 def summarize(name, header, rows, top):

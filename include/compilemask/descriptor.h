@@ -263,12 +263,20 @@ CM_HD int64_t grid_table_entries(const GridFormula& f) {
   return int64_t{grid_table_dt_max(f) + 1} * (grid_table_dy_max(f) + 1);
 }
 
-// grid_half_width(f, dt, dy) read from the formula's table, for |dt| < frames, |dy| < rows.
-CM_HD int grid_half_width_table(const void* blob, const GridFormula& f, int dt, int dy) {
+// Where grid_half_width(f, dt, dy) lies in the formula's half_widths table (laid out as
+// GridFormula::half_widths_offset describes), or -1 when |dt| or |dy| is past the table (no key
+// visible there); for |dt| < frames, |dy| < rows.
+CM_HD int grid_half_width_index(const GridFormula& f, int dt, int dy) {
   const int adt = dt < 0 ? -dt : dt, ady = dy < 0 ? -dy : dy;
   const int dy_max = grid_table_dy_max(f);
   if (adt > grid_table_dt_max(f) || ady > dy_max) return -1;
-  return at<int16_t>(blob, f.half_widths_offset)[adt * (dy_max + 1) + ady];
+  return adt * (dy_max + 1) + ady;
+}
+
+// grid_half_width(f, dt, dy) read from the formula's table in the blob.
+CM_HD int grid_half_width_table(const void* blob, const GridFormula& f, int dt, int dy) {
+  const int i = grid_half_width_index(f, dt, dy);
+  return i < 0 ? -1 : at<int16_t>(blob, f.half_widths_offset)[i];
 }
 
 // ---- Grid geometry, in the token order of GridFormula ----------------------------------------
@@ -444,6 +452,16 @@ CM_HD bool grid_tile_touched(const GridFormula& f, int q0, int q1, int k0, int k
   return touched;
 }
 
+// Row r (tile-relative) of a band, clamped to [0, tile_n): true, with [lo, hi), when the band
+// covers row r and the interval is not empty.
+CM_HD bool band_row(const RowBand& band, int r, int tile_n, int& lo, int& hi) {
+  if (r < band.row_first || r > band.row_last) return false;
+  const int d = r - band.row_first;
+  lo = clamp_int(band.lo0 + band.lo_slope * d, 0, tile_n);
+  hi = clamp_int(band.hi0 + band.hi_slope * d, 0, tile_n);
+  return lo < hi;
+}
+
 // Calls emit(lo, hi) with tile-relative column intervals [lo, hi) ⊆ [0, tile_n) whose union is
 // the visible part of row r (tile-relative) of a partial tile at origin (q0, k0) with pattern p.
 // Intervals may overlap and are not sorted. Bitmap patterns emit one interval per set run.
@@ -468,12 +486,8 @@ CM_HD void for_each_pattern_interval(const void* blob, const Pattern& p, int q0,
   }
   const RowBand* bands = at<RowBand>(blob, p.data_offset);
   for (int i = 0; i < p.count; ++i) {
-    const RowBand& band = bands[i];
-    if (r < band.row_first || r > band.row_last) continue;
-    const int d = r - band.row_first;
-    const int lo = clamp_int(band.lo0 + band.lo_slope * d, 0, hd.tile_n);
-    const int hi = clamp_int(band.hi0 + band.hi_slope * d, 0, hd.tile_n);
-    if (lo < hi) emit(lo, hi);
+    int lo, hi;
+    if (band_row(bands[i], r, hd.tile_n, lo, hi)) emit(lo, hi);
   }
   if (is_grid_kind(p.kind)) {
     const GridFormula& f = grid_formula(blob, p.formula);

@@ -6,28 +6,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 
 namespace cm::descriptor {
-namespace {
-
-size_t mix(size_t h, int32_t v) {
-  return (h ^ static_cast<uint32_t>(v)) * 1099511628211ull;  // FNV-1a step
-}
-
-}  // namespace
-
-size_t FormulaBitmaps::VectorHash::operator()(const std::vector<int32_t>& v) const {
-  size_t h = 14695981039346656037ull;
-  for (const int32_t x : v) h = mix(h, x);
-  return h;
-}
-
-size_t FormulaBitmaps::KeyHash::operator()(const std::array<int32_t, 5>& k) const {
-  size_t h = 14695981039346656037ull;
-  for (const int32_t x : k) h = mix(h, x);
-  return h;
-}
 
 FormulaBitmaps::FormulaBitmaps(const InstanceRows& instance, int32_t f, const Tiling& tiling)
     : instance_(instance),
@@ -37,7 +17,7 @@ FormulaBitmaps::FormulaBitmaps(const InstanceRows& instance, int32_t f, const Ti
       rows_(static_cast<size_t>((instance.listed().nq + tiling.m - 1) / tiling.m)),
       keys_(static_cast<size_t>((instance.listed().nk + tiling.n - 1) / tiling.n)) {}
 
-int32_t FormulaBitmaps::shape_id(std::unordered_map<std::vector<int32_t>, int32_t, VectorHash>& ids,
+int32_t FormulaBitmaps::shape_id(std::unordered_map<std::vector<int32_t>, int32_t, IntsHash>& ids,
                                  const std::vector<int32_t>& shape) {
   return ids.try_emplace(shape, static_cast<int32_t>(ids.size())).first->second;
 }
@@ -100,12 +80,9 @@ int32_t FormulaBitmaps::geometry(int32_t m, int32_t n) {
 // The bitmap of tile (m, n) itself, row by row over the key tile's grid segments.
 std::vector<uint32_t> FormulaBitmaps::compute(int32_t m, int32_t n) const {
   const desc::GridFormula& f = instance_.formulas[static_cast<size_t>(f_)];
-  const int dt_max = desc::grid_table_dt_max(f), dy_max = desc::grid_table_dy_max(f);
-  const auto half_width = [&](int dt, int dy) -> int {
-    dt = std::abs(dt);
-    dy = std::abs(dy);
-    if (dt > dt_max || dy > dy_max) return -1;
-    return half_widths_[static_cast<size_t>(dt * (dy_max + 1) + dy)];
+  const auto half_width = [&](int dt, int dy) {
+    const int i = desc::grid_half_width_index(f, dt, dy);
+    return i < 0 ? -1 : half_widths_[static_cast<size_t>(i)];
   };
   const int32_t q0 = m * tiling_.m, q1 = std::min(instance_.listed().nq, q0 + tiling_.m);
   const int32_t k0 = n * tiling_.n, k1 = std::min(instance_.listed().nk, k0 + tiling_.n);

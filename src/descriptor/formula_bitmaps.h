@@ -43,16 +43,19 @@ class FormulaBitmaps {
     int32_t shape = -1;
     std::array<int32_t, 3> anchor{};  // (t, y, x)
   };
-  struct VectorHash {
-    size_t operator()(const std::vector<int32_t>& v) const;
-  };
-  struct KeyHash {
-    size_t operator()(const std::array<int32_t, 5>& k) const;
+  // FNV-1a over a sequence of int32 (a shape vector or a geometry key).
+  struct IntsHash {
+    template <class Ints>
+    size_t operator()(const Ints& ints) const {
+      size_t h = 14695981039346656037ull;
+      for (const int32_t x : ints) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+      return h;
+    }
   };
 
   const Side& rows_of(int32_t m);
   const Side& keys_of(int32_t n);
-  static int32_t shape_id(std::unordered_map<std::vector<int32_t>, int32_t, VectorHash>& ids,
+  static int32_t shape_id(std::unordered_map<std::vector<int32_t>, int32_t, IntsHash>& ids,
                           const std::vector<int32_t>& shape);
   std::vector<uint32_t> compute(int32_t m, int32_t n) const;
 
@@ -61,8 +64,8 @@ class FormulaBitmaps {
   Tiling tiling_;
   std::vector<int16_t> half_widths_;  // half_width_table of the formula
   std::vector<Side> rows_, keys_;     // per query tile and key tile, filled on first use
-  std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> row_shapes_, key_shapes_;
-  std::unordered_map<std::array<int32_t, 5>, int32_t, KeyHash> geometries_;
+  std::unordered_map<std::vector<int32_t>, int32_t, IntsHash> row_shapes_, key_shapes_;
+  std::unordered_map<std::array<int32_t, 5>, int32_t, IntsHash> geometries_;
   std::vector<std::vector<uint32_t>> bitmaps_;  // per geometry
   std::vector<int32_t> scratch_;
 };

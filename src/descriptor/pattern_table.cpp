@@ -79,10 +79,8 @@ uint8_t PatternTable::empty_halves(desc::PatternKind kind,
     std::memcpy(bands.data(), data.data(), bands.size() * sizeof(desc::RowBand));
     for (const desc::RowBand& b : bands) {
       for (int r = b.row_first; r <= b.row_last && r < tile_m_; ++r) {
-        const int d = r - b.row_first;
-        const int lo = std::clamp(b.lo0 + b.lo_slope * d, 0, tile_n_);
-        const int hi = std::clamp(b.hi0 + b.hi_slope * d, 0, tile_n_);
-        if (lo < hi) row_seen[static_cast<size_t>(r)] = 1;
+        int lo, hi;
+        if (desc::band_row(b, r, tile_n_, lo, hi)) row_seen[static_cast<size_t>(r)] = 1;
       }
     }
   } else if (kind == desc::kPatternBitmap) {
