@@ -452,13 +452,22 @@ CM_HD bool grid_tile_touched(const GridFormula& f, int q0, int q1, int k0, int k
   return touched;
 }
 
-// Row r (tile-relative) of a band, clamped to [0, tile_n): true, with [lo, hi), when the band
-// covers row r and the interval is not empty.
-CM_HD bool band_row(const RowBand& band, int r, int tile_n, int& lo, int& hi) {
+// Row r (tile-relative) of a band as written, not clamped: true, with [lo, hi), when the band
+// covers row r. The kernels' column sets clamp by themselves (tile_mask.cuh).
+CM_HD bool band_interval(const RowBand& band, int r, int& lo, int& hi) {
   if (r < band.row_first || r > band.row_last) return false;
   const int d = r - band.row_first;
-  lo = clamp_int(band.lo0 + band.lo_slope * d, 0, tile_n);
-  hi = clamp_int(band.hi0 + band.hi_slope * d, 0, tile_n);
+  lo = band.lo0 + band.lo_slope * d;
+  hi = band.hi0 + band.hi_slope * d;
+  return true;
+}
+
+// Row r of a band clamped to [0, tile_n): true, with [lo, hi), when the band covers row r and
+// the interval is not empty.
+CM_HD bool band_row(const RowBand& band, int r, int tile_n, int& lo, int& hi) {
+  if (!band_interval(band, r, lo, hi)) return false;
+  lo = clamp_int(lo, 0, tile_n);
+  hi = clamp_int(hi, 0, tile_n);
   return lo < hi;
 }
 

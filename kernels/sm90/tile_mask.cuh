@@ -159,10 +159,9 @@ __host__ __device__ typename Columns::Bits row_visibility(const void* blob, cons
     } else {
       const desc::RowBand* bands = desc::at<desc::RowBand>(blob, p.data_offset);
       for (int b = 0; b < p.count; ++b) {
-        const desc::RowBand band = bands[b];
-        if (r < band.row_first || r > band.row_last) continue;
-        const int d = r - band.row_first;
-        visible |= cols.range(band.lo0 + band.lo_slope * d, band.hi0 + band.hi_slope * d);
+        const desc::RowBand band = bands[b];  // one load of the whole band
+        int lo, hi;
+        if (desc::band_interval(band, r, lo, hi)) visible |= cols.range(lo, hi);
       }
       if (desc::is_grid_kind(p.kind)) {
         add_grid_row_bits(blob, desc::grid_formula(blob, p.formula), q0 + r, k0, cols, visible);
