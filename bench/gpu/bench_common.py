@@ -63,17 +63,19 @@ def median_ms(fn, grads=None):
                                    return_mode="median")
 
 
-def interleaved_median_ms(fns, rounds=6):
+def interleaved_median_ms(fns, rounds=6, grads=None):
     """Median times in ms of the functions in the dict fns, measured in `rounds` rounds of a
     short do_bench per function, so that clock and thermal drift falls on all of them alike.
     The order rotates from round to round: in one order the last function measured 1-5% slower
-    than the same kernel measured earlier in the round. Returns a dict with the same keys."""
+    than the same kernel measured earlier in the round. The tensors in grads get their .grad
+    reset between calls. Returns a dict with the same keys."""
     import triton.testing
     keys = list(fns)
     times = {key: [] for key in keys}
     for r in range(rounds):
         for key in keys[r % len(keys):] + keys[:r % len(keys)]:
             times[key].append(triton.testing.do_bench(fns[key], warmup=5, rep=25,
+                                                      grad_to_none=grads,
                                                       return_mode="median"))
     return {key: float(np.median(t)) for key, t in times.items()}
 
@@ -85,11 +87,14 @@ def record_peer(row, peer, ms, flops, ratio_key):
     row[ratio_key] = ms / row["ours_ms"]
 
 
-def cudnn_ms(fn, grads=None):
-    """median_ms of fn with SDPA restricted to its cuDNN backend."""
+def cudnn_only(fn):
+    """fn, run with SDPA restricted to its cuDNN backend."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-        return median_ms(fn, grads=grads)
+
+    def run():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            return fn()
+    return run
 
 
 def cudnn_cells(row):

@@ -4,9 +4,10 @@ cuDNN SDPA on causal), side by side in one process, on every workload of workloa
 Shapes: N = 1K, 4K, 16K, 32K with B*N = 32768 tokens, 16 heads, head dim 128, bf16,
 Q/K/V in [B, H, N, D] for every kernel. Effective TFLOP/s = 4 * D * visible pairs * H * B / time.
 "ours" is the automatic mainloop choice; the serial and pingpong mainloops are also timed, in
-the JSON, in rounds alternating with it (bench_common.interleaved_median_ms). Times are medians
-of triton.testing.do_bench (CUDA events) after warm-up; Flex's BlockMask and our descriptor are
-built before timing and not timed. Descriptors come from the CLI.
+the JSON. Ours, Flex and cuDNN are timed in alternating rounds (bench_common.
+interleaved_median_ms), so that clock and thermal drift falls on all of them alike. Times are
+medians of triton.testing.do_bench (CUDA events) after warm-up; Flex's BlockMask and our
+descriptor are built before timing and not timed. Descriptors come from the CLI.
 
 Usage: bench_fwd.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcompilemask_cuda.so
        --examples examples --workloads DIR --out OUTDIR [--lens 1024,4096] [--masks causal,...]
@@ -23,7 +24,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
-                          cudnn_cells, cudnn_ms, environment, interleaved_median_ms, median_ms,
+                          cudnn_cells, cudnn_only, environment, interleaved_median_ms,
                           record_peer, run_rows)
 from cm_kernel import Kernel  # noqa: E402
 
@@ -44,26 +45,27 @@ def bench_one(name, n0, kernel, flex, workloads, a):
                                                        mainloop=mainloop)
         return lambda: w.reordered(run, (q, k, v), (out, lse))
 
-    mainloops = ["serial", "pingpong", "auto"]
-    times = interleaved_median_ms({m: ours(m) for m in mainloops})
-    for mainloop in mainloops:
-        row[f"ours_{mainloop}_ms"] = times[mainloop]
-    ours("auto")()  # its output is compared below
-    torch.cuda.synchronize()
-    row["ours_ms"] = row["ours_auto_ms"]
-    row["ours_tflops"] = flops / row["ours_ms"] / 1e9
-
     bm = create_block_mask(mm, None, None, N, N, device="cuda")
     flex_out = flex(q, k, v, block_mask=bm)
+    ours("auto")()
     torch.cuda.synchronize()
-    record_peer(row, "flex", median_ms(lambda: flex(q, k, v, block_mask=bm)), flops,
-                "speedup_vs_flex")
     row["max_abs_diff_vs_flex"] = (out.float() - flex_out.float()).abs().max().item()
-    del flex_out, bm
+    del flex_out
 
+    mainloops = ["serial", "pingpong", "auto"]
+    fns = {m: ours(m) for m in mainloops}
+    fns["flex"] = lambda: flex(q, k, v, block_mask=bm)
     if name == "causal":
-        ms = cudnn_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-        record_peer(row, "cudnn", ms, flops, "ratio_vs_cudnn")
+        fns["cudnn"] = cudnn_only(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    times = interleaved_median_ms(fns)
+    del bm
+    for mainloop in mainloops:
+        row[f"ours_{mainloop}_ms"] = times[mainloop]
+    row["ours_ms"] = row["ours_auto_ms"]
+    row["ours_tflops"] = flops / row["ours_ms"] / 1e9
+    record_peer(row, "flex", times["flex"], flops, "speedup_vs_flex")
+    if "cudnn" in times:
+        record_peer(row, "cudnn", times["cudnn"], flops, "ratio_vs_cudnn")
     return row
 
 

@@ -4,8 +4,10 @@ side in one process, on every workload of workloads.py.
 
 Shapes: N = 1K, 4K, 16K, 32K with B*N = 32768 tokens, 16 heads, head dim 128, bf16, Q/K/V in
 [B, H, N, D] for every kernel. Effective TFLOP/s = 3.5 * 4 * D * visible pairs * H * B / time.
-Times are medians of triton.testing.do_bench (CUDA events) with gradients reset between calls;
-Flex's BlockMask and our descriptor are built before timing and not timed. "ours_det" is our
+Ours, Flex and cuDNN are timed in alternating rounds (bench_common.interleaved_median_ms), so
+that clock and thermal drift falls on all of them alike; times are medians of
+triton.testing.do_bench (CUDA events) with gradients reset between calls. Flex's BlockMask and
+our descriptor are built before timing and not timed. "ours_det" is our
 backward in deterministic mode. The max abs difference of our dQ/dK/dV against Flex's is
 reported as a sanity check.
 
@@ -24,7 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
 from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
-                          cudnn_cells, cudnn_ms, environment, median_ms, record_peer, run_rows)
+                          cudnn_cells, cudnn_only, environment, interleaved_median_ms, median_ms,
+                          record_peer, run_rows)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 
@@ -53,31 +56,30 @@ def bench_one(name, n0, kernel, bwd, flex, workloads, a):
         run = lambda *t: fwd_bwd(*t, deterministic=deterministic)
         w.reordered(run, (q, k, v, dout), (out, lse, dq, dk, dv))
 
+    bm = create_block_mask(mm, None, None, N, N, device="cuda")
+    qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    flex(qg, kg, vg, block_mask=bm).backward(dout)
     ours()
     torch.cuda.synchronize()
-    row["ours_ms"] = median_ms(ours)
+    row["max_abs_diff_vs_flex"] = max((x.float() - y.grad.float()).abs().max().item()
+                                      for x, y in ((dq, qg), (dk, kg), (dv, vg)))
+
+    fns = {"ours": ours, "flex": lambda: flex(qg, kg, vg, block_mask=bm).backward(dout)}
+    if name == "causal":
+        fns["cudnn"] = cudnn_only(lambda: F.scaled_dot_product_attention(
+            qg, kg, vg, is_causal=True).backward(dout))
+    times = interleaved_median_ms(fns, grads=[qg, kg, vg])
+    del bm
+    row["ours_ms"] = times["ours"]
     row["ours_tflops"] = flops / row["ours_ms"] / 1e9
+    record_peer(row, "flex", times["flex"], flops, "speedup_vs_flex")
+    if "cudnn" in times:
+        record_peer(row, "cudnn", times["cudnn"], flops, "ratio_vs_cudnn")
     if w.order is None:  # the backward alone reads the forward's out and lse in our order
         row["ours_bwd_only_ms"] = median_ms(
             lambda: bwd.backward(desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bhsd"))
     row["ours_det_ms"] = median_ms(lambda: ours(True))
     row["ours_det_tflops"] = flops / row["ours_det_ms"] / 1e9
-
-    bm = create_block_mask(mm, None, None, N, N, device="cuda")
-    qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
-    flex(qg, kg, vg, block_mask=bm).backward(dout)
-    torch.cuda.synchronize()
-    ours()
-    torch.cuda.synchronize()
-    row["max_abs_diff_vs_flex"] = max((x.float() - y.grad.float()).abs().max().item()
-                                      for x, y in ((dq, qg), (dk, kg), (dv, vg)))
-    ms = median_ms(lambda: flex(qg, kg, vg, block_mask=bm).backward(dout), grads=[qg, kg, vg])
-    record_peer(row, "flex", ms, flops, "speedup_vs_flex")
-    del bm
-
-    if name == "causal":
-        fb = lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(dout)
-        record_peer(row, "cudnn", cudnn_ms(fb, grads=[qg, kg, vg]), flops, "ratio_vs_cudnn")
     return row
 
 
