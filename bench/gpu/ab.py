@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
 from bench_common import (H, Workload, argument_parser, environment,  # noqa: E402
-                          interleaved_median_ms, run_rows)
+                          interleaved_median_ms, run_rows, write_report)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 
@@ -96,10 +96,7 @@ def main():
             cells += [f"{a_ms:.3f}", f"{b_ms:.3f}", f"{b_ms / a_ms:.3f}",
                       f"{r[f'{pass_name}_diff']:.1e}"]
         lines.append("| " + " | ".join(cells) + " |")
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "ab.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(a.out, "ab.md", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -87,6 +87,22 @@ def record_peer(row, peer, ms, flops, ratio_key):
     row[ratio_key] = ms / row["ours_ms"]
 
 
+def record_peers(row, times, flops):
+    """record_peer for Flex and, where it was timed, cuDNN, from interleaved_median_ms's times
+    under the keys "flex" and "cudnn"."""
+    record_peer(row, "flex", times["flex"], flops, "speedup_vs_flex")
+    if "cudnn" in times:
+        record_peer(row, "cudnn", times["cudnn"], flops, "ratio_vs_cudnn")
+
+
+def write_report(out_dir, name, text):
+    """Writes text to out_dir/name, creating out_dir, and prints it."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, name), "w") as f:
+        f.write(text)
+    print(text, end="")
+
+
 def cudnn_only(fn):
     """fn, run with SDPA restricted to its cuDNN backend."""
     from torch.nn.attention import SDPBackend, sdpa_kernel

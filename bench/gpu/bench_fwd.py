@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
                           cudnn_cells, cudnn_only, environment, interleaved_median_ms,
-                          record_peer, run_rows)
+                          record_peers, run_rows)
 from cm_kernel import Kernel  # noqa: E402
 
 
@@ -63,9 +63,7 @@ def bench_one(name, n0, kernel, flex, workloads, a):
         row[f"ours_{mainloop}_ms"] = times[mainloop]
     row["ours_ms"] = row["ours_auto_ms"]
     row["ours_tflops"] = flops / row["ours_ms"] / 1e9
-    record_peer(row, "flex", times["flex"], flops, "speedup_vs_flex")
-    if "cudnn" in times:
-        record_peer(row, "cudnn", times["cudnn"], flops, "ratio_vs_cudnn")
+    record_peers(row, times, flops)
     return row
 
 

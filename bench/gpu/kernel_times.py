@@ -15,7 +15,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
-from bench_common import D, H, Workload, argument_parser  # noqa: E402
+from bench_common import D, H, Workload, argument_parser, write_report  # noqa: E402
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 
@@ -62,10 +62,7 @@ def main():
     kernel, bwd = Kernel(a.lib), Backward(a.lib)
     blocks = [kernel_times(name, int(n0), kernel, bwd, workloads, a)
               for n0 in a.lens.split(",") for name in a.masks.split(",")]
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "kernel_times.txt"), "w") as f:
-        f.write("\n".join(blocks) + "\n")
-    print("\n".join(blocks))
+    write_report(a.out, "kernel_times.txt", "\n".join(blocks) + "\n")
 
 
 if __name__ == "__main__":

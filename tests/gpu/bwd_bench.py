@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
 from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
                           cudnn_cells, cudnn_only, environment, interleaved_median_ms, median_ms,
-                          record_peer, run_rows)
+                          record_peers, run_rows)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 
@@ -72,9 +72,7 @@ def bench_one(name, n0, kernel, bwd, flex, workloads, a):
     del bm
     row["ours_ms"] = times["ours"]
     row["ours_tflops"] = flops / row["ours_ms"] / 1e9
-    record_peer(row, "flex", times["flex"], flops, "speedup_vs_flex")
-    if "cudnn" in times:
-        record_peer(row, "cudnn", times["cudnn"], flops, "ratio_vs_cudnn")
+    record_peers(row, times, flops)
     if w.order is None:  # the backward alone reads the forward's out and lse in our order
         row["ours_bwd_only_ms"] = median_ms(
             lambda: bwd.backward(desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bhsd"))
