@@ -139,7 +139,6 @@ struct BwdConsumer {
     clear(tdVrdV);
     const Fragment frag(tid);
     const int key0 = 64 * wg() + frag.row0;  // tile-relative key of the thread's Sᵀ row h = 0
-    const bool edge_tile = p.shape.nk % kBlockN != 0 && item.n == p.shape.num_k_tiles - 1;
     wait_barrier(ss.kv_full, 0);
 
     PipeState<Config::kStages> st;
@@ -155,7 +154,7 @@ struct BwdConsumer {
       // Bit i of keep: element i of this thread's Sᵀ is visible.
       uint32_t keep = ~0u;
       const Fragment mask_frag(fresh_thread_index() - 128);
-      if (step.pattern >= 0 || edge_tile) {
+      if (tile_needs_mask(step.pattern, item.n, p.shape.nk)) {
         build_visibility(step);  // overlaps the two GEMMs
         sync_warpgroup();
         keep = 0;

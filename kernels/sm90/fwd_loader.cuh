@@ -58,7 +58,7 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
       const int row = k_row0 + n * Config::kBlockN;
       const int box_elems = Config::kBlockN * Config::kBoxCols;
       wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);
-      ss.key_tile[kv.stage] = {tile_needs_mask(p, pattern, n), cursor.done()};
+      ss.key_tile[kv.stage] = {tile_needs_mask(pattern, n, p.nk), cursor.done()};
       expect_bytes(ss.k_full[kv.stage], Config::kKVBytes);  // releases key_tile with the K load
       for (int c = 0; c < kColBlocks; ++c) {
         tma_load(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kTileElems + c * box_elems,

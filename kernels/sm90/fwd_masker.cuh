@@ -36,7 +36,7 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
     KeyTileCursor cursor(p.descriptor, *item.row);
     int n, pattern;
     while (cursor.next(n, pattern)) {
-      if (!tile_needs_mask(p, pattern, n)) continue;
+      if (!tile_needs_mask(pattern, n, p.nk)) continue;
       const int k0 = n * Config::kBlockN;
       const desc::Pattern masked_by = tile_pattern(p.descriptor, pattern);
       wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);

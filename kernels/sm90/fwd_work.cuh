@@ -24,12 +24,6 @@ __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index, i
   return {b, h, m, q_row0, row.full_count + row.partial_count > 0, &row};
 }
 
-// Whether key tile n with pattern `pattern` (-1: full) needs element masking: partial tiles,
-// and the last key tile when nk cuts it.
-__host__ __device__ inline bool tile_needs_mask(const FwdParams& p, int pattern, int n) {
-  return pattern >= 0 || (p.nk % kMaskTileN != 0 && n == p.num_k_tiles - 1);
-}
-
 // Walks the key tiles of a query tile in ascending order: full runs and partial runs merged by
 // position. Producer and consumers walk the same sequence, which is what keeps their pipelines
 // in step. A kPatternGridSparse run may list empty tiles (descriptor version 2); they are not

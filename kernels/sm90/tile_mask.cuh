@@ -129,6 +129,12 @@ __host__ __device__ void add_grid_row_bits(const void* blob, const desc::GridFor
       [&](int lo, int hi) { bits |= cols.range(base + lo, base + hi); });
 }
 
+// Whether key tile n with pattern `pattern` (-1: full) needs element masking: partial tiles,
+// and the last key tile when nk cuts it.
+__host__ __device__ inline bool tile_needs_mask(int pattern, int n, int nk) {
+  return pattern >= 0 || (nk % kMaskTileN != 0 && n == nk / kMaskTileN);
+}
+
 // The pattern kind that row_visibility reads as a full tile: nothing is masked. Pattern kinds
 // start at 1.
 inline constexpr uint8_t kFullTileKind = 0;

@@ -129,7 +129,7 @@ void check_forward_walk(const KernelCase& c) {
       walked.push_back({n, pattern});
       ASSERT_EQ(cursor.done(), walked.size() == listed.size()) << "done() at key tile " << n;
       const bool cut = c.nk % kTile != 0 && n == p.num_k_tiles - 1;
-      EXPECT_EQ(tile_needs_mask(p, pattern, n), pattern >= 0 || cut) << "key tile " << n;
+      EXPECT_EQ(tile_needs_mask(pattern, n, p.nk), pattern >= 0 || cut) << "key tile " << n;
       if (pattern < 0) {
         EXPECT_EQ(tiles.state(item.m, n), TileState::kFull) << "key tile " << n;
       }
