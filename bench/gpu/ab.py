@@ -24,7 +24,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
-from bench_common import (H, Workload, argument_parser, environment,  # noqa: E402
+from bench_common import (H, Workload, argument_parser,  # noqa: E402
                           interleaved_median_ms, run_rows, write_report)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
@@ -81,9 +81,7 @@ def main():
     forward = {"A": Kernel(a.lib_a), "B": Kernel(a.lib)}
     backward = {"A": Backward(a.lib_a), "B": Backward(a.lib)}
     rows = run_rows(a, lambda name, n0: ab_one(name, n0, forward, backward, workloads, a))
-    env = environment()
-    lines = [f"Run {env['date']} on {env['gpu']}. Command: `{env['command']}`", "",
-             "H=16, D=128, bf16, B*N=32768; A = --lib-a, B = --lib; max diff: B against A.", "",
+    lines = ["H=16, D=128, bf16, B*N=32768; A = --lib-a, B = --lib; max diff: B against A.", "",
              "| workload | N | fwd A ms | fwd B ms | fwd B/A | fwd max diff | bwd A ms | bwd B ms "
              "| bwd B/A | bwd max diff |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -96,7 +96,10 @@ def record_peers(row, times, flops):
 
 
 def write_report(out_dir, name, text):
-    """Writes text to out_dir/name, creating out_dir, and prints it."""
+    """Writes text to out_dir/name, creating out_dir, and prints it. It opens with the run's
+    date, GPU and command line, so that a committed report says how it was made."""
+    env = environment()
+    text = f"Run {env['date']} on {env['gpu']}. Command: `{env['command']}`\n\n" + text
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, name), "w") as f:
         f.write(text)
