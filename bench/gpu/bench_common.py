@@ -95,11 +95,16 @@ def record_peers(row, times, flops):
         record_peer(row, "cudnn", times["cudnn"], flops, "ratio_vs_cudnn")
 
 
+def run_line(env):
+    """The line that opens every report: the run's date, GPU, library versions and command
+    line (environment()), so that a committed table says how it was made."""
+    return (f"Run {env['date']} on {env['gpu']}, torch {env['torch']}, triton {env['triton']}, "
+            f"cuDNN {env['cudnn']}. Command: `{env['command']}`")
+
+
 def write_report(out_dir, name, text):
-    """Writes text to out_dir/name, creating out_dir, and prints it. It opens with the run's
-    date, GPU and command line, so that a committed report says how it was made."""
-    env = environment()
-    text = f"Run {env['date']} on {env['gpu']}. Command: `{env['command']}`\n\n" + text
+    """Writes text to out_dir/name, creating out_dir, and prints it, after run_line."""
+    text = run_line(environment()) + "\n\n" + text
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, name), "w") as f:
         f.write(text)

@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
                           cudnn_cells, cudnn_only, environment, interleaved_median_ms,
-                          record_peers, run_rows)
+                          record_peers, run_line, run_rows)
 from cm_kernel import Kernel  # noqa: E402
 
 
@@ -68,8 +68,7 @@ def bench_one(name, n0, kernel, flex, workloads, a):
 
 
 def markdown(rows, env):
-    lines = [f"Run {env['date']} on {env['gpu']}, torch {env['torch']}, triton {env['triton']}, "
-             f"cuDNN {env['cudnn']}.", "",
+    lines = [run_line(env), "",
              "| workload | N | B | density | visible/computed | ours ms | ours TFLOP/s | "
              "Flex TFLOP/s | speedup vs Flex | cuDNN TFLOP/s | ours/cuDNN | max abs diff vs Flex |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
 from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
                           cudnn_cells, cudnn_only, environment, interleaved_median_ms, median_ms,
-                          record_peers, run_rows)
+                          record_peers, run_line, run_rows)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 
@@ -82,8 +82,7 @@ def bench_one(name, n0, kernel, bwd, flex, workloads, a):
 
 
 def markdown(rows, env):
-    lines = [f"Run {env['date']} on {env['gpu']}, torch {env['torch']}, triton {env['triton']}, "
-             f"cuDNN {env['cudnn']}. Command: `{env['command']}`", "",
+    lines = [run_line(env), "",
              "Forward+backward, H=16, D=128, bf16, B*N=32768; effective TFLOP/s = "
              "3.5 * 4 * D * visible pairs * H * B / time.", "",
              "| workload | N | B | density | visible/computed | ours ms | ours TFLOP/s | "
