@@ -4,7 +4,8 @@ it), each with the descriptor of its own tool (--cli-a, default --cli, and --cli
 (bench_common.interleaved_median_ms), so that clock drift falls on both alike. No peer is timed:
 speedups against the peers come from bench_fwd.py and tests/gpu/bwd_bench.py only.
 
-Shapes as the benchmarks: B*N = 32768 tokens, 16 heads, head dim 128, bf16, [B, H, N, D].
+Shapes as the benchmarks: B*N = 32768 tokens, 16 heads, head dim --dim (default 128), bf16,
+[B, H, N, D].
 The backward of both reads the out and lse of B's forward. A workload with a token order
 (clear_strips) runs on the inputs as they are, without the gather and scatter the benchmarks
 time. Each pass's outputs from B are
@@ -81,7 +82,8 @@ def main():
     forward = {"A": Kernel(a.lib_a), "B": Kernel(a.lib)}
     backward = {"A": Backward(a.lib_a), "B": Backward(a.lib)}
     rows = run_rows(a, lambda name, n0: ab_one(name, n0, forward, backward, workloads, a))
-    lines = ["H=16, D=128, bf16, B*N=32768; A = --lib-a, B = --lib; max diff: B against A.", "",
+    lines = [f"H={H}, D={a.dim}, bf16, B*N=32768; A = --lib-a, B = --lib; max diff: B against A.",
+             "",
              "| workload | N | fwd A ms | fwd B ms | fwd B/A | fwd max diff | bwd A ms | bwd B ms "
              "| bwd B/A | bwd max diff |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -2,7 +2,8 @@
 line, compiled FlexAttention, the environment record, CUDA-event timing, the per-workload
 problem (descriptor, visible pairs, computed tiles) and the row loop with its time budget.
 
-Every benchmark uses Q/K/V in [B, H, N, D] with B*N = 32768 tokens, H heads of dimension D.
+Every benchmark uses Q/K/V in [B, H, N, D] with B*N = 32768 tokens, H heads of dimension D
+(--dim, default 128).
 """
 import argparse
 import datetime
@@ -16,14 +17,14 @@ import torch
 
 from cm_kernel import compile_descriptor, workload_base, workload_mask, workload_order
 
-H, D = 16, 128
+H = 16
 TILE = 128
 TOKENS = 32768  # B * N
 
 
 def argument_parser(lens, budget):
-    """--cli, --lib, --examples, --workloads, --out, --lens, --masks and --budget, with the
-    benchmark's default lengths (comma-separated) and time budget in seconds."""
+    """--cli, --lib, --examples, --workloads, --out, --lens, --masks, --dim and --budget, with
+    the benchmark's default lengths (comma-separated) and time budget in seconds."""
     p = argparse.ArgumentParser()
     p.add_argument("--cli", required=True)
     p.add_argument("--lib", required=True)
@@ -33,6 +34,7 @@ def argument_parser(lens, budget):
     p.add_argument("--lens", default=lens)
     p.add_argument("--masks",
                    default="causal,hstu,shared_prefix,clear,clear_strips,doc_causal,sliding")
+    p.add_argument("--dim", type=int, default=128, help="head dim D")
     p.add_argument("--budget", type=float, default=budget, help="stop starting new rows after this")
     return p
 
@@ -147,14 +149,15 @@ def tile_counts(desc):
 
 
 class Workload:
-    """One benchmark row's problem: workload `name` at length n0 (mask_mod mm, N, B), its
-    visible pairs, our descriptor from the CLI, the tiles that descriptor computes, and the
+    """One benchmark row's problem: workload `name` at length n0 (mask_mod mm, N, B) and head
+    dim D (--dim), its visible pairs, our descriptor from the CLI, the tiles that descriptor computes, and the
     token order our kernel runs in (see reordered)."""
 
     def __init__(self, name, n0, a, workloads):
         self.mm, prm = workloads.WORKLOADS[workload_base(name)](n0, xp=torch, device="cuda")
         self.N = prm["N"]
         self.B = max(1, TOKENS // n0)
+        self.D = a.dim
         self.visible = workloads.visible_pairs(self.mm, self.N, xp=torch, device="cuda")
         mask_file, params = workload_mask(name, prm)
         self.desc = compile_descriptor(a.cli, os.path.join(a.examples, mask_file), params,
@@ -179,14 +182,14 @@ class Workload:
         """q, k, v and dout: fresh standard-normal bf16 [B, H, N, D] tensors from `seed`, the
         same for every call with that seed."""
         gen = torch.Generator(device="cuda").manual_seed(seed)
-        return tuple(torch.randn((self.B, H, self.N, D), device="cuda", dtype=torch.bfloat16,
+        return tuple(torch.randn((self.B, H, self.N, self.D), device="cuda", dtype=torch.bfloat16,
                                  generator=gen) for _ in range(4))
 
     def row(self, name, **extra):
         """The row's leading fields: workload, shape, the extra fields, density and
         visible/computed."""
         N = self.N
-        return {"workload": name, "N": N, "B": self.B, "H": H, "D": D, **extra,
+        return {"workload": name, "N": N, "B": self.B, "H": H, "D": self.D, **extra,
                 "density": self.visible / (N * N),
                 "visible_fraction_of_computed": self.visible / (self.tiles * TILE * TILE)}
 

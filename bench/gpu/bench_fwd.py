@@ -1,8 +1,9 @@
 """Forward attention benchmark: the CompileMask sm90 kernel against compiled FlexAttention (and
 cuDNN SDPA on causal), side by side in one process, on every workload of workloads.py.
 
-Shapes: N = 1K, 4K, 16K, 32K with B*N = 32768 tokens, 16 heads, head dim 128, bf16,
-Q/K/V in [B, H, N, D] for every kernel. Effective TFLOP/s = 4 * D * visible pairs * H * B / time.
+Shapes: N = 1K, 4K, 16K, 32K with B*N = 32768 tokens, 16 heads, head dim --dim (default 128),
+bf16, Q/K/V in [B, H, N, D] for every kernel. Effective TFLOP/s = 4 * D * visible pairs * H * B
+/ time.
 "ours" is the automatic mainloop choice; the serial and pingpong mainloops are also timed, in
 the JSON. Ours, Flex and cuDNN are timed in alternating rounds (bench_common.
 interleaved_median_ms), so that clock and thermal drift falls on all of them alike. Times are
@@ -23,7 +24,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
+from bench_common import (H, Workload, argument_parser, compiled_flex,  # noqa: E402
                           cudnn_cells, cudnn_only, environment, interleaved_median_ms,
                           record_peers, run_line, run_rows)
 from cm_kernel import Kernel  # noqa: E402
@@ -34,9 +35,9 @@ def bench_one(name, n0, kernel, flex, workloads, a):
     w = Workload(name, n0, a, workloads)
     mm, N, B, desc = w.mm, w.N, w.B, w.desc
     row = w.row(name, visible_pairs=w.visible, descriptor_visible_pairs=w.desc_visible)
-    flops = 4 * D * w.visible * H * B
+    flops = 4 * w.D * w.visible * H * B
 
-    q = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(B, H, N, w.D, device="cuda", dtype=torch.bfloat16)
     k, v = torch.randn_like(q), torch.randn_like(q)
     out = torch.empty_like(q)
     lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
@@ -67,8 +68,8 @@ def bench_one(name, n0, kernel, flex, workloads, a):
     return row
 
 
-def markdown(rows, env):
-    lines = [run_line(env), "",
+def markdown(rows, env, dim):
+    lines = [run_line(env), "", f"Forward, H={H}, D={dim}, bf16, B*N=32768.", "",
              "| workload | N | B | density | visible/computed | ours ms | ours TFLOP/s | "
              "Flex TFLOP/s | speedup vs Flex | cuDNN TFLOP/s | ours/cuDNN | max abs diff vs Flex |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -85,7 +86,7 @@ def markdown(rows, env):
     return "\n".join(lines) + "\n"
 
 
-def plot(rows, path):
+def plot(rows, path, dim):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -111,7 +112,7 @@ def plot(rows, path):
                     color="white")
     axes[0].set_ylabel("effective TFLOP/s (visible pairs)")
     axes[0].legend(fontsize=7)
-    fig.suptitle("Forward, H=16, D=128, bf16, B*N=32768 (numbers in bars: visible/computed)")
+    fig.suptitle(f"Forward, H={H}, D={dim}, bf16, B*N=32768 (numbers in bars: visible/computed)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -127,10 +128,10 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "bench_fwd.json"), "w") as f:
         json.dump({"env": env, "rows": rows}, f, indent=1)
-    md = markdown(rows, env)
+    md = markdown(rows, env, a.dim)
     with open(os.path.join(a.out, "bench_fwd.md"), "w") as f:
         f.write(md)
-    plot(rows, os.path.join(a.out, "bench_fwd.png"))
+    plot(rows, os.path.join(a.out, "bench_fwd.png"), a.dim)
     print(md)
 
 

@@ -15,7 +15,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
-from bench_common import D, H, Workload, argument_parser, write_report  # noqa: E402
+from bench_common import H, Workload, argument_parser, write_report  # noqa: E402
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 
@@ -24,7 +24,7 @@ CALLS = 10
 
 def kernel_times(name, n0, kernel, bwd, workloads, a):
     w = Workload(name, n0, a, workloads)
-    q = torch.randn(w.B, H, w.N, D, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(w.B, H, w.N, w.D, device="cuda", dtype=torch.bfloat16)
     k, v, dout = torch.randn_like(q), torch.randn_like(q), torch.randn_like(q)
     out = torch.empty_like(q)
     lse = torch.empty(w.B, H, w.N, device="cuda", dtype=torch.float32)

@@ -249,10 +249,10 @@ struct BwdConsumer {
     store_dkdv(tdKrdK, tdVrdV, frag, key0);
   }
 
-  // dK (scaled) and dV of the keys below nk, in the element type, staged through the Q and dO
-  // rings (free once both warpgroups' last products are done) so that every row goes out in
-  // 16-byte stores. Element (e, h, j) of the accumulators is key key0 + 8h, column
-  // 8j + col0 + e.
+  // dK (scaled) and dV of the keys below nk and their first head_dim columns, in the element type,
+  // staged through the Q and dO rings (free once both warpgroups' last products are done) so that
+  // every row goes out in 16-byte stores. Element (e, h, j) of the accumulators is key key0 + 8h,
+  // column 8j + col0 + e.
   template <class TAcc>
   __device__ void store_dkdv(const TAcc& dk, const TAcc& dv, const Fragment& frag, int key0) const {
     static_assert(Config::kStages * kBlockM >= kBlockN, "the Q and dO rings hold dK and dV");
@@ -283,6 +283,7 @@ struct BwdConsumer {
     for (int i = fresh_thread_index() - 128; i < rows * kChunks; i += Config::kConsumerThreads) {
       const int r = i / kChunks;
       const int col = 8 * (i % kChunks);
+      if (col >= p.shape.head_dim) continue;
       *reinterpret_cast<uint4*>(dk_out + (row0 + r) * p.dk_stride_s + col) =
           *reinterpret_cast<const uint4*>(ss.q + staged(r, col));
       *reinterpret_cast<uint4*>(dv_out + (row0 + r) * p.dv_stride_s + col) =

@@ -33,8 +33,7 @@ WorkspaceLayout workspace_layout(int32_t batch, int32_t heads_q, int32_t nq, int
   check.require(batch >= 1 && batch <= 65535, "batch must be in [1, 65535]");
   check.require(heads_q >= 1 && heads_q <= 65535, "heads_q must be in [1, 65535]");
   check.require(nq >= 1, "nq must be >= 1");
-  check.require(head_dim == 64 || head_dim == 128,
-                "head_dim " + std::to_string(head_dim) + " is not supported (64 or 128)");
+  check.head_dim(head_dim);
   WorkspaceLayout w{};
   w.rows_padded = round_up(nq, kTile);
   const int64_t rows = int64_t{batch} * heads_q * w.rows_padded;
@@ -44,7 +43,7 @@ WorkspaceLayout workspace_layout(int32_t batch, int32_t heads_q, int32_t nq, int
   w.lse_log2 = 0;
   w.dsum = w.lse_log2 + section(rows * 4);
   w.dq_accum = w.dsum + section(rows * 4);
-  w.semaphores = w.dq_accum + section(rows * head_dim * 4);
+  w.semaphores = w.dq_accum + section(rows * host::kernel_head_dim(head_dim) * 4);
   w.total = w.semaphores + section(rows / sm90::kBwdStepRows * 4);
   return w;
 }
@@ -142,6 +141,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   const int64_t q_rows = packed ? args.total_q : args.nq;
   const int64_t k_rows = packed ? args.total_k : args.nk;
   const int d = args.head_dim;
+  const int kernel_d = host::kernel_head_dim(d);
   const int step = sm90::kBwdStepRows;
   const CUtensorMap q = host::make_tile_map(check, args.q, args.dtype, d, q_rows, args.heads_q,
                                             args.batch, packed, step);
@@ -154,10 +154,10 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
 
   const cudaError_t launched =
       args.dtype == DType::kBFloat16
-          ? dispatch_head_dim<sm90::ElementKind::kBFloat16>(d, prep, main, post, q, k, v, dout,
-                                                            args.deterministic, stream)
-          : dispatch_head_dim<sm90::ElementKind::kFloat16>(d, prep, main, post, q, k, v, dout,
-                                                           args.deterministic, stream);
+          ? dispatch_head_dim<sm90::ElementKind::kBFloat16>(kernel_d, prep, main, post, q, k, v,
+                                                            dout, args.deterministic, stream)
+          : dispatch_head_dim<sm90::ElementKind::kFloat16>(kernel_d, prep, main, post, q, k, v,
+                                                           dout, args.deterministic, stream);
   check.cuda(launched, "launching the backward kernels");
 }
 

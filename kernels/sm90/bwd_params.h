@@ -8,9 +8,11 @@
 //   lse_log2[bh][rows_padded]   LSE * log2(e); +inf for rows past nq and rows that see no key,
 //                               so that P = exp2(S * scale_log2 - lse_log2) is exactly 0 there
 //   dsum[bh][rows_padded]       rowsum(dO * O); 0 for rows past nq
-//   dq_accum[bh][rows_padded][head_dim]  dQ / scale accumulated over key tiles; inside each row
-//                               the 8-float chunks are permuted (dq_chunk_swizzle) so that the
-//                               kernel stages it in shared memory without bank conflicts
+//   dq_accum[bh][rows_padded][kHeadDim]  dQ / scale accumulated over key tiles, as wide as the
+//                               kernel's head dim (columns past ProblemShape::head_dim stay 0);
+//                               inside each row the 8-float chunks are permuted
+//                               (dq_chunk_swizzle) so that the kernel stages it in shared
+//                               memory without bank conflicts
 //   semaphores (int32)[bh][rows_padded / 64]  deterministic mode: dQ adds done per 64 rows
 #pragma once
 

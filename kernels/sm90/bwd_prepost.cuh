@@ -2,7 +2,8 @@
 //   bwd_preprocess   per query row: dsum = rowsum(dO * O), lse_log2 = LSE * log2(e) with +inf
 //                    for rows that see no key (LSE = -inf) and for the padding rows past nq;
 //                    zeroes the row's dq_accum and, per 64 rows, the deterministic semaphore.
-//   bwd_postprocess  dQ = scale * dq_accum in the element type, for rows below nq.
+//   bwd_postprocess  dQ = scale * dq_accum in the element type, for rows below nq and the
+//                    first head_dim columns.
 // Eight threads share a row and read 16-byte vectors; a block of 128 threads covers 16 rows.
 #pragma once
 
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(kPrepostThreads)
                                         p.out_stride_h, b, row, h);
     const Element* d = row_ptr<Element>(const_cast<void*>(p.dout), s, p.dout_stride_b,
                                         p.dout_stride_s, p.dout_stride_h, b, row, h);
-    for (int c = 8 * lane; c < kHeadDim; c += 8 * kRowThreads) {
+    for (int c = 8 * lane; c < s.head_dim; c += 8 * kRowThreads) {
       const Vec8<Element> ov = *reinterpret_cast<const Vec8<Element>*>(o + c);
       const Vec8<Element> dv = *reinterpret_cast<const Vec8<Element>*>(d + c);
 #pragma unroll
@@ -103,9 +104,11 @@ __global__ void __launch_bounds__(kPrepostThreads)
   // All of the thread's loads are issued before its first store (the store could alias them
   // as far as the compiler knows), with the streaming hint: the accumulator is read once.
   constexpr int kChunks = kHeadDim / 8 / kRowThreads;
+  const auto in_head_dim = [&](int i) { return 8 * (lane + i * kRowThreads) < s.head_dim; };
   float4 values[kChunks][2];
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
+    if (!in_head_dim(i)) continue;
     const float4* src =
         reinterpret_cast<const float4*>(acc + dq_chunk_swizzle(row, lane + i * kRowThreads) * 8);
     values[i][0] = __ldcs(src);
@@ -113,6 +116,7 @@ __global__ void __launch_bounds__(kPrepostThreads)
   }
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
+    if (!in_head_dim(i)) continue;
     const float4 lo = values[i][0], hi = values[i][1];
     const float chunk[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     Vec8<Element> out;

@@ -223,7 +223,7 @@ struct Consumer {
     for (int i = t; i < 64 * kChunks; i += 128) {
       const int r = 64 * wg + i / kChunks;
       const int c = i % kChunks;
-      if (item.m * kBlockM + r < p.nq) {
+      if (item.m * kBlockM + r < p.nq && 8 * c < p.head_dim) {
         const uint4 value = *reinterpret_cast<const uint4*>(buffer + staged(r, 8 * c));
         *reinterpret_cast<uint4*>(out + (row0 + r) * p.out_stride_s + 8 * c) = value;
       }

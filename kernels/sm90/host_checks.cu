@@ -43,6 +43,12 @@ void LaunchChecks::dtype(DType dtype) const {
   require(dtype == DType::kBFloat16 || dtype == DType::kFloat16, "dtype must be bf16 or fp16");
 }
 
+void LaunchChecks::head_dim(int32_t head_dim) const {
+  require(
+      head_dim >= 8 && head_dim <= 128 && head_dim % 8 == 0,
+      "head_dim " + std::to_string(head_dim) + " is not supported (a multiple of 8 from 8 to 128)");
+}
+
 void LaunchChecks::heads_group(int32_t heads_q, int32_t heads_kv) const {
   require(heads_q % heads_kv == 0, "heads_q (" + std::to_string(heads_q) +
                                        ") must be a multiple of heads_kv (" +
@@ -100,8 +106,7 @@ void LaunchChecks::lse(const float* lse, int64_t stride_h, int64_t stride_b) con
 
 bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) const {
   dtype(a.dtype);
-  require(a.head_dim == 64 || a.head_dim == 128,
-          "head_dim " + std::to_string(a.head_dim) + " is not supported (64 or 128)");
+  head_dim(a.head_dim);
   require(a.batch >= 1 && a.heads_q >= 1 && a.heads_kv >= 1, "batch and heads must be >= 1");
   heads_group(a.heads_q, a.heads_kv);
   require(a.nq >= 1 && a.nk >= 1, "nq and nk must be >= 1");
@@ -116,6 +121,10 @@ bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) co
   return packed;
 }
 
+int kernel_head_dim(int32_t head_dim) {
+  return head_dim <= 64 ? 64 : 128;
+}
+
 float softmax_scale(const Problem& a) {
   return a.scale != 0.f ? a.scale : 1.f / std::sqrt(static_cast<float>(a.head_dim));
 }
@@ -127,6 +136,7 @@ sm90::ProblemShape problem_shape(const Problem& a, const desc::Header& h) {
   s.heads_kv = a.heads_kv;
   s.nq = a.nq;
   s.nk = a.nk;
+  s.head_dim = a.head_dim;
   s.num_q_tiles = h.num_q_tiles;
   s.num_k_tiles = h.num_k_tiles;
   s.desc_batch = h.batch;

@@ -35,6 +35,9 @@ class LaunchChecks {
 
   void dtype(DType dtype) const;  // bf16 or fp16
 
+  // A multiple of 8 (16-byte rows for TMA and the vector stores) from 8 to 128.
+  void head_dim(int32_t head_dim) const;
+
   // heads_q is a multiple of heads_kv (heads_kv >= 1 already checked).
   void heads_group(int32_t heads_q, int32_t heads_kv) const;
 
@@ -55,7 +58,7 @@ class LaunchChecks {
 
   void lse(const float* lse, int64_t stride_h, int64_t stride_b) const;  // set, strides >= 0
 
-  // Everything above for the fields forward and backward share: dtype, head dim 64 or 128,
+  // Everything above for the fields forward and backward share: dtype, head dim,
   // sizes >= 1 that fit the header `h` (tile x tile tiles), GQA grouping, scale, layout, and
   // q, k, v, out and the LSE. Returns whether the layout is packed.
   bool problem(const desc::Header& h, int tile, const Problem& a) const;
@@ -63,6 +66,10 @@ class LaunchChecks {
  private:
   const char* entry_;
 };
+
+// The head dim of the kernel instantiation that runs a checked head_dim: 64 up to 64, else 128.
+// The kernels pad the columns past head_dim with zeros (ProblemShape::head_dim).
+int kernel_head_dim(int32_t head_dim);
 
 // The scale the kernels apply: Problem::scale, or 1/sqrt(head_dim) for 0.
 float softmax_scale(const Problem& a);

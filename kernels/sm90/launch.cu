@@ -118,11 +118,12 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
 
   check.cuda(cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream), "zeroing the work counter");
   const bool pingpong = args.mainloop != Mainloop::kSerial;
+  const int kernel_head_dim = host::kernel_head_dim(args.head_dim);
   const cudaError_t launched = args.dtype == DType::kBFloat16
                                    ? dispatch_variant<sm90::ElementKind::kBFloat16>(
-                                         pingpong, args.head_dim, p, q, k, v, grid, stream)
+                                         pingpong, kernel_head_dim, p, q, k, v, grid, stream)
                                    : dispatch_variant<sm90::ElementKind::kFloat16>(
-                                         pingpong, args.head_dim, p, q, k, v, grid, stream);
+                                         pingpong, kernel_head_dim, p, q, k, v, grid, stream);
   check.cuda(launched, "launching the forward kernel");
 }
 

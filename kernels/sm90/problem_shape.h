@@ -11,6 +11,9 @@ namespace cm::sm90 {
 struct ProblemShape {
   int32_t batch, heads_q, heads_kv;
   int32_t nq, nk;
+  // D, the columns of Q, K, V and the outputs. The kernel instantiated for kHeadDim >= D reads
+  // the columns past D as zeros (TMA fills them) and writes only the first D.
+  int32_t head_dim;
   int32_t num_q_tiles, num_k_tiles;
   int32_t desc_batch, desc_heads;  // the descriptor's (b, h) grid: 1 (broadcast) or batch / heads_q
   // Packed layout: sequence b starts at row q_offsets[b] (k_offsets[b]) of the [T, H, D]

@@ -16,7 +16,7 @@ from . import _torch_ops
 from ._plan import Plan
 
 _KERNEL_DTYPES = (torch.bfloat16, torch.float16)
-_KERNEL_HEAD_DIMS = (64, 128)
+_KERNEL_MAX_HEAD_DIM = 128  # any multiple of _ALIGN up to it: the kernels zero-pad to 64 or 128
 _KERNEL_TILE = (128, 128)
 _ALIGN = 8  # elements of 16 bytes (2-byte types): the kernel's TMA and store granularity
 
@@ -69,7 +69,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
               offsets: Optional[Tensor] = None,
               k_offsets: Optional[Tensor] = None, deterministic: bool = False) -> Any:
     """softmax(scale * q kᵀ, masked by `plan`) v on torch CUDA tensors (bf16 or fp16, head dim
-    64 or 128), differentiable.
+    a multiple of 8 up to 128), differentiable.
 
     Layouts: 4-D q [B, Sq, Hq, D] with k, v [B, Sk, Hkv, D] (layout="bshd", the default) or
     [B, H, S, D] (layout="bhsd"); Hq a multiple of Hkv (GQA/MQA). Or jagged 3-D [T, H, D]:
@@ -111,8 +111,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
                          f"{tuple(v.shape)}")
     batch, nq, heads_q, dim = _split(q, layout)
     k_batch, nk, heads_kv, k_dim = _split(k, layout)
-    if dim not in _KERNEL_HEAD_DIMS:
-        raise ValueError(f"q has head dim {dim}; the kernel supports {_KERNEL_HEAD_DIMS}")
+    if dim % _ALIGN or not 0 < dim <= _KERNEL_MAX_HEAD_DIM:
+        raise ValueError(f"q has head dim {dim}; the kernels support multiples of {_ALIGN} from "
+                         f"{_ALIGN} to {_KERNEL_MAX_HEAD_DIM}")
     if k_dim != dim:
         raise ValueError(f"k and v have head dim {k_dim} but q has {dim}")
     if heads_q % heads_kv:

@@ -86,8 +86,8 @@ build_stage() {
 }
 
 # bench_stage SCRIPT TABLE DEFAULT_LENS DEFAULT_BUDGET: the bench stage: runs the benchmark
-# SCRIPT over BENCH_LENS (default DEFAULT_LENS) and BENCH_MASKS (default every workload) within
-# BENCH_BUDGET seconds (default DEFAULT_BUDGET), its output into OUT/TABLE.log, and notes the
+# SCRIPT over BENCH_LENS (default DEFAULT_LENS) and BENCH_MASKS (default every workload) at head
+# dim BENCH_DIM (default 128) within BENCH_BUDGET seconds (default DEFAULT_BUDGET), its output into OUT/TABLE.log, and notes the
 # exit status and any error lines. The script writes OUT/TABLE.md and OUT/TABLE.json.
 bench_stage() {
   local script="$1" table="$2" start status
@@ -95,6 +95,7 @@ bench_stage() {
   python3 "${script}" --cli "${CLI}" --lib "${LIB}" --examples "${ROOT}/examples" \
     --workloads "${WORKLOADS}" --out "${OUT}" --lens "${BENCH_LENS:-$3}" \
     --masks "${BENCH_MASKS:-causal,hstu,shared_prefix,clear,clear_strips,doc_causal,sliding}" \
+    --dim "${BENCH_DIM:-128}" \
     --budget "${BENCH_BUDGET:-$4}" > "${OUT}/${table}.log" 2>&1
   status=$?
   note "bench: exit ${status} in $(elapsed "${start}")"

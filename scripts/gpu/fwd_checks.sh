@@ -7,7 +7,7 @@
 #
 # Usage: scripts/gpu/fwd_checks.sh [STAGE...]   stages: build test sanitize bench (default: all)
 # Environment: OUT (output folder), CM_BUILD and CM_WORKLOADS (see common.sh; workloads.py is
-# in third_party/shared_reference after prepare_carry.sh), BENCH_LENS, BENCH_MASKS,
+# in third_party/shared_reference after prepare_carry.sh), BENCH_LENS, BENCH_MASKS, BENCH_DIM,
 # BENCH_BUDGET (seconds).
 set -uo pipefail
 # shellcheck source=scripts/gpu/common.sh
@@ -42,7 +42,7 @@ fi
 
 if wants sanitize; then
   sanitize "${OUT}/sanitizer.log" "${CPP_TEST}" \
-    'Examples/*/0:Examples/*/1:Examples/*/17:Examples/*/22:Examples/*/23:Examples/*/29:Examples/*/30:TwoCtas/*/34:TwoCtas/*/35' \
+    'Examples/*/0:Examples/*/1:Examples/*/17:Examples/*/22:Examples/*/23:Examples/*/29:Examples/*/30:TwoCtas/*/34:TwoCtas/*/35:Examples/*/38:Examples/*/41' \
     memcheck racecheck synccheck
 fi
 

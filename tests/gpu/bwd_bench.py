@@ -2,8 +2,9 @@
 against compiled FlexAttention (forward + autograd backward) and cuDNN SDPA on causal, side by
 side in one process, on every workload of workloads.py.
 
-Shapes: N = 1K, 4K, 16K, 32K with B*N = 32768 tokens, 16 heads, head dim 128, bf16, Q/K/V in
-[B, H, N, D] for every kernel. Effective TFLOP/s = 3.5 * 4 * D * visible pairs * H * B / time.
+Shapes: N = 1K, 4K, 16K, 32K with B*N = 32768 tokens, 16 heads, head dim --dim (default 128),
+bf16, Q/K/V in [B, H, N, D] for every kernel. Effective TFLOP/s = 3.5 * 4 * D * visible pairs
+* H * B / time.
 Ours, Flex and cuDNN are timed in alternating rounds (bench_common.interleaved_median_ms), so
 that clock and thermal drift falls on all of them alike; times are medians of
 triton.testing.do_bench (CUDA events) with gradients reset between calls. Flex's BlockMask and
@@ -25,7 +26,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
-from bench_common import (D, H, Workload, argument_parser, compiled_flex,  # noqa: E402
+from bench_common import (H, Workload, argument_parser, compiled_flex,  # noqa: E402
                           cudnn_cells, cudnn_only, environment, interleaved_median_ms, median_ms,
                           record_peers, run_line, run_rows)
 from bwd_cm import Backward  # noqa: E402
@@ -39,9 +40,9 @@ def bench_one(name, n0, kernel, bwd, flex, workloads, a):
     w = Workload(name, n0, a, workloads)
     mm, N, B, desc = w.mm, w.N, w.B, w.desc
     row = w.row(name)
-    flops = BWD_FACTOR * 4 * D * w.visible * H * B
+    flops = BWD_FACTOR * 4 * w.D * w.visible * H * B
 
-    q = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(B, H, N, w.D, device="cuda", dtype=torch.bfloat16)
     k, v, dout = torch.randn_like(q), torch.randn_like(q), torch.randn_like(q)
     out = torch.empty_like(q)
     lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
@@ -81,9 +82,9 @@ def bench_one(name, n0, kernel, bwd, flex, workloads, a):
     return row
 
 
-def markdown(rows, env):
+def markdown(rows, env, dim):
     lines = [run_line(env), "",
-             "Forward+backward, H=16, D=128, bf16, B*N=32768; effective TFLOP/s = "
+             f"Forward+backward, H={H}, D={dim}, bf16, B*N=32768; effective TFLOP/s = "
              "3.5 * 4 * D * visible pairs * H * B / time.", "",
              "| workload | N | B | density | visible/computed | ours ms | ours TFLOP/s | "
              "ours det TFLOP/s | Flex TFLOP/s | speedup vs Flex | cuDNN TFLOP/s | ours/cuDNN | "
@@ -116,11 +117,11 @@ def main():
         with open(os.path.join(a.out, "bench_bwd.json"), "w") as f:
             json.dump({"env": env, "rows": rows}, f, indent=1)
         with open(os.path.join(a.out, "bench_bwd.md"), "w") as f:
-            f.write(markdown(rows, env))
+            f.write(markdown(rows, env, a.dim))
 
     rows = run_rows(a, lambda name, n0: bench_one(name, n0, kernel, bwd, flex, workloads, a),
                     write_tables)
-    print(markdown(rows, env))
+    print(markdown(rows, env, a.dim))
 
 
 if __name__ == "__main__":

@@ -42,7 +42,8 @@ def workload_cases(workloads, lengths):
     builders["clear_strips"] = builders["clear"]  # the same mask on tokens in strip order
     variants = [(128, 4, 4, "bshd", torch.bfloat16), (64, 4, 2, "bhsd", torch.bfloat16),
                 (128, 4, 1, "thd", torch.float16), (64, 2, 2, "bshd", torch.float16),
-                (128, 6, 2, "bhsd", torch.bfloat16)]
+                (128, 6, 2, "bhsd", torch.bfloat16), (96, 4, 2, "bshd", torch.bfloat16),
+                (40, 4, 1, "thd", torch.float16)]
     cases, i = [], 0
     for n in lengths:
         for name, build in builders.items():

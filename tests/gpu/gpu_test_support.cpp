@@ -156,6 +156,20 @@ std::vector<Case> example_cases() {
        4,
        2,
        B::kBFloat16},
+      // Head dims other than 64 and 128 run on those kernels with zero-padded columns.
+      {"doc_causal", {{"docs", segs({90, 1, 150, 59})}}, 300, 300, 96, 4, 2, B::kBFloat16},
+      {"sliding_window", {{"W", int64_t{77}}}, 255, 255, 40, 4, 1, B::kFloat16},
+      {"causal", {}, 129, 300, 8, 2, 2, B::kBFloat16},
+      {"hstu",
+       {{"seqs", segs({100, 120, 80})},
+        {"ctx", std::vector<int64_t>{4, 8, 2}},
+        {"targets", std::vector<int64_t>{10, 15, 8}}},
+       300,
+       300,
+       120,
+       4,
+       4,
+       B::kFloat16},
   };
 }
 

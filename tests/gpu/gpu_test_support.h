@@ -69,7 +69,8 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os);
 
-// Every example mask at small odd shapes, with GQA, both head dims and both dtypes; the
+// Every example mask at small odd shapes, with GQA, head dims 64 and 128 and four padded ones
+// (8, 40, 96, 120), and both dtypes; the
 // sanitizer filters of scripts/gpu address these cases by index, so append new ones.
 std::vector<Case> example_cases();
 

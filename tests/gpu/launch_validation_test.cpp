@@ -56,7 +56,8 @@ std::vector<Rule> problem_rules() {
   using P = cm::cuda::Problem;
   return {
       {"dtype", [](P& a) { a.dtype = static_cast<DType>(7); }, "dtype must be bf16 or fp16"},
-      {"head dim", [](P& a) { a.head_dim = 96; }, "head_dim 96 is not supported"},
+      {"head dim", [](P& a) { a.head_dim = 100; }, "head_dim 100 is not supported"},
+      {"wide head dim", [](P& a) { a.head_dim = 136; }, "(a multiple of 8 from 8 to 128)"},
       {"no heads", [](P& a) { a.heads_kv = 0; }, "batch and heads must be >= 1"},
       {"GQA group", [](P& a) { a.heads_kv = 3; }, "must be a multiple of heads_kv (3)"},
       {"negative scale", [](P& a) { a.scale = -1.f; }, "scale must be finite and >= 0"},
@@ -214,8 +215,8 @@ TEST_F(LaunchValidation, BackwardWorkspaceSizeRejectsWhatBackwardWould) {
   const std::string entry = "cm::cuda::backward";
   expect_rejected([] { cm::cuda::backward_workspace_bytes(1, 1, 0, kDim); }, entry,
                   "nq must be >= 1", "nq");
-  expect_rejected([] { cm::cuda::backward_workspace_bytes(1, 1, kN, 96); }, entry,
-                  "head_dim 96 is not supported", "head dim");
+  expect_rejected([] { cm::cuda::backward_workspace_bytes(1, 1, kN, 4); }, entry,
+                  "head_dim 4 is not supported", "head dim");
   // Batch and heads index CUDA grid dimensions y and z, which stop at 65535.
   expect_rejected([] { cm::cuda::backward_workspace_bytes(65536, 1, kN, kDim); }, entry,
                   "batch must be in [1, 65535]", "batch");

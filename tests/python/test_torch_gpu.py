@@ -91,7 +91,8 @@ def to_bhsd(x, layout):
 
 @pytest.mark.parametrize("mask", sorted(MASKS))
 @pytest.mark.parametrize("layout", ["bshd", "bhsd"])
-@pytest.mark.parametrize("dtype, dim", [(torch.bfloat16, 128), (torch.float16, 64)])
+@pytest.mark.parametrize("dtype, dim", [(torch.bfloat16, 128), (torch.float16, 64),
+                                        (torch.bfloat16, 96), (torch.float16, 40)])
 def test_forward_and_backward_match_float64(mask, layout, dtype, dim):
     torch.manual_seed(0)
     n, batch, heads_q, heads_kv = 700, 2, 4, 2  # GQA: dk, dv summed over 2 query heads
@@ -254,7 +255,12 @@ ERRORS = [
     ("float32", lambda q, k, v: (q.float(), k, v, {}), TypeError, "q has dtype torch.float32"),
     ("mixed dtypes", lambda q, k, v: (q, k.half(), v, {}), TypeError, "k has dtype|one dtype"),
     ("cpu", lambda q, k, v: (q.cpu(), k, v, {}), ValueError, "q is on cpu"),
-    ("head dim", lambda q, k, v: (q[..., :32].contiguous(), k, v, {}), ValueError, "head dim 32"),
+    ("head dim", lambda q, k, v: (torch.randn(1, 256, 2, 40, device=DEVICE,
+                                              dtype=torch.bfloat16)[..., :36], k, v, {}),
+     ValueError, "head dim 36; the kernels support multiples of 8"),
+    ("wide head dim", lambda q, k, v: (torch.randn(1, 256, 2, 136, device=DEVICE,
+                                                   dtype=torch.bfloat16), k, v, {}),
+     ValueError, "head dim 136"),
     ("k head dim", lambda q, k, v: (q, k[..., :32].contiguous(), v[..., :32].contiguous(), {}),
      ValueError, "head dim 32 but q has 64"),
     ("last dim", lambda q, k, v: (q.transpose(-1, -2).contiguous().transpose(-1, -2), k, v, {}),

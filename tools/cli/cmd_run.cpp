@@ -63,8 +63,9 @@ std::optional<GpuDType> parse_gpu(const ParsedArgs& args, const AttentionShape& 
     if (dtype) throw UsageError(args.spelling("dtype") + " applies only with --gpu");
     return std::nullopt;
   }
-  if (shape.head_dim != 64 && shape.head_dim != 128) {
-    throw UsageError("--gpu supports --dim 64 or 128, got " + std::to_string(shape.head_dim));
+  if (shape.head_dim > 128 || shape.head_dim % 8 != 0) {
+    throw UsageError("--gpu supports --dim a multiple of 8 from 8 to 128, got " +
+                     std::to_string(shape.head_dim));
   }
   if (tiling.m != 128 || tiling.n != 128) {
     throw UsageError("--gpu needs --tile 128x128 (the sm90 kernel's tile), got " +
@@ -236,7 +237,8 @@ Command run_command() {
            "after a warm-up, by CUDA events. As the GPU stores O, dQ, dK and dV in --dtype, the\n"
            "error of rounding the float64 results to --dtype is printed for scale; errors of a\n"
            "few times that are expected.\n"
-           "--gpu needs --dim 64 or 128 and the default --tile 128x128. Effective TFLOP/s\n"
+           "--gpu needs --dim a multiple of 8 up to 128 (the kernels for 64 and 128 run the\n"
+           "others with zero-padded columns) and the default --tile 128x128. Effective TFLOP/s\n"
            "count 4*D flops per visible (q, k) pair forward and 2.5 times that backward." +
                param_syntax_help(),
            flags},
