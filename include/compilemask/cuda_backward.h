@@ -17,9 +17,13 @@
 
 namespace cm::cuda {
 
-// The forward's problem (its q, k, v, out and LSE are read) and the output gradient.
+// The forward's problem (its q, k, v, out and LSE are read) and the gradients of the loss.
 struct BackwardArgs : Problem {
   TensorRef dout;  // same layout rules as q (strides in elements, head_dim contiguous)
+  // Optional gradient of the loss with respect to the LSE, float32 in the LSE's layout
+  // (lse_stride_b, lse_stride_h, row stride 1); null means zero. It costs one read per row: as
+  // d lse_i / d s_ij = P_ij, it enters dS_ij = P_ij (dP_ij - rowsum(dO O)_i + dlse_i).
+  const float* dlse = nullptr;
   // Outputs, written (their data pointers are cast to writable): dq like q, dk and dv like k.
   TensorRef dq, dk, dv;
   // Bitwise-identical dQ, dK and dV across runs (dQ adds ordered by key tile); slower.
@@ -30,8 +34,9 @@ struct BackwardArgs : Problem {
 // sizes backward() would reject.
 size_t backward_workspace_bytes(int32_t batch, int32_t heads_q, int32_t nq, int32_t head_dim);
 
-// dQ, dK, dV of O = softmax(scale * Q Kᵀ masked) V. `workspace` is device memory of at least
-// backward_workspace_bytes(...) bytes, 256-byte aligned; its contents need not be initialised.
+// dQ, dK, dV of O = softmax(scale * Q Kᵀ masked) V (and of its LSE, with args.dlse). `workspace` is
+// device memory of at least backward_workspace_bytes(...) bytes, 256-byte aligned; its contents
+// need not be initialised.
 void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* workspace,
               size_t workspace_bytes, cudaStream_t stream);
 

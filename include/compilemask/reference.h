@@ -38,11 +38,13 @@ void reference_forward(const void* descriptor, const AttentionShape& shape, cons
                        const float* k, const float* v, float* out, float* lse,
                        const ReferenceOptions& options = {});
 
-// dQ, dK, dV for the forward above (out and lse are its results). dK and dV are summed over
-// the query heads of each kv group. Fully masked rows contribute exactly zero.
+// dQ, dK, dV for the forward above (out and lse are its results), given the gradients of the
+// loss with respect to O (dout) and, optionally, the LSE (dlse, shaped as lse; null means 0).
+// dK and dV are summed over the query heads of each kv group. Fully masked rows contribute
+// exactly zero.
 void reference_backward(const void* descriptor, const AttentionShape& shape, const float* q,
                         const float* k, const float* v, const float* out, const float* dout,
-                        const float* lse, float* dq, float* dk, float* dv,
+                        const float* lse, const float* dlse, float* dq, float* dk, float* dv,
                         const ReferenceOptions& options = {});
 
 }  // namespace cm

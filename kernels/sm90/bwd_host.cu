@@ -112,6 +112,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   prep.lse = args.lse;
   prep.lse_stride_b = packed ? 0 : args.lse_stride_b;
   prep.lse_stride_h = args.lse_stride_h;
+  prep.dlse = args.dlse;
   prep.ws = ws;
 
   sm90::BwdMainParams main{};

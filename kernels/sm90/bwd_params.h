@@ -7,7 +7,7 @@
 // rows padded to rows_padded = num_q_tiles * 128:
 //   lse_log2[bh][rows_padded]   LSE * log2(e); +inf for rows past nq and rows that see no key,
 //                               so that P = exp2(S * scale_log2 - lse_log2) is exactly 0 there
-//   dsum[bh][rows_padded]       rowsum(dO * O); 0 for rows past nq
+//   dsum[bh][rows_padded]       rowsum(dO * O) - dLSE; 0 for rows past nq
 //   dq_accum[bh][rows_padded][kHeadDim]  dQ / scale accumulated over key tiles, as wide as the
 //                               kernel's head dim (columns past ProblemShape::head_dim stay 0);
 //                               inside each row the 8-float chunks are permuted
@@ -42,7 +42,8 @@ struct BwdShape : ProblemShape {
   int32_t rows_padded;  // num_q_tiles * kBwdTile
 };
 
-// preprocess: dsum and lse_log2 from O, dO and the LSE; zeroes dq_accum and the semaphores.
+// preprocess: dsum and lse_log2 from O, dO, the LSE and its gradient; zeroes dq_accum and the
+// semaphores.
 struct BwdPrepParams {
   BwdShape shape;
   const void* out;
@@ -51,6 +52,7 @@ struct BwdPrepParams {
   int64_t dout_stride_b, dout_stride_s, dout_stride_h;
   const float* lse;  // natural log, row stride 1
   int64_t lse_stride_b, lse_stride_h;
+  const float* dlse;  // the LSE's gradient in the LSE's layout, or null for none
   BwdWorkspace ws;
 };
 

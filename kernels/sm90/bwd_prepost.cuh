@@ -1,5 +1,6 @@
 // The element-wise kernels around the sm90 backward main kernel (bwd_kernel.cuh):
-//   bwd_preprocess   per query row: dsum = rowsum(dO * O), lse_log2 = LSE * log2(e) with +inf
+//   bwd_preprocess   per query row: dsum = rowsum(dO * O) - dLSE, lse_log2 = LSE * log2(e) with
+//   +inf
 //                    for rows that see no key (LSE = -inf) and for the padding rows past nq;
 //                    zeroes the row's dq_accum and, per 64 rows, the deterministic semaphore.
 //   bwd_postprocess  dQ = scale * dq_accum in the element type, for rows below nq and the
@@ -79,12 +80,13 @@ __global__ void __launch_bounds__(kPrepostThreads)
   if (lane == 0) {
     const bool packed = s.q_offsets != nullptr;
     const int64_t lse_row = (packed ? s.q_offsets[b] : 0) + int64_t{row};
-    const float lse = valid
-                          ? p.lse[(packed ? 0 : b) * p.lse_stride_b + h * p.lse_stride_h + lse_row]
-                          : -__builtin_huge_valf();
+    const int64_t lse_at = (packed ? 0 : b) * p.lse_stride_b + h * p.lse_stride_h + lse_row;
+    const float lse = valid ? p.lse[lse_at] : -__builtin_huge_valf();
     const bool sees_keys = lse != -__builtin_huge_valf();
     p.ws.lse_log2[at] = sees_keys ? lse * 1.4426950408889634f : __builtin_huge_valf();
-    p.ws.dsum[at] = valid ? acc : 0.f;
+    // d lse / d s_j = P_j: the LSE's gradient adds dLSE * P_j to dS_j = P_j (dP_j - dsum).
+    const float dlse = valid && p.dlse != nullptr ? p.dlse[lse_at] : 0.f;
+    p.ws.dsum[at] = valid ? acc - dlse : 0.f;
     if (row % kBwdStepRows == 0)
       p.ws.semaphores[at / kBwdStepRows] = 0;  // rows_padded is a multiple of kBwdStepRows
   }

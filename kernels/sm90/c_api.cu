@@ -108,8 +108,9 @@ size_t cm_cuda_backward_workspace_bytes(int batch, int heads_q, int nq, int head
 }
 
 // Strides are element strides {batch, row, head} for the tensors, {batch, head} for lse, as
-// in cm_cuda_forward. dtype: 0 bf16, 1 fp16. q_offsets/k_offsets: null, or device int32[batch]
-// (packed layout). deterministic: 0 or 1. Returns 0 on success, 1 for a rejected problem
+// in cm_cuda_forward. dtype: 0 bf16, 1 fp16. dlse: null, or the LSE's gradient in the LSE's
+// layout. q_offsets/k_offsets: null, or device int32[batch] (packed layout). deterministic: 0 or
+// 1. Returns 0 on success, 1 for a rejected problem
 // (cm::Error), 2 for a CUDA failure.
 int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device, int dtype,
                      int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim,
@@ -117,11 +118,11 @@ int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device,
                      const int64_t* k_strides, const void* v, const int64_t* v_strides,
                      const void* out, const int64_t* out_strides, const void* dout,
                      const int64_t* dout_strides, const float* lse, const int64_t* lse_strides,
-                     void* dq, const int64_t* dq_strides, void* dk, const int64_t* dk_strides,
-                     void* dv, const int64_t* dv_strides, const int32_t* q_offsets,
-                     const int32_t* k_offsets, int64_t total_q, int64_t total_k, int deterministic,
-                     void* workspace, size_t workspace_bytes, void* stream, char* error,
-                     size_t error_len) {
+                     const float* dlse, void* dq, const int64_t* dq_strides, void* dk,
+                     const int64_t* dk_strides, void* dv, const int64_t* dv_strides,
+                     const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
+                     int64_t total_k, int deterministic, void* workspace, size_t workspace_bytes,
+                     void* stream, char* error, size_t error_len) {
   return return_code(
       [&] {
         const cm::cuda::BackwardArgs args{
@@ -129,6 +130,7 @@ int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device,
                     k_strides, v, v_strides, out, out_strides, lse, lse_strides, q_offsets,
                     k_offsets, total_q, total_k),
             tensor(dout, dout_strides),
+            dlse,
             tensor(dq, dq_strides),
             tensor(dk, dk_strides),
             tensor(dv, dv_strides),

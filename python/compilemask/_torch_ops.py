@@ -147,6 +147,7 @@ def attention_backward(
     output: Tensor,
     lse: Tensor,
     dout: Tensor,
+    dlse: Optional[Tensor],
     desc_host: Tensor,
     desc_device: Tensor,
     q_offsets: Optional[Tensor],
@@ -157,22 +158,24 @@ def attention_backward(
     scale: float,
     deterministic: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """(dq, dk, dv) of attention_forward's out for the output gradient dout, in the shapes and
-    dtype of q, k and v (dk and dv summed over the query heads of each GQA group; zero on the
-    rows of a jagged layout outside every sequence). output and lse are the forward's outputs
-    (named `output`: schemas reserve `out` for out= variants); the other arguments are the
-    forward's. The LSE's own gradient is not included."""
+    """(dq, dk, dv) of attention_forward's outputs for the gradients dout (of out) and dlse (of
+    lse; None for none), in the shapes and dtype of q, k and v (dk and dv summed over the query
+    heads of each GQA group; zero on the rows of a jagged layout outside every sequence).
+    output and lse are the forward's outputs (named `output`: schemas reserve `out` for out=
+    variants); the other arguments are the forward's."""
     q, k, v, out, dout = (_kernel_layout(x) for x in (q, k, v, output, dout))
+    if dlse is not None:  # the kernel reads it with the LSE's strides
+        dlse = dlse.to(torch.float32).expand(lse.shape).contiguous()
     if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
         grads = _launch_backward(*(x.unsqueeze(0) for x in (q, k, v, out, lse, dout)),
-                                 desc_host, desc_device, None, None, False, nq, nk, scale,
-                                 deterministic)
+                                 None if dlse is None else dlse.unsqueeze(0), desc_host,
+                                 desc_device, None, None, False, nq, nk, scale, deterministic)
         return tuple(g.squeeze(0) for g in grads)
-    return _launch_backward(q, k, v, out, lse, dout, desc_host, desc_device, q_offsets,
+    return _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets,
                             k_offsets, heads_first, nq, nk, scale, deterministic)
 
 
-def _launch_backward(q, k, v, out, lse, dout, desc_host, desc_device, q_offsets, k_offsets,
+def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets, k_offsets,
                      heads_first, nq, nk, scale, deterministic):
     packed = q_offsets is not None
     # The kernel writes the rows of every sequence; in a jagged layout the rest stay 0.
@@ -188,40 +191,19 @@ def _launch_backward(q, k, v, out, lse, dout, desc_host, desc_device, q_offsets,
     with torch.cuda.device(q.device):
         _cuda.backward(
             desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, tensors,
-            lse.data_ptr(), _lse_strides(lse, packed), *_packing(q, k, q_offsets, k_offsets),
+            lse.data_ptr(), _lse_strides(lse, packed), 0 if dlse is None else dlse.data_ptr(),
+            *_packing(q, k, q_offsets, k_offsets),
             deterministic, workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
         )
     return dq, dk, dv
 
 
 @attention_backward.register_fake
-def _attention_backward_fake(q, k, v, output, lse, dout, desc_host, desc_device, q_offsets,
+def _attention_backward_fake(q, k, v, output, lse, dout, dlse, desc_host, desc_device, q_offsets,
                              k_offsets, heads_first, nq, nk, scale, deterministic):
     return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
             torch.empty(k.shape, dtype=k.dtype, device=k.device),
             torch.empty(k.shape, dtype=k.dtype, device=k.device))
-
-
-def _lse_as_column(x: Tensor, q: Tensor, heads_first: bool) -> Tensor:
-    """An LSE-shaped tensor ([B, H, S] or [H, T]) as a column that broadcasts against q."""
-    if q.dim() == 3:
-        return x.transpose(0, 1).unsqueeze(-1)  # [T, H, 1]
-    return (x if heads_first else x.transpose(1, 2)).unsqueeze(-1)
-
-
-def _lse_gradient(q, k, v, out, lse, dlse, common, deterministic):
-    """(dq, dk) of sum(dlse * lse) in float32. With P the attention probabilities,
-    d lse_i / d q_i = scale Σ_j P_ij k_j, which is the forward with v = k, and
-    d lse_i / d k_j = scale P_ij q_i, whose sum over i is the dV the backward kernel forms for
-    the output gradient dlse ∘ q. v gets no gradient from the LSE."""
-    desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale = common
-    weight = _lse_as_column(dlse.float(), q, heads_first)
-    mixed_keys, _ = torch.ops.compilemask.attention_forward(
-        q, k, k, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale,
-        False, deterministic)
-    _, _, weighted_queries = torch.ops.compilemask.attention_backward(
-        q, k, v, out, lse, (weight * q.float()).to(q.dtype), *common, deterministic)
-    return scale * weight * mixed_keys.float(), scale * weighted_queries.float()
 
 
 def _setup_context(ctx, inputs, output):
@@ -235,13 +217,11 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, dout, dlse):
     q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets = ctx.saved_tensors
-    common = (desc_host, desc_device, q_offsets, k_offsets, *ctx.options)
-    dq, dk, dv = torch.ops.compilemask.attention_backward(q, k, v, out, lse, dout, *common,
-                                                          ctx.deterministic)
     # Without lse_grad the caller never saw the LSE, so its gradient is zero.
-    if ctx.lse_grad and dlse is not None:
-        dq_lse, dk_lse = _lse_gradient(q, k, v, out, lse, dlse, common, ctx.deterministic)
-        dq, dk = (dq.float() + dq_lse).to(q.dtype), (dk.float() + dk_lse).to(k.dtype)
+    dlse = dlse if ctx.lse_grad else None
+    dq, dk, dv = torch.ops.compilemask.attention_backward(
+        q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets, k_offsets, *ctx.options,
+        ctx.deterministic)
     # One gradient slot per input of attention_forward.
     return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
 

@@ -79,7 +79,8 @@ std::tuple<Output, Output, Output> backward(
   {
     nb::gil_scoped_release unlocked;
     reference_backward(plan.blob(), s, q.data(), k.data(), v.data(), out.data(), dout.data(),
-                       lse.data(), dq.data(), dk.data(), dv.data(), options(scale, float64));
+                       lse.data(), nullptr, dq.data(), dk.data(), dv.data(),
+                       options(scale, float64));
   }
   return {to_numpy(std::move(dq), {sz(s.batch), sz(s.heads_q), sz(s.nq), sz(s.head_dim)}),
           to_numpy(std::move(dk), {sz(s.batch), sz(s.heads_kv), sz(s.nk), sz(s.head_dim)}),

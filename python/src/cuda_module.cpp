@@ -77,12 +77,13 @@ void forward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims&
                     workspace_bytes, pointer<CUstream_st>(stream));
 }
 
-// Tensors come as (address, strides) pairs, in the order q, k, v, out, dout, dq, dk, dv.
+// Tensors come as (address, strides) pairs, in the order q, k, v, out, dout, dq, dk, dv. dlse
+// (0: none) has the LSE's strides.
 void backward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims, float scale,
               const std::array<Strided, 8>& tensors, uintptr_t lse,
-              std::array<int64_t, 2> lse_strides, uintptr_t q_offsets, uintptr_t k_offsets,
-              int64_t total_q, int64_t total_k, bool deterministic, uintptr_t workspace,
-              size_t workspace_bytes, uintptr_t stream) {
+              std::array<int64_t, 2> lse_strides, uintptr_t dlse, uintptr_t q_offsets,
+              uintptr_t k_offsets, int64_t total_q, int64_t total_k, bool deterministic,
+              uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
   cm::cuda::BackwardArgs args;
   set_common(args, dims, scale, {q_offsets, k_offsets, total_q, total_k});
   cm::cuda::TensorRef* targets[8] = {&args.q,    &args.k,  &args.v,  &args.out,
@@ -93,6 +94,7 @@ void backward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims
   args.lse = pointer<const float>(lse);
   args.lse_stride_b = lse_strides[0];
   args.lse_stride_h = lse_strides[1];
+  args.dlse = pointer<const float>(dlse);
   args.deterministic = deterministic;
   cm::cuda::backward(descriptor(descriptor_host, descriptor_device), args, pointer<void>(workspace),
                      workspace_bytes, pointer<CUstream_st>(stream));
@@ -102,7 +104,8 @@ void backward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims
 
 NB_MODULE(_cuda, m) {
   m.doc() = "CompileMask sm90 attention kernels (used by compilemask.attention)";
-  // Pointers are addresses; 0 means none (q_offsets, k_offsets outside the packed layout).
+  // Pointers are addresses; 0 means none (q_offsets, k_offsets outside the packed layout; dlse
+  // without a gradient of the LSE).
   m.def("workspace_bytes", &cm::cuda::forward_workspace_bytes);
   m.def("forward", &forward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
         nb::arg("dims"), nb::arg("scale"), nb::arg("q"), nb::arg("q_strides"), nb::arg("k"),
@@ -114,7 +117,7 @@ NB_MODULE(_cuda, m) {
         nb::arg("heads_q"), nb::arg("nq"), nb::arg("head_dim"));
   m.def("backward", &backward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
         nb::arg("dims"), nb::arg("scale"), nb::arg("tensors"), nb::arg("lse"),
-        nb::arg("lse_strides"), nb::arg("q_offsets"), nb::arg("k_offsets"), nb::arg("total_q"),
-        nb::arg("total_k"), nb::arg("deterministic"), nb::arg("workspace"),
+        nb::arg("lse_strides"), nb::arg("dlse"), nb::arg("q_offsets"), nb::arg("k_offsets"),
+        nb::arg("total_q"), nb::arg("total_k"), nb::arg("deterministic"), nb::arg("workspace"),
         nb::arg("workspace_bytes"), nb::arg("stream"));
 }

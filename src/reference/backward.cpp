@@ -25,6 +25,7 @@ struct BackwardTensors {
   const float* out;
   const float* dout;
   const float* lse;
+  const float* dlse;  // may be null
   float* dq;
   float* dk;
   float* dv;
@@ -89,14 +90,18 @@ class BackwardWorker {
     const float* q;
     const float* dout;
     Acc lse;
-    Acc delta;  // dO · O, the row term of the softmax Jacobian
+    // dO · O - dLSE: the row term of the softmax Jacobian. The LSE's gradient joins it because
+    // d lse / d s_j = P_j, so it adds dLSE · P_j to every dS_j = P_j (dP_j - dO · O).
+    Acc delta;
   };
 
   Row row_at(int b, int h, int q) const {
     const int d = p_.shape.head_dim;
     const int64_t offset = p_.q_offset(b, h) + static_cast<int64_t>(q) * d;
-    return {t_.q + offset, t_.dout + offset, static_cast<Acc>(t_.lse[p_.lse_offset(b, h) + q]),
-            reference::dot<Acc>(t_.dout + offset, t_.out + offset, d)};
+    const int64_t lse_at = p_.lse_offset(b, h) + q;
+    const Acc dlse = t_.dlse != nullptr ? static_cast<Acc>(t_.dlse[lse_at]) : Acc{0};
+    return {t_.q + offset, t_.dout + offset, static_cast<Acc>(t_.lse[lse_at]),
+            reference::dot<Acc>(t_.dout + offset, t_.out + offset, d) - dlse};
   }
 
   // P and dS = P * (dP - delta) of row `row` against key j of kv head hkv.
@@ -191,13 +196,13 @@ void backward(const Problem& p, const BackwardTensors& t, const ReferenceOptions
 
 void reference_backward(const void* descriptor, const AttentionShape& shape, const float* q,
                         const float* k, const float* v, const float* out, const float* dout,
-                        const float* lse, float* dq, float* dk, float* dv,
+                        const float* lse, const float* dlse, float* dq, float* dk, float* dv,
                         const ReferenceOptions& options) {
   const Problem p = reference::make_problem(descriptor, shape, options);
   const void* tensors[] = {q, k, v, out, dout, lse, dq, dk, dv};
   const char* names[] = {"q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv"};
   for (int i = 0; i < 9; ++i) reference::require_tensor(tensors[i], names[i]);
-  const BackwardTensors t{q, k, v, out, dout, lse, dq, dk, dv};
+  const BackwardTensors t{q, k, v, out, dout, lse, dlse, dq, dk, dv};
   if (options.accumulate == Accumulate::kFloat64) {
     backward<double>(p, t, options);
   } else {

@@ -25,7 +25,7 @@ class Backward:
         f = self.lib.cm_cuda_backward
         p, i, i64, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
         f.argtypes = ([p, p, i, i, i, i, i, i, i, ctypes.c_float]
-                      + [p, i64p] * 5 + [p, i64p] + [p, i64p] * 3
+                      + [p, i64p] * 5 + [p, i64p, p] + [p, i64p] * 3
                       + [p, p, i64, i64, i, p, ctypes.c_size_t, p, ctypes.c_char_p, ctypes.c_size_t])
         f.restype = ctypes.c_int
         w = self.lib.cm_cuda_backward_workspace_bytes
@@ -43,8 +43,9 @@ class Backward:
         return self._workspace[key]
 
     def backward(self, desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bshd", scale=0.0,
-                 q_offsets=None, k_offsets=None, deterministic=False):
-        """dq/dk/dv are written. lse: float32 [B, H, S] (bshd/bhsd) or [H, T] (thd)."""
+                 q_offsets=None, k_offsets=None, deterministic=False, dlse=None):
+        """dq/dk/dv are written. lse: float32 [B, H, S] (bshd/bhsd) or [H, T] (thd); dlse,
+        the LSE's gradient, None or a float32 tensor with lse's strides."""
         batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k = problem_shape(
             q, k, lse, layout, q_offsets)
         st = {name: int64_array(strides_bsh(t, layout))
@@ -56,7 +57,7 @@ class Backward:
             desc.nq, desc.nk, head_dim, scale,
             q.data_ptr(), st["q"], k.data_ptr(), st["k"], v.data_ptr(), st["v"],
             out.data_ptr(), st["out"], dout.data_ptr(), st["dout"],
-            lse.data_ptr(), int64_array(lse_strides),
+            lse.data_ptr(), int64_array(lse_strides), data_ptr_or_null(dlse),
             dq.data_ptr(), st["dq"], dk.data_ptr(), st["dk"], dv.data_ptr(), st["dv"],
             data_ptr_or_null(q_offsets), data_ptr_or_null(k_offsets),
             total_q, total_k, int(deterministic), ws.data_ptr(), ws.numel(),

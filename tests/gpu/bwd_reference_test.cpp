@@ -1,7 +1,8 @@
 // The sm90 backward kernel against the float64 CPU reference driven by the same descriptor
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
-// both head dims, both dtypes and both dQ modes; bitwise determinism; CUDA graph capture; and
-// the launcher's input validation. Skips without a Hopper GPU.
+// both head dims, both dtypes and both dQ modes, and some of them with a gradient of the LSE too;
+// bitwise determinism; CUDA graph capture; and the launcher's input validation. Skips without a
+// Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda_backward.h>
 #include <compilemask/reference.h>
@@ -49,18 +50,25 @@ class Problem {
         out_(nq_elems_ * 2),
         dout_(nq_elems_ * 2),
         lse_(lse_elems_ * 4),
+        dlse_(lse_elems_ * 4),
         dq_(nq_elems_ * 2),
         dk_(nk_elems_ * 2),
         dv_(nk_elems_ * 2),
         workspace_(workspace_bytes_) {}
 
-  // Random inputs, the float64 reference forward and backward; uploads everything.
-  void prepare(unsigned seed) {
+  // Random inputs (with a random gradient of the LSE if lse_gradient), the float64 reference
+  // forward and backward; uploads everything.
+  void prepare(unsigned seed, bool lse_gradient = false) {
     std::mt19937 rng(seed);
     q = random_rounded(nq_elems_, c_.dtype, rng);
     k = random_rounded(nk_elems_, c_.dtype, rng);
     v = random_rounded(nk_elems_, c_.dtype, rng);
     dout = random_rounded(nq_elems_, c_.dtype, rng);
+    dlse.clear();
+    if (lse_gradient) {
+      std::normal_distribution<float> normal;
+      for (size_t i = 0; i < lse_elems_; ++i) dlse.push_back(normal(rng));
+    }
     const cm::AttentionShape shape = this->shape();
     cm::ReferenceOptions options;
     options.accumulate = cm::Accumulate::kFloat64;
@@ -73,8 +81,9 @@ class Problem {
     ref_dk.assign(nk_elems_, 0.f);
     ref_dv.assign(nk_elems_, 0.f);
     cm::reference_backward(plan_.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
-                           out.values.data(), dout.values.data(), lse.data(), ref_dq.data(),
-                           ref_dk.data(), ref_dv.data(), options);
+                           out.values.data(), dout.values.data(), lse.data(),
+                           dlse.empty() ? nullptr : dlse.data(), ref_dq.data(), ref_dk.data(),
+                           ref_dv.data(), options);
     upload(q_, q.bits);
     upload(k_, k.bits);
     upload(v_, v.bits);
@@ -82,6 +91,10 @@ class Problem {
     upload(dout_, dout.bits);
     ASSERT_EQ(cudaMemcpy(lse_.ptr, lse.data(), lse_elems_ * 4, cudaMemcpyHostToDevice),
               cudaSuccess);
+    if (!dlse.empty()) {
+      ASSERT_EQ(cudaMemcpy(dlse_.ptr, dlse.data(), lse_elems_ * 4, cudaMemcpyHostToDevice),
+                cudaSuccess);
+    }
   }
 
   cm::AttentionShape shape() const {
@@ -100,6 +113,7 @@ class Problem {
     static_cast<cm::cuda::Problem&>(a) = cm::cuda::dense_problem(
         c_.dtype, shape(), q_.ptr, k_.ptr, v_.ptr, out_.ptr, static_cast<const float*>(lse_.ptr));
     a.dout = dense_bhsd(dout_.ptr, c_.heads_q, c_.nq, c_.head_dim);
+    a.dlse = dlse.empty() ? nullptr : static_cast<const float*>(dlse_.ptr);
     a.dq = dense_bhsd(dq_.ptr, c_.heads_q, c_.nq, c_.head_dim);
     a.dk = dense_bhsd(dk_.ptr, c_.heads_kv, c_.nk, c_.head_dim);
     a.dv = dense_bhsd(dv_.ptr, c_.heads_kv, c_.nk, c_.head_dim);
@@ -129,7 +143,7 @@ class Problem {
   size_t workspace_bytes() const { return workspace_bytes_; }
 
   Rounded q, k, v, dout, out;
-  std::vector<float> lse, ref_dq, ref_dk, ref_dv;
+  std::vector<float> lse, dlse, ref_dq, ref_dk, ref_dv;  // dlse is empty without an LSE gradient
 
  private:
   static void upload(const DeviceBuffer& b, const std::vector<uint16_t>& bits) {
@@ -140,7 +154,7 @@ class Problem {
   cm::Plan plan_;
   cm::cuda::DeviceDescriptor descriptor_;
   size_t nq_elems_, nk_elems_, lse_elems_, workspace_bytes_;
-  DeviceBuffer q_, k_, v_, out_, dout_, lse_, dq_, dk_, dv_, workspace_;
+  DeviceBuffer q_, k_, v_, out_, dout_, lse_, dlse_, dq_, dk_, dv_, workspace_;
 };
 
 // max |got - ref| <= 8 eps max|ref| + 1e-3: the kernel rounds P, dS and the results to the
@@ -159,14 +173,10 @@ void expect_close(const std::vector<uint16_t>& got, const std::vector<float>& re
       << name << ": max |got - ref| (max |ref| " << max_ref << ")";
 }
 
-class BackwardMatchesReference : public testing::TestWithParam<std::tuple<Case, bool>> {};
-
-TEST_P(BackwardMatchesReference, Gradients) {
-  SKIP_WITHOUT_HOPPER();
-  const Case& c = std::get<0>(GetParam());
-  const bool deterministic = std::get<1>(GetParam());
+// Runs case c's backward on NaN-poisoned outputs and compares it with the float64 reference.
+void check_gradients(const Case& c, bool deterministic, bool lse_gradient) {
   Problem problem(c);
-  problem.prepare(static_cast<unsigned>(std::hash<std::string>{}(c.example) + c.nq));
+  problem.prepare(static_cast<unsigned>(std::hash<std::string>{}(c.example) + c.nq), lse_gradient);
   problem.poison();
   problem.run(deterministic, nullptr);
   CUDA_OK(cudaDeviceSynchronize());
@@ -184,6 +194,21 @@ TEST_P(BackwardMatchesReference, Gradients) {
   }
 }
 
+class BackwardMatchesReference : public testing::TestWithParam<std::tuple<Case, bool>> {};
+
+TEST_P(BackwardMatchesReference, Gradients) {
+  SKIP_WITHOUT_HOPPER();
+  check_gradients(std::get<0>(GetParam()), std::get<1>(GetParam()), false);
+}
+
+// The same with a gradient of the LSE as well, which the preprocess folds into rowsum(dO O).
+class LseGradientMatchesReference : public testing::TestWithParam<std::tuple<Case, bool>> {};
+
+TEST_P(LseGradientMatchesReference, Gradients) {
+  SKIP_WITHOUT_HOPPER();
+  check_gradients(std::get<0>(GetParam()), std::get<1>(GetParam()), true);
+}
+
 // The forward's example cases plus Nq > Nk with MQA, at index 2 (scripts/gpu/bwd_checks.sh's
 // sanitizer filter addresses the cases by index).
 std::vector<Case> example_cases() {
@@ -194,6 +219,18 @@ std::vector<Case> example_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Examples, BackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(example_cases()), testing::Bool()));
+
+// Every third case: both dtypes, head dims 64 and 128 and a padded one (8), rows that see no
+// key (doc_causal at 700 rows).
+std::vector<Case> every_third_case() {
+  std::vector<Case> cases;
+  const std::vector<Case> all = example_cases();
+  for (size_t i = 0; i < all.size(); i += 3) cases.push_back(all[i]);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, LseGradientMatchesReference,
+                         testing::Combine(testing::ValuesIn(every_third_case()), testing::Bool()));
 
 // Deterministic mode: bitwise-identical results over 10 runs, also when captured in a graph.
 TEST(BackwardDeterminism, BitwiseOverRunsAndGraphReplays) {

@@ -6,8 +6,9 @@ Rule per case and per gradient g in (dQ, dK, dV):
 where g64 is the exact backward in float64 and g_naive the same formulas evaluated in the input
 precision (bf16 or fp16). The kernel gets O and LSE from the float64 forward (O rounded to the
 input precision), fresh random inputs per case, and NaN-poisoned outputs, so an unwritten
-element fails. Rows that see no key must get dQ = 0 exactly. Deterministic mode must give
-bitwise-identical dQ, dK and dV over 10 runs.
+element fails. Rows that see no key must get dQ = 0 exactly. Every third case runs again with a
+random gradient of the LSE as well. Deterministic mode must give bitwise-identical dQ, dK and dV
+over 10 runs.
 
 Usage: bwd_test.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcompilemask_cuda.so
        [--examples examples] [--workloads DIR] [--quick]
@@ -32,10 +33,11 @@ ATOL = 1e-3
 DET_RUNS = 10
 
 
-def dense_attention(q, k, v, dout, visible, scale, dtype):
+def dense_attention(q, k, v, dout, visible, scale, dtype, dlse=None):
     """Forward and exact backward formulas evaluated in `dtype`, dense. q/dout [B,Hq,Sq,D],
-    k/v [B,Hkv,Sk,D], visible [Sq,Sk] bool. Returns out, lse (float64, -inf on empty rows),
-    dq, dk, dv (dk, dv summed over the query heads of each kv group)."""
+    k/v [B,Hkv,Sk,D], visible [Sq,Sk] bool, dlse (the LSE's gradient) None or [B,Hq,Sq].
+    Returns out, lse (float64, -inf on empty rows), dq, dk, dv (dk, dv summed over the query
+    heads of each kv group)."""
     B, Hq, Sq, D = q.shape
     Hkv = k.shape[1]
     group = Hq // Hkv
@@ -48,6 +50,8 @@ def dense_attention(q, k, v, dout, visible, scale, dtype):
     out = p @ v
     dp = dout @ v.transpose(-1, -2)
     dsum = (dout * out).sum(-1, keepdim=True)
+    if dlse is not None:  # d lse_i / d s_ij = p_ij
+        dsum = dsum - dlse.to(dtype).unsqueeze(-1)
     ds = p * (dp - dsum)
     dq = (ds @ k) * scale
     dk = ((ds.transpose(-1, -2) @ q) * scale).view(B, Hkv, group, -1, D).sum(2)
@@ -108,33 +112,36 @@ class Layout:
         return packed
 
 
-def prepare(cli, examples, case):
-    """Descriptor, inputs, float64 and naive references of a case."""
+def prepare(cli, examples, case, lse_grad=False):
+    """Descriptor, inputs (q, k, v, dout, and dlse or None), float64 and naive references of
+    a case."""
     from cm_kernel import compile_descriptor
     B, Hq, Hkv, D = case.batch, case.heads_q, case.heads_kv, case.head_dim
     desc = compile_descriptor(cli, os.path.join(examples, case.mask_file), case.params,
                               case.nq, case.nk)
     gen = lambda n, h: torch.randn(B, h, n, D, device="cuda", dtype=case.dtype)
     q, k, v, dout = gen(case.nq, Hq), gen(case.nk, Hkv), gen(case.nk, Hkv), gen(case.nq, Hq)
+    dlse = torch.randn(B, Hq, case.nq, device="cuda") if lse_grad else None
     scale = case.scale if case.scale else D ** -0.5
-    ref = dense_attention(q, k, v, dout, case.visible, scale, torch.float64)
-    naive = dense_attention(q, k, v, dout, case.visible, scale, case.dtype)
-    return desc, (q, k, v, dout), ref, naive
+    ref = dense_attention(q, k, v, dout, case.visible, scale, torch.float64, dlse)
+    naive = dense_attention(q, k, v, dout, case.visible, scale, case.dtype, dlse)
+    return desc, (q, k, v, dout, dlse), ref, naive
 
 
 def run_kernel(bwd, desc, case, inputs, ref, deterministic=False):
     """Runs the backward on NaN-poisoned outputs; returns dq, dk, dv as [B, H, S, D] and the
     raw kernel-layout outputs."""
-    q, k, v, dout = inputs
+    q, k, v, dout, dlse = inputs
     out64, lse64 = ref[0], ref[1]
     lay = Layout(case.layout, case.batch, case.nq, case.nk)
     kq, kk, kv, kdo = (lay.to_kernel(t) for t in (q, k, v, dout))
     kout = lay.to_kernel(out64.to(case.dtype))
     klse = lay.lse_to_kernel(lse64.to(torch.float32))
     dq, dk, dv = lay.poisoned_like(q), lay.poisoned_like(k), lay.poisoned_like(v)
+    kdlse = None if dlse is None else lay.lse_to_kernel(dlse)
     bwd.backward(desc, kq, kk, kv, kout, kdo, klse, dq, dk, dv, layout=case.layout,
                  scale=case.scale, q_offsets=lay.q_offsets, k_offsets=lay.k_offsets,
-                 deterministic=deterministic)
+                 deterministic=deterministic, dlse=kdlse)
     torch.cuda.synchronize()
     grads = (lay.from_kernel(dq, case.nq), lay.from_kernel(dk, case.nk),
              lay.from_kernel(dv, case.nk))
@@ -163,10 +170,15 @@ def judge(case, grads, ref, naive, gaps_ok):
     return ok and zero_ok, " ".join(details)
 
 
-def run_case(bwd, cli, examples, case):
-    desc, inputs, ref, naive = prepare(cli, examples, case)
+def run_case(bwd, cli, examples, case, lse_grad=False):
+    desc, inputs, ref, naive = prepare(cli, examples, case, lse_grad)
     grads, _, gaps_ok = run_kernel(bwd, desc, case, inputs, ref)
-    return judge(case, grads, ref, naive, gaps_ok)
+    ok, detail = judge(case, grads, ref, naive, gaps_ok)
+    return ok, ("with the LSE's gradient; " if lse_grad else "") + detail
+
+
+def run_case_with_lse_gradient(bwd, cli, examples, case):
+    return run_case(bwd, cli, examples, case, lse_grad=True)
 
 
 def run_deterministic(bwd, cli, examples, case):
@@ -198,7 +210,8 @@ def main():
     if cases is None:
         return 77
     from bwd_cm import Backward
-    plan = [(c, run_case) for c in cases] + [(c, run_deterministic) for c in deterministic_cases()]
+    plan = ([(c, run_case) for c in cases] + [(c, run_case_with_lse_gradient) for c in cases[::3]]
+            + [(c, run_deterministic) for c in deterministic_cases()])
     return run_plan(plan, Backward(a.lib), a.cli, a.examples)
 
 

@@ -61,7 +61,8 @@ Outputs run_reference(const MaskSet& set, const Inputs& in, float scale, Accumul
   reference_forward(set.blob.data(), in.shape, in.q.data(), in.k.data(), in.v.data(), o.out.data(),
                     o.lse.data(), options);
   reference_backward(set.blob.data(), in.shape, in.q.data(), in.k.data(), in.v.data(), o.out.data(),
-                     in.dout.data(), o.lse.data(), o.dq.data(), o.dk.data(), o.dv.data(), options);
+                     in.dout.data(), o.lse.data(), nullptr, o.dq.data(), o.dk.data(), o.dv.data(),
+                     options);
   return o;
 }
 

@@ -29,7 +29,7 @@ class ReferenceErrors : public testing::Test {
         if (pass == 0) {
           reference_forward(descriptor, shape, t, t, t, t, t, options);
         } else {
-          reference_backward(descriptor, shape, t, t, t, t, t, t, t, t, t, options);
+          reference_backward(descriptor, shape, t, t, t, t, t, t, nullptr, t, t, t, options);
         }
         ADD_FAILURE() << (pass == 0 ? "forward" : "backward") << " accepted a bad call; expected "
                       << expected;
@@ -91,7 +91,7 @@ TEST_F(ReferenceErrors, TensorsMustNotBeNull) {
   float* t = buffer_.data();
   EXPECT_THROW(reference_forward(set_.blob.data(), kGood, t, nullptr, t, t, t), Error);
   try {
-    reference_backward(set_.blob.data(), kGood, t, t, t, t, t, t, t, nullptr, t);
+    reference_backward(set_.blob.data(), kGood, t, t, t, t, t, t, nullptr, t, nullptr, t);
     ADD_FAILURE() << "a null dk was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dk must not be null"), std::string::npos) << e.what();

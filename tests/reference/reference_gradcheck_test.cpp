@@ -1,5 +1,6 @@
 // The reference backward against central finite differences of the reference forward, on a
-// tiny GQA case with a fully masked row, in float64 accumulation.
+// tiny GQA case with a fully masked row, in float64 accumulation, for a loss of O alone and of
+// O and the LSE.
 #include <compilemask/reference.h>
 
 #include "descriptor/build.h"
@@ -7,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 namespace cm::test {
@@ -35,7 +37,9 @@ InstanceRows tiny_instance(const std::vector<std::vector<Interval>>& rows) {
 }
 
 struct Tensors {
-  std::vector<float> q, k, v, weight;  // loss = sum(weight * O)
+  // loss = sum(weight * O) + sum(lse_weight * LSE) over the rows that see a key; lse_weight is
+  // empty for a loss of O alone.
+  std::vector<float> q, k, v, weight, lse_weight;
 };
 
 double loss(const void* blob, const Tensors& t) {
@@ -44,6 +48,9 @@ double loss(const void* blob, const Tensors& t) {
                     float64_options());
   double sum = 0;
   for (size_t i = 0; i < out.size(); ++i) sum += double{t.weight[i]} * out[i];
+  for (size_t i = 0; i < t.lse_weight.size(); ++i) {
+    if (!std::isinf(lse[i])) sum += double{t.lse_weight[i]} * lse[i];
+  }
   return sum;
 }
 
@@ -61,7 +68,10 @@ double numeric_gradient(const void* blob, Tensors& t, std::vector<float>& x, siz
   return (up - down) / (up_x - down_x);
 }
 
-TEST(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
+class ReferenceGradcheck : public testing::TestWithParam<bool> {};
+
+TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
+  const bool lse_in_loss = GetParam();
   const InstanceRows head0 = tiny_instance({{{0, 1}}, {{0, 2}}, {{1, 3}, {5, 7}}, {}, {{0, 7}}});
   const InstanceRows head1 = tiny_instance({{{6, 7}}, {{2, 5}}, {}, {{0, 4}}, {{3, 4}, {5, 6}}});
   PlanStats stats;
@@ -72,8 +82,11 @@ TEST(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
   Tensors t{random_tensor(static_cast<size_t>(kShape.heads_q * kShape.nq * kShape.head_dim), rng),
             random_tensor(static_cast<size_t>(kShape.heads_kv * kShape.nk * kShape.head_dim), rng),
             random_tensor(static_cast<size_t>(kShape.heads_kv * kShape.nk * kShape.head_dim), rng),
+            {},
             {}};
   t.weight = random_tensor(t.q.size(), rng);
+  if (lse_in_loss)
+    t.lse_weight = random_tensor(static_cast<size_t>(kShape.heads_q * kShape.nq), rng);
 
   std::vector<float> out = poisoned(t.q.size()), lse = poisoned(kShape.heads_q * kShape.nq);
   std::vector<float> dq = poisoned(t.q.size()), dk = poisoned(t.k.size()),
@@ -81,8 +94,8 @@ TEST(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
   reference_forward(blob.data(), kShape, t.q.data(), t.k.data(), t.v.data(), out.data(), lse.data(),
                     float64_options());
   reference_backward(blob.data(), kShape, t.q.data(), t.k.data(), t.v.data(), out.data(),
-                     t.weight.data(), lse.data(), dq.data(), dk.data(), dv.data(),
-                     float64_options());
+                     t.weight.data(), lse.data(), lse_in_loss ? t.lse_weight.data() : nullptr,
+                     dq.data(), dk.data(), dv.data(), float64_options());
 
   const struct {
     const char* name;
@@ -100,6 +113,11 @@ TEST(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
   // Row 3 of head 0 sees nothing: its gradient is exactly zero, not merely small.
   for (int c = 0; c < kShape.head_dim; ++c) EXPECT_EQ(dq[3 * kShape.head_dim + c], 0.0f);
 }
+
+INSTANTIATE_TEST_SUITE_P(Loss, ReferenceGradcheck, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool>& param) {
+                           return param.param ? std::string("OutputAndLse") : std::string("Output");
+                         });
 
 }  // namespace
 }  // namespace cm::test

@@ -54,7 +54,7 @@ AttentionResult run_reference(Accumulate accumulate, const void* descriptor,
   if (options.on_phase) options.on_phase("backward");
   start = std::chrono::steady_clock::now();
   reference_backward(descriptor, s, p.q.data(), p.k.data(), p.v.data(), r.out.data(), p.dout.data(),
-                     r.lse.data(), r.dq.data(), r.dk.data(), r.dv.data(), ref);
+                     r.lse.data(), nullptr, r.dq.data(), r.dk.data(), r.dv.data(), ref);
   r.backward_seconds = seconds_since(start);
   return r;
 }
