@@ -65,15 +65,18 @@ def median_ms(fn, grads=None):
                                    return_mode="median")
 
 
-def interleaved_median_ms(fns, rounds=6, grads=None):
-    """Median times in ms of the functions in the dict fns, measured in `rounds` rounds of a
-    short do_bench per function, so that clock and thermal drift falls on all of them alike.
-    The order rotates from round to round: in one order the last function measured 1-5% slower
-    than the same kernel measured earlier in the round. The tensors in grads get their .grad
+def interleaved_median_ms(fns, min_rounds=6, grads=None):
+    """Median times in ms of the functions in the dict fns, measured in rounds of a short
+    do_bench per function, so that clock and thermal drift falls on all of them alike. The
+    order rotates from round to round, and the rounds (at least min_rounds) are a multiple of
+    the number of functions, so that each function takes every place in the order equally
+    often and none gains from its place. Even so, the same kernel timed under two names in one
+    call differs by up to 5% (docs/results/README.md). The tensors in grads get their .grad
     reset between calls. Returns a dict with the same keys."""
     import triton.testing
     keys = list(fns)
     times = {key: [] for key in keys}
+    rounds = -(-min_rounds // len(keys)) * len(keys)
     for r in range(rounds):
         for key in keys[r % len(keys):] + keys[:r % len(keys)]:
             times[key].append(triton.testing.do_bench(fns[key], warmup=5, rep=25,
