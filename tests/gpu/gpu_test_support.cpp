@@ -71,6 +71,9 @@ std::vector<Case> example_cases() {
   cm::Params box = grid, ellipse = grid;
   box["shape"] = int64_t{0};
   ellipse["shape"] = int64_t{1};
+  const cm::Params hstu = {{"seqs", segs({100, 120, 80})},
+                           {"ctx", std::vector<int64_t>{4, 8, 2}},
+                           {"targets", std::vector<int64_t>{10, 15, 8}}};
   return {
       {"causal", {}, 300, 300, 128, 4, 2, B::kBFloat16},
       {"causal", {}, 129, 385, 64, 4, 4, B::kFloat16},
@@ -96,16 +99,7 @@ std::vector<Case> example_cases() {
        4,
        4,
        B::kFloat16},
-      {"hstu",
-       {{"seqs", segs({100, 120, 80})},
-        {"ctx", std::vector<int64_t>{4, 8, 2}},
-        {"targets", std::vector<int64_t>{10, 15, 8}}},
-       300,
-       300,
-       128,
-       4,
-       2,
-       B::kBFloat16},
+      {"hstu", hstu, 300, 300, 128, 4, 2, B::kBFloat16},
       {"clear",
        {{"text", int64_t{44}}, {"s", int64_t{16}}, {"r", int64_t{5}}, {"strip", int64_t{16}}},
        300,
@@ -160,16 +154,7 @@ std::vector<Case> example_cases() {
       {"doc_causal", {{"docs", segs({90, 1, 150, 59})}}, 300, 300, 96, 4, 2, B::kBFloat16},
       {"sliding_window", {{"W", int64_t{77}}}, 255, 255, 40, 4, 1, B::kFloat16},
       {"causal", {}, 129, 300, 8, 2, 2, B::kBFloat16},
-      {"hstu",
-       {{"seqs", segs({100, 120, 80})},
-        {"ctx", std::vector<int64_t>{4, 8, 2}},
-        {"targets", std::vector<int64_t>{10, 15, 8}}},
-       300,
-       300,
-       120,
-       4,
-       4,
-       B::kFloat16},
+      {"hstu", hstu, 300, 300, 120, 4, 4, B::kFloat16},
   };
 }
 
