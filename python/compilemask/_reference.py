@@ -34,11 +34,13 @@ def reference_attention(
     scale: Optional[float] = None,
     backward: Any = None,
     accumulate: str = "float32",
+    backward_lse: Any = None,
 ) -> ReferenceResult:
     """softmax(scale * q kᵀ, masked by `plan`) v on the CPU, in [batch, heads, rows, head_dim]
     layout (q: [B, Hq, Nq, D]; k, v: [B, Hkv, Nk, D], Hq a multiple of Hkv). Inputs are
     converted to float32; `accumulate` is "float32" or "float64". With `backward=dout`, also
-    returns dq, dk, dv. scale defaults to 1/sqrt(D)."""
+    returns dq, dk, dv; `backward_lse=dlse` ([B, Hq, Nq]) adds the gradient of a loss that
+    uses the LSE too. scale defaults to 1/sqrt(D)."""
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be a compilemask.Plan, got {type(plan).__name__}")
     if accumulate not in ("float32", "float64"):
@@ -50,7 +52,16 @@ def reference_attention(
     wide = accumulate == "float64"
     out, lse = _core.reference_forward(plan._core, q32, k32, v32, scale32, wide)
     if backward is None:
+        if backward_lse is not None:
+            raise ValueError("backward_lse needs backward (the output's gradient) too")
         return ReferenceResult(out, lse)
     dout = _float32("backward (dout)", backward)
-    dq, dk, dv = _core.reference_backward(plan._core, q32, k32, v32, out, dout, lse, scale32, wide)
+    dlse = None
+    if backward_lse is not None:
+        dlse = np.ascontiguousarray(backward_lse, dtype=np.float32)
+        if dlse.shape != lse.shape:
+            raise ValueError(f"backward_lse must have the LSE's shape {lse.shape}, got "
+                             f"{dlse.shape}")
+    dq, dk, dv = _core.reference_backward(plan._core, q32, k32, v32, out, dout, lse, dlse,
+                                          scale32, wide)
     return ReferenceResult(out, lse, dq, dk, dv)

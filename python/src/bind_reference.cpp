@@ -4,6 +4,7 @@
 #include <compilemask/reference.h>
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/tuple.h>
 
 #include "numpy_out.h"
@@ -16,6 +17,7 @@ namespace cm::python {
 namespace {
 
 using Input = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
+using RowInput = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
 using Output = nb::ndarray<nb::numpy, float>;
 
 int32_t dim(const Input& a, size_t axis) {
@@ -64,22 +66,28 @@ std::tuple<Output, Output> forward(const Plan& plan, const Input& q, const Input
           to_numpy(std::move(lse), {sz(s.batch), sz(s.heads_q), sz(s.nq)})};
 }
 
-std::tuple<Output, Output, Output> backward(
-    const Plan& plan, const Input& q, const Input& k, const Input& v, const Input& out,
-    const Input& dout,
-    const nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>& lse, float scale,
-    bool float64) {
+// A per-row array [batch, heads, nq] of q.
+void require_rows_of(const RowInput& a, const Input& q, const char* name) {
+  if (a.shape(0) != q.shape(0) || a.shape(1) != q.shape(1) || a.shape(2) != q.shape(2)) {
+    throw Error(std::string(name) + " must have the shape [batch, heads, nq] of q");
+  }
+}
+
+std::tuple<Output, Output, Output> backward(const Plan& plan, const Input& q, const Input& k,
+                                            const Input& v, const Input& out, const Input& dout,
+                                            const RowInput& lse,
+                                            const std::optional<RowInput>& dlse, float scale,
+                                            bool float64) {
   const AttentionShape s = shape_of(q, k, v);
   require_shape_of(out, q, "out");
   require_shape_of(dout, q, "dout");
-  if (lse.shape(0) != q.shape(0) || lse.shape(1) != q.shape(1) || lse.shape(2) != q.shape(2)) {
-    throw Error("lse must have the shape [batch, heads, nq] of q");
-  }
+  require_rows_of(lse, q, "lse");
+  if (dlse) require_rows_of(*dlse, q, "the LSE's gradient");
   std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
   {
     nb::gil_scoped_release unlocked;
     reference_backward(plan.blob(), s, q.data(), k.data(), v.data(), out.data(), dout.data(),
-                       lse.data(), nullptr, dq.data(), dk.data(), dv.data(),
+                       lse.data(), dlse ? dlse->data() : nullptr, dq.data(), dk.data(), dv.data(),
                        options(scale, float64));
   }
   return {to_numpy(std::move(dq), {sz(s.batch), sz(s.heads_q), sz(s.nq), sz(s.head_dim)}),
@@ -93,7 +101,8 @@ void bind_reference(nb::module_& m) {
   m.def("reference_forward", &forward, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
         nb::arg("scale"), nb::arg("float64"));
   m.def("reference_backward", &backward, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
-        nb::arg("out"), nb::arg("dout"), nb::arg("lse"), nb::arg("scale"), nb::arg("float64"));
+        nb::arg("out"), nb::arg("dout"), nb::arg("lse"), nb::arg("dlse").none(), nb::arg("scale"),
+        nb::arg("float64"));
 }
 
 }  // namespace cm::python

@@ -32,11 +32,11 @@ def workloads():
     return module
 
 
-def dense_attention64(q, k, v, visible, scale, dout=None):
+def dense_attention64(q, k, v, visible, scale, dout=None, dlse=None):
     """Float64 masked attention on [B, Hq, Nq, D] / [B, Hkv, Nk, D] numpy arrays with
     visible[b, h] an [Nq, Nk] bool array (b, h broadcast when 1). Returns out, lse and, given
-    dout, dq, dk, dv (dk, dv summed over each GQA group). Rows that see nothing: out 0, lse
-    -inf, no gradient."""
+    dout (and optionally dlse, the LSE's gradient [B, Hq, Nq]), dq, dk, dv (dk, dv summed over
+    each GQA group). Rows that see nothing: out 0, lse -inf, no gradient."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     group = q.shape[1] // k.shape[1]
     k_h, v_h = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
@@ -53,7 +53,10 @@ def dense_attention64(q, k, v, visible, scale, dout=None):
     dout = np.asarray(dout, np.float64)
     dv_h = p.swapaxes(-1, -2) @ dout
     dp = dout @ v_h.swapaxes(-1, -2)
-    ds = p * (dp - (dout * out).sum(-1, keepdims=True))
+    row_term = (dout * out).sum(-1, keepdims=True)
+    if dlse is not None:  # d lse_i / d s_ij = p_ij
+        row_term = row_term - np.asarray(dlse, np.float64)[..., None]
+    ds = p * (dp - row_term)
     dq = scale * ds @ k_h
     dk_h = scale * ds.swapaxes(-1, -2) @ q
 

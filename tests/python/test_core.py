@@ -255,7 +255,8 @@ def random_inputs(rng, batch, heads_q, heads_kv, nq, nk, dim):
 
 
 @pytest.mark.parametrize("accumulate", ["float32", "float64"])
-def test_reference_attention_matches_float64_dense(accumulate):
+@pytest.mark.parametrize("lse_in_loss", [False, True])
+def test_reference_attention_matches_float64_dense(accumulate, lse_in_loss):
     rng = np.random.default_rng(0)
     nq, nk, heads = 150, 200, 4
     # Rows q < 60 see nothing: out 0, lse -inf, no gradient.
@@ -263,10 +264,12 @@ def test_reference_attention_matches_float64_dense(accumulate):
     plan = mask.specialize(nq=nq, nk=nk, batch=2, heads=heads, tile=(64, 64))
     q, k, v = random_inputs(rng, 2, heads, 2, nq, nk, 32)
     dout = rng.standard_normal(q.shape)
-    got = cm.reference_attention(q, k, v, plan, scale=0.3, backward=dout, accumulate=accumulate)
+    dlse = rng.standard_normal(q.shape[:3]) if lse_in_loss else None
+    got = cm.reference_attention(q, k, v, plan, scale=0.3, backward=dout, accumulate=accumulate,
+                                 backward_lse=dlse)
     visible = plan.to_dense()
     assert not visible[:60].any() and visible[60:].any(axis=1).all()
-    want = dense_attention64(q, k, v, visible, 0.3, dout)
+    want = dense_attention64(q, k, v, visible, 0.3, dout, dlse)
     for name, g, w in zip(["out", "lse", "dq", "dk", "dv"], got, want):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4, err_msg=name)
     assert np.isneginf(got.lse[:, :, :60]).all()
@@ -307,6 +310,10 @@ def test_reference_attention_argument_errors():
         cm.reference_attention(x, x, x, plan, accumulate="half")
     with pytest.raises(ValueError, match="scale must be finite"):
         cm.reference_attention(x, x, x, plan, scale=-1.0)
+    with pytest.raises(ValueError, match="backward_lse needs backward"):
+        cm.reference_attention(x, x, x, plan, backward_lse=np.zeros((1, 1, 8)))
+    with pytest.raises(ValueError, match="backward_lse must have the LSE's shape"):
+        cm.reference_attention(x, x, x, plan, backward=x, backward_lse=np.zeros((1, 8)))
 
 
 def test_strip_order_is_the_strip_layout_and_checks_its_input():
