@@ -87,8 +87,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     Autograd runs the sm90 backward kernel; dk and dv are summed over each GQA group. With
     deterministic=True the gradients are bitwise identical from run to run (slower). With
     return_lse the LSE is differentiable too, at the cost of one read per row in the backward.
-    Jagged sequences must not
-    overlap for the backward: each sequence's gradient rows are written, not added."""
+    Jagged sequences must not overlap for the backward: each sequence's gradient rows are
+    written, not added."""
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be a compilemask.Plan, got {type(plan).__name__}")
     if plan.device is None:
