@@ -153,8 +153,8 @@ def tile_counts(desc):
 
 class Workload:
     """One benchmark row's problem: workload `name` at length n0 (mask_mod mm, N, B) and head
-    dim D (--dim), its visible pairs, our descriptor from the CLI, the tiles that descriptor computes, and the
-    token order our kernel runs in (see reordered)."""
+    dim D (--dim), its visible pairs, our descriptor from the CLI, the tiles that descriptor
+    computes, and the token order our kernel runs in (see reordered)."""
 
     def __init__(self, name, n0, a, workloads):
         self.mm, prm = workloads.WORKLOADS[workload_base(name)](n0, xp=torch, device="cuda")

@@ -1,8 +1,8 @@
 // The element-wise kernels around the sm90 backward main kernel (bwd_kernel.cuh):
-//   bwd_preprocess   per query row: dsum = rowsum(dO * O) - dLSE, lse_log2 = LSE * log2(e) with
-//   +inf
-//                    for rows that see no key (LSE = -inf) and for the padding rows past nq;
-//                    zeroes the row's dq_accum and, per 64 rows, the deterministic semaphore.
+//   bwd_preprocess   per query row: dsum = rowsum(dO * O) - dLSE, lse_log2 = LSE * log2(e)
+//                    with +inf for rows that see no key (LSE = -inf) and for the padding rows
+//                    past nq; zeroes the row's dq_accum and, per 64 rows, the deterministic
+//                    semaphore.
 //   bwd_postprocess  dQ = scale * dq_accum in the element type, for rows below nq and the
 //                    first head_dim columns.
 // Eight threads share a row and read 16-byte vectors; a block of 128 threads covers 16 rows.

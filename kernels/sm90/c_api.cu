@@ -109,9 +109,8 @@ size_t cm_cuda_backward_workspace_bytes(int batch, int heads_q, int nq, int head
 
 // Strides are element strides {batch, row, head} for the tensors, {batch, head} for lse, as
 // in cm_cuda_forward. dtype: 0 bf16, 1 fp16. dlse: null, or the LSE's gradient in the LSE's
-// layout. q_offsets/k_offsets: null, or device int32[batch] (packed layout). deterministic: 0 or
-// 1. Returns 0 on success, 1 for a rejected problem
-// (cm::Error), 2 for a CUDA failure.
+// layout. q_offsets/k_offsets: null, or device int32[batch] (packed layout). deterministic: 0
+// or 1. Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA failure.
 int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device, int dtype,
                      int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim,
                      float scale, const void* q, const int64_t* q_strides, const void* k,

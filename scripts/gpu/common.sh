@@ -87,8 +87,9 @@ build_stage() {
 
 # bench_stage SCRIPT TABLE DEFAULT_LENS DEFAULT_BUDGET: the bench stage: runs the benchmark
 # SCRIPT over BENCH_LENS (default DEFAULT_LENS) and BENCH_MASKS (default every workload) at head
-# dim BENCH_DIM (default 128) within BENCH_BUDGET seconds (default DEFAULT_BUDGET), its output into OUT/TABLE.log, and notes the
-# exit status and any error lines. The script writes OUT/TABLE.md and OUT/TABLE.json.
+# dim BENCH_DIM (default 128) within BENCH_BUDGET seconds (default DEFAULT_BUDGET), its output
+# into OUT/TABLE.log, and notes the exit status and any error lines. The script writes
+# OUT/TABLE.md and OUT/TABLE.json.
 bench_stage() {
   local script="$1" table="$2" start status
   start=$(date +%s)
