@@ -13,8 +13,9 @@ def strip_order(start: int, rows: int, cols: int, strip: int, total: int,
                 frames: int = 1) -> np.ndarray:
     """int64 permutation `order` of range(total): position i of the strip-ordered sequence holds
     row-major token order[i]. The grid is frames x rows x cols tokens from token `start`; the
-    other tokens keep their places. Reorder with x[..., order, :, :] (gather along the sequence
-    axis); restore a result with y[..., order, :, :] = y_strips (or gather by argsort(order))."""
+    other tokens keep their places. Reorder by gathering along the sequence axis (torch:
+    x.index_select(1, order)); restore a result by gathering with argsort(order), which is
+    faster than an indexed assignment (docs/python.md)."""
     for name, value in (("start", start), ("rows", rows), ("cols", cols), ("strip", strip),
                         ("frames", frames)):
         if int(value) != value or value < (0 if name == "start" else 1):
