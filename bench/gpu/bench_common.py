@@ -107,6 +107,21 @@ def run_line(env):
             f"cuDNN {env['cudnn']}. Command: `{env['command']}`")
 
 
+def out_dir_argument():
+    """The --out DIR of a benchmark that writes one report and takes nothing else."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    return p.parse_args().out
+
+
+def write_table(out_dir, name, caption, columns, rows):
+    """Writes a markdown table (caption, then the columns' header, then the rows, each a list
+    of cells) with write_report."""
+    lines = [caption, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    write_report(out_dir, name, "\n".join(lines) + "\n")
+
+
 def write_report(out_dir, name, text):
     """Writes text to out_dir/name, creating out_dir, and prints it, after run_line."""
     text = run_line(environment()) + "\n\n" + text

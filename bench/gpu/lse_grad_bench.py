@@ -5,14 +5,13 @@ the LSE, timed in alternating rounds (bench_common.interleaved_median_ms), for c
 
 Usage: lse_grad_bench.py --out DIR   (writes DIR/lse_grad.md)
 """
-import argparse
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import H, interleaved_median_ms, write_report  # noqa: E402
+from bench_common import H, interleaved_median_ms, out_dir_argument, write_table  # noqa: E402
 
 N, D = 32768, 128
 
@@ -33,21 +32,18 @@ def time_row(cm, name, mask):
 
     times = interleaved_median_ms({"out": output_only, "out_lse": output_and_lse},
                                   grads=[q, k, v])
-    return (f"| {name} | {times['out']:.3f} | {times['out_lse']:.3f} | "
-            f"{times['out_lse'] / times['out']:.3f} |")
+    return [name, f"{times['out']:.3f}", f"{times['out_lse']:.3f}",
+            f"{times['out_lse'] / times['out']:.3f}"]
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--out", required=True)
-    a = p.parse_args()
+    out = out_dir_argument()
     import compilemask as cm
-    lines = [f"cm.attention forward + backward, N={N}, H={H}, D={D}, bf16; loss of O alone "
-             "against a loss of O and the LSE.", "",
-             "| mask | O ms | O and LSE ms | ratio |", "|---|---|---|---|"]
-    for name, mask in (("causal", cm.masks.causal()), ("sliding 4096", cm.masks.sliding(4096))):
-        lines.append(time_row(cm, name, mask))
-    write_report(a.out, "lse_grad.md", "\n".join(lines) + "\n")
+    masks = (("causal", cm.masks.causal()), ("sliding 4096", cm.masks.sliding(4096)))
+    rows = [time_row(cm, name, mask) for name, mask in masks]
+    write_table(out, "lse_grad.md",
+                f"cm.attention forward + backward, N={N}, H={H}, D={D}, bf16; loss of O alone "
+                "against a loss of O and the LSE.", ["mask", "O ms", "O and LSE ms", "ratio"], rows)
 
 
 if __name__ == "__main__":

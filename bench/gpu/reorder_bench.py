@@ -7,14 +7,13 @@ permutation. One random permutation of the sequence axis of a bf16 [B, S, H, D] 
 
 Usage: reorder_bench.py --out DIR   (writes DIR/reorder.md)
 """
-import argparse
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import H, interleaved_median_ms, write_report  # noqa: E402
+from bench_common import H, interleaved_median_ms, out_dir_argument, write_table  # noqa: E402
 
 D = 128
 TOKENS = 32768
@@ -51,23 +50,18 @@ def time_row(layout, batch):
     if not torch.equal(fns["index_select inverse"](), x):
         raise AssertionError("the inverse gather does not give the input back")
     times = interleaved_median_ms(fns)
-    cells = " | ".join(f"{times[key]:.3f}" for key in fns)
-    return f"| {layout} | {batch} | {n} | {cells} |"
+    return [layout, batch, n] + [f"{times[key]:.3f}" for key in fns]
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--out", required=True)
-    a = p.parse_args()
-    lines = [f"A {TOKENS}-token bf16 tensor with H={H}, D={D} ({TOKENS * H * D * 2 / 1e6:.0f} MB), "
-             "its sequence axis permuted; ms per call.", "",
-             "| layout | B | S | gather: index_select | gather: x[..., order] | back: index_copy_ "
-             "| back: y[..., order] = | back: index_select(inverse) |",
-             "|---|---|---|---|---|---|---|---|"]
-    for layout in ("bshd", "bhsd"):
-        for batch in (32, 8, 1):
-            lines.append(time_row(layout, batch))
-    write_report(a.out, "reorder.md", "\n".join(lines) + "\n")
+    out = out_dir_argument()
+    rows = [time_row(layout, batch) for layout in ("bshd", "bhsd") for batch in (32, 8, 1)]
+    write_table(out, "reorder.md",
+                f"A {TOKENS}-token bf16 tensor with H={H}, D={D} "
+                f"({TOKENS * H * D * 2 / 1e6:.0f} MB), its sequence axis permuted; ms per call.",
+                ["layout", "B", "S", "gather: index_select", "gather: x[..., order]",
+                 "back: index_copy_", "back: y[..., order] =", "back: index_select(inverse)"],
+                rows)
 
 
 if __name__ == "__main__":
