@@ -72,6 +72,7 @@ struct BwdConfig {
   static constexpr uint32_t kRowsBytes = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kStepBytes = 2 * kRowsBytes + 2 * kBlockM * sizeof(float);
   static constexpr uint32_t kDqBytes = kBlockM * kHeadDim * sizeof(float);
+  static constexpr int kDqBuffers = 2;
 
   struct SharedStorage {
     alignas(1024) Element k[kBlockN * kHeadDim];
@@ -79,7 +80,9 @@ struct BwdConfig {
     alignas(1024) Element q[kStages * kBlockM * kHeadDim];
     alignas(1024) Element dout[kStages * kBlockM * kHeadDim];
     alignas(1024) Element ds[kBlockM * kBlockN];
-    alignas(128) float dq[kBlockM * kHeadDim];  // rows of kHeadDim, chunks dq_chunk_swizzle'd
+    // Two dQ_step buffers, used in turn: a step's bulk reduce-add may still read one while the
+    // next step writes the other. Rows of kHeadDim, chunks dq_chunk_swizzle'd.
+    alignas(128) float dq[kDqBuffers][kBlockM * kHeadDim];
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
     uint32_t visible[kBlockM][kBlockN / 32];  // bit k % 32 of word k / 32: key k visible

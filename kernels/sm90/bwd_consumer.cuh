@@ -80,14 +80,15 @@ struct BwdConsumer {
                               : 0u;
   }
 
-  // dst += ss.dq after every lower key tile added its part, then signals the next one.
-  __device__ void add_dq_in_order(float* dst, int32_t* semaphore, int rank) const {
+  // dst += dq after every lower key tile added its part, then signals the next one.
+  __device__ void add_dq_in_order(float* dst, const float* dq, int32_t* semaphore,
+                                  int rank) const {
     if (tid == 0) {
       while (load_acquire(semaphore) != rank) {
       }
     }
     sync_consumers();
-    const float4* src = reinterpret_cast<const float4*>(ss.dq);
+    const float4* src = reinterpret_cast<const float4*>(dq);
     float4* out = reinterpret_cast<float4*>(dst);
     for (int i = tid; i < kBlockM * kHeadDim / 4; i += Config::kConsumerThreads) {
       float4 a = __ldcg(out + i);
@@ -142,6 +143,7 @@ struct BwdConsumer {
     wait_barrier(ss.kv_full, 0);
 
     PipeState<Config::kStages> st;
+    int dq_buffer = 0;
     StepCursor steps(p, item);
     BwdStep step;
     while (steps.next(step)) {
@@ -210,7 +212,9 @@ struct BwdConsumer {
         }
       }
       cutlass::arch::fence_view_async_shared();           // dS is read by wgmma (async proxy)
-      if (!kDeterministic && tid == 0) bulk_wait_read();  // ss.dq of the last step is free
+      float* dq = ss.dq[dq_buffer];
+      // The reduce-add that read this buffer, two steps ago, is done reading it.
+      if (!kDeterministic && tid == 0) bulk_wait_read<Config::kDqBuffers - 1>();
       sync_consumers();
 
       // dQ_step: element (e, h, j) is step row row0 + 8h, column (D / 2) wg + 8j + col0 + e.
@@ -228,11 +232,11 @@ struct BwdConsumer {
           const int r = dq_frag.row0 + 8 * h;
           const int chunk = (kHeadDim / 16) * wg() + j;
           const int at = r * kHeadDim + 8 * dq_chunk_swizzle(dq_frag.r8, chunk) + dq_frag.col0;
-          *reinterpret_cast<float2*>(ss.dq + at) =
+          *reinterpret_cast<float2*>(dq + at) =
               make_float2(tQrdQ(Fragment::index(0, h, j)), tQrdQ(Fragment::index(1, h, j)));
         }
       }
-      cutlass::arch::fence_view_async_shared();  // ss.dq is read by the copy engine
+      cutlass::arch::fence_view_async_shared();  // dq is read by the copy engine
       sync_consumers();
       const int row = step.m * kBwdTile + step.half * kBwdStepRows;
       const int64_t bh = int64_t{item.b} * p.shape.heads_q + step.h;
@@ -240,10 +244,12 @@ struct BwdConsumer {
       if constexpr (kDeterministic) {
         int32_t* semaphore =
             p.ws.semaphores + bh * (p.shape.rows_padded / kBwdStepRows) + row / kBwdStepRows;
-        add_dq_in_order(dst, semaphore, tid == 0 ? dq_rank(p, item, step.h, step.m, step.half) : 0);
+        add_dq_in_order(dst, dq, semaphore,
+                        tid == 0 ? dq_rank(p, item, step.h, step.m, step.half) : 0);
       } else if (tid == 0) {
-        bulk_reduce_add(dst, ss.dq, Config::kDqBytes);
+        bulk_reduce_add(dst, dq, Config::kDqBytes);
       }
+      dq_buffer = (dq_buffer + 1) % Config::kDqBuffers;
     }
     if (!kDeterministic && tid == 0) bulk_wait_all();
     store_dkdv(tdKrdK, tdVrdV, frag, key0);

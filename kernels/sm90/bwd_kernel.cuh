@@ -12,9 +12,10 @@
 //          dV += Pᵀ dO, dK += dSᵀ Q                      (Pᵀ, dSᵀ as register operands)
 //          dQ_step = dS K                                 (dS through shared memory; each
 //                                                          warpgroup takes half the head dim)
-//        dQ_step goes to shared memory and is added to the fp32 dq_accum workspace by one bulk
-//        reduce-add (cp.reduce.async.bulk), or, in deterministic mode, by ordinary adds ordered
-//        across key tiles with a per-64-row semaphore (ascending key tile).
+//        dQ_step goes to one of two shared-memory buffers, in turn, and is added to the fp32
+//        dq_accum workspace by one bulk reduce-add (cp.reduce.async.bulk), which may still read
+//        it during the next step; or, in deterministic mode, by ordinary adds ordered across key
+//        tiles with a per-64-row semaphore (ascending key tile).
 // dK and dV stay in registers over all steps (so GQA groups are summed inside the CTA) and are
 // written once. Full tiles run no mask code; partial tiles and the key tile cut by nk build a
 // 64 x 128 visibility bitmap from the descriptor's per-row intervals. Rows past nq and rows

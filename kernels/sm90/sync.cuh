@@ -96,9 +96,11 @@ __device__ __forceinline__ void bulk_reduce_add(float* dst, const float* src, ui
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 }
 
-// Waits until the committed bulk operations have finished reading shared memory.
+// Waits until all but the newest kPending committed bulk operations have finished reading
+// shared memory.
+template <int kPending>
 __device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
 }
 
 // Waits until the committed bulk operations are complete, writes included.
