@@ -81,8 +81,7 @@ struct BwdConsumer {
   }
 
   // dst += dq after every lower key tile added its part, then signals the next one.
-  __device__ void add_dq_in_order(float* dst, const float* dq, int32_t* semaphore,
-                                  int rank) const {
+  __device__ void add_dq_in_order(float* dst, const float* dq, int32_t* semaphore, int rank) const {
     if (tid == 0) {
       while (load_acquire(semaphore) != rank) {
       }
@@ -211,7 +210,7 @@ struct BwdConsumer {
                      tdSrdS(Fragment::index(1, h, j)));
         }
       }
-      cutlass::arch::fence_view_async_shared();           // dS is read by wgmma (async proxy)
+      cutlass::arch::fence_view_async_shared();  // dS is read by wgmma (async proxy)
       float* dq = ss.dq[dq_buffer];
       // The reduce-add that read this buffer, two steps ago, is done reading it.
       if (!kDeterministic && tid == 0) bulk_wait_read<Config::kDqBuffers - 1>();
