@@ -13,10 +13,10 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import H, interleaved_median_ms, out_dir_argument, write_table  # noqa: E402
+from bench_common import (H, TOKENS, interleaved_median_ms, out_dir_argument,  # noqa: E402
+                          write_table)
 
 D = 128
-TOKENS = 32768
 
 
 def time_row(layout, batch):

@@ -35,7 +35,7 @@ class LaunchChecks {
 
   void dtype(DType dtype) const;  // bf16 or fp16
 
-  // A multiple of 8 (16-byte rows for TMA and the vector stores) from 8 to 128.
+  // head_dim_supported (cuda_limits.h).
   void head_dim(int32_t head_dim) const;
 
   // heads_q is a multiple of heads_kv (heads_kv >= 1 already checked).

@@ -7,6 +7,7 @@
 #include "mask_setup.h"
 #include "progress_bar.h"
 
+#include <compilemask/cuda_limits.h>
 #include <compilemask/descriptor.h>
 
 #include <unistd.h>
@@ -63,7 +64,7 @@ std::optional<GpuDType> parse_gpu(const ParsedArgs& args, const AttentionShape& 
     if (dtype) throw UsageError(args.spelling("dtype") + " applies only with --gpu");
     return std::nullopt;
   }
-  if (shape.head_dim > 128 || shape.head_dim % 8 != 0) {
+  if (!cuda::head_dim_supported(shape.head_dim)) {
     throw UsageError("--gpu supports --dim a multiple of 8 from 8 to 128, got " +
                      std::to_string(shape.head_dim));
   }
