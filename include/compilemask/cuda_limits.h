@@ -12,4 +12,7 @@ constexpr bool head_dim_supported(int32_t head_dim) {
   return head_dim >= 8 && head_dim <= 128 && head_dim % 8 == 0;
 }
 
+// That rule as the error messages state it.
+inline constexpr const char* kHeadDimRule = "a multiple of 8 from 8 to 128";
+
 }  // namespace cm::cuda

@@ -44,8 +44,8 @@ void LaunchChecks::dtype(DType dtype) const {
 }
 
 void LaunchChecks::head_dim(int32_t head_dim) const {
-  require(head_dim_supported(head_dim), "head_dim " + std::to_string(head_dim) +
-                                            " is not supported (a multiple of 8 from 8 to 128)");
+  require(head_dim_supported(head_dim),
+          "head_dim " + std::to_string(head_dim) + " is not supported (" + kHeadDimRule + ")");
 }
 
 void LaunchChecks::heads_group(int32_t heads_q, int32_t heads_kv) const {

@@ -65,7 +65,7 @@ std::optional<GpuDType> parse_gpu(const ParsedArgs& args, const AttentionShape& 
     return std::nullopt;
   }
   if (!cuda::head_dim_supported(shape.head_dim)) {
-    throw UsageError("--gpu supports --dim a multiple of 8 from 8 to 128, got " +
+    throw UsageError("--gpu supports --dim " + std::string(cuda::kHeadDimRule) + ", got " +
                      std::to_string(shape.head_dim));
   }
   if (tiling.m != 128 || tiling.n != 128) {
