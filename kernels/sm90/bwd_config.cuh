@@ -87,6 +87,7 @@ struct BwdConfig {
     alignas(16) float dsum[kStages][kBlockM];
     uint32_t visible[kBlockM][kBlockN / 32];  // bit k % 32 of word k / 32: key k visible
     uint64_t kv_full;
+    uint64_t slice_zeroed;  // default mode: this CTA's dq_accum rows are zero (bwd_zeroing.cuh)
     uint64_t step_full[kStages], step_empty[kStages];
   };
   static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();

@@ -140,6 +140,7 @@ struct BwdConsumer {
     const Fragment frag(tid);
     const int key0 = 64 * wg() + frag.row0;  // tile-relative key of the thread's Sᵀ row h = 0
     wait_barrier(ss.kv_full, 0);
+    if (!kDeterministic) wait_barrier(ss.slice_zeroed, 0);  // bwd_zeroing.cuh
 
     PipeState<Config::kStages> st;
     int dq_buffer = 0;

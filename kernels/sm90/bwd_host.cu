@@ -26,7 +26,7 @@ int64_t round_up(int64_t x, int64_t to) {
 // Byte offsets of the workspace sections (bwd_params.h) and the total size.
 struct WorkspaceLayout {
   int64_t rows_padded;
-  size_t lse_log2, dsum, dq_accum, semaphores, total;
+  size_t lse_log2, dsum, dq_accum, semaphores, zeroed, total;
 };
 
 WorkspaceLayout workspace_layout(int32_t batch, int32_t heads_q, int32_t nq, int32_t head_dim) {
@@ -44,7 +44,8 @@ WorkspaceLayout workspace_layout(int32_t batch, int32_t heads_q, int32_t nq, int
   w.dsum = w.lse_log2 + section(rows * 4);
   w.dq_accum = w.dsum + section(rows * 4);
   w.semaphores = w.dq_accum + section(rows * host::kernel_head_dim(head_dim) * 4);
-  w.total = w.semaphores + section(rows / sm90::kBwdStepRows * 4);
+  w.zeroed = w.semaphores + section(rows / sm90::kBwdStepRows * 4);
+  w.total = w.zeroed + section(int64_t{batch} * heads_q * 4);
   return w;
 }
 
@@ -96,6 +97,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   ws.dsum = reinterpret_cast<float*>(base + layout.dsum);
   ws.dq_accum = reinterpret_cast<float*>(base + layout.dq_accum);
   ws.semaphores = reinterpret_cast<int32_t*>(base + layout.semaphores);
+  ws.zeroed = reinterpret_cast<int32_t*>(base + layout.zeroed);
   const float scale = host::softmax_scale(args);
   const auto batch_stride = [&](const TensorRef& t) { return packed ? 0 : t.stride_b; };
 
@@ -114,6 +116,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   prep.lse_stride_h = args.lse_stride_h;
   prep.dlse = args.dlse;
   prep.ws = ws;
+  prep.zeroed_slices = args.deterministic ? args.batch * args.heads_kv : sm90::kPrepZeroedSlices;
 
   sm90::BwdMainParams main{};
   main.shape = shape;

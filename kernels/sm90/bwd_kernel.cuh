@@ -5,7 +5,8 @@
 //   WG0  producer (bwd_producer.cuh): one thread TMA-loads K and V once, then, for every query
 //        head of the kv group and every query tile the descriptor lists for this key tile, Q,
 //        dO, lse_log2 and dsum of 64 query rows at a time (a "step", bwd_work.cuh) into a
-//        2-stage mbarrier ring.
+//        2-stage mbarrier ring. In the default mode warps 2-3 zero a share of the next kv
+//        slice's dq_accum, and warp 1 waits until this CTA's slice is zero (bwd_zeroing.cuh).
 //   WG1, WG2  consumers (bwd_consumer.cuh): each owns 64 of the 128 keys. Per step, by wgmma:
 //          Sᵀ = K Qᵀ, dPᵀ = V dOᵀ                       (keys x 64 rows, from shared memory)
 //          Pᵀ = exp2(Sᵀ scale_log2 - lse_log2), dSᵀ = Pᵀ (dPᵀ - dsum)   (in registers)
@@ -28,6 +29,7 @@
 #include "bwd_params.h"
 #include "bwd_producer.cuh"
 #include "bwd_work.cuh"
+#include "bwd_zeroing.cuh"
 #include "sync.cuh"
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -35,6 +37,8 @@
 #include <cuda.h>
 
 namespace cm::sm90 {
+
+inline constexpr int kZeroingBarrier = 4;  // named barrier of producer warps 2-3 (1-3: consumers)
 
 template <class Config, bool kDeterministic>
 __global__ void __launch_bounds__(Config::kThreads, 1)
@@ -48,6 +52,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   if (threadIdx.x == 0) {
     prefetch_tensor_maps(&tma_q, &tma_k, &tma_v, &tma_dout);
     Barrier::init(&ss->kv_full, 1);
+    Barrier::init(&ss->slice_zeroed, 1);
     for (int s = 0; s < Config::kStages; ++s) {
       Barrier::init(&ss->step_full[s], 1);
       Barrier::init(&ss->step_empty[s], Config::kConsumerThreads);
@@ -61,6 +66,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
     if (threadIdx.x == 0) {
       run_bwd_producer<Config>(params, *ss, item, &tma_q, &tma_k, &tma_v, &tma_dout);
+    } else if (!kDeterministic && threadIdx.x == 32) {
+      signal_slice_zeroed(params, item, ss->slice_zeroed);
+    } else if (!kDeterministic && warp > 1) {
+      zero_next_slice<Config::kHeadDim>(params, item, static_cast<int>(blockIdx.x),
+                                        static_cast<int>(threadIdx.x) - 64, 64, kZeroingBarrier);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();

@@ -14,6 +14,9 @@
 //                               (dq_chunk_swizzle) so that the kernel stages it in shared
 //                               memory without bank conflicts
 //   semaphores (int32)[bh][rows_padded / 64]  deterministic mode: dQ adds done per 64 rows
+//   zeroed (int32)[b * heads_kv + hk]  default mode: the main kernel's CTAs that have zeroed
+//                               their share of the kv slice's dq_accum (bwd_zeroing.cuh); sized
+//                               for heads_q slices per sequence, as heads_kv is not known here
 #pragma once
 
 #include "problem_shape.h"
@@ -24,6 +27,9 @@ namespace cm::sm90 {
 
 inline constexpr int kBwdTile = 128;     // descriptor tile_m and tile_n
 inline constexpr int kBwdStepRows = 64;  // query rows per main-loop step (half a query tile)
+// Default mode: the kv slices whose dq_accum the preprocess zeroes; the main kernel's CTAs zero
+// the others, one slice ahead (bwd_zeroing.cuh).
+inline constexpr int kPrepZeroedSlices = 1;
 
 // Column chunk (8 floats) where dq_accum stores logical column chunk `chunk` of row `row`.
 __host__ __device__ __forceinline__ int dq_chunk_swizzle(int row, int chunk) {
@@ -35,6 +41,7 @@ struct BwdWorkspace {
   float* dsum;
   float* dq_accum;
   int32_t* semaphores;
+  int32_t* zeroed;
 };
 
 // Shared by the three kernels.
@@ -42,8 +49,8 @@ struct BwdShape : ProblemShape {
   int32_t rows_padded;  // num_q_tiles * kBwdTile
 };
 
-// preprocess: dsum and lse_log2 from O, dO, the LSE and its gradient; zeroes dq_accum and the
-// semaphores.
+// preprocess: dsum and lse_log2 from O, dO, the LSE and its gradient; zeroes the semaphores, the
+// zeroed counts and the dq_accum of the first `zeroed_slices` kv slices (b * heads_kv + hk).
 struct BwdPrepParams {
   BwdShape shape;
   const void* out;
@@ -54,6 +61,7 @@ struct BwdPrepParams {
   int64_t lse_stride_b, lse_stride_h;
   const float* dlse;  // the LSE's gradient in the LSE's layout, or null for none
   BwdWorkspace ws;
+  int32_t zeroed_slices;  // all in deterministic mode, else kPrepZeroedSlices
 };
 
 // main: dK, dV per key tile (summed over the query heads of its kv group), dQ into dq_accum.

@@ -1,8 +1,10 @@
 // The element-wise kernels around the sm90 backward main kernel (bwd_kernel.cuh):
 //   bwd_preprocess   per query row: dsum = rowsum(dO * O) - dLSE, lse_log2 = LSE * log2(e)
 //                    with +inf for rows that see no key (LSE = -inf) and for the padding rows
-//                    past nq; zeroes the row's dq_accum and, per 64 rows, the deterministic
-//                    semaphore.
+//                    past nq; zeroes, per 64 rows, the deterministic semaphore, per kv slice
+//                    the zeroed count, and the row's dq_accum if its kv slice is one of the
+//                    first BwdPrepParams::zeroed_slices (the main kernel zeroes the others,
+//                    bwd_zeroing.cuh).
 //   bwd_postprocess  dQ = scale * dq_accum in the element type, for rows below nq and the
 //                    first head_dim columns.
 // Eight threads share a row and read 16-byte vectors; a block of 128 threads covers 16 rows.
@@ -90,6 +92,10 @@ __global__ void __launch_bounds__(kPrepostThreads)
     if (row % kBwdStepRows == 0)
       p.ws.semaphores[at / kBwdStepRows] = 0;  // rows_padded is a multiple of kBwdStepRows
   }
+  const int group = s.heads_q / s.heads_kv;
+  const int slice = b * s.heads_kv + h / group;
+  if (row == 0 && lane == 0 && h % group == 0) p.ws.zeroed[slice] = 0;
+  if (slice >= p.zeroed_slices) return;
   float4* dq = reinterpret_cast<float4*>(p.ws.dq_accum + at * kHeadDim);
   for (int c = lane; c < kHeadDim / 4; c += kRowThreads) dq[c] = make_float4(0.f, 0.f, 0.f, 0.f);
 }

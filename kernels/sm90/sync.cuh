@@ -114,6 +114,16 @@ __device__ __forceinline__ int load_acquire(const int32_t* p) {
   return value;
 }
 
+__device__ __forceinline__ void add_release(int32_t* p, int32_t value) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(value) : "memory");
+}
+
+// Orders this thread's global-memory accesses of the generic proxy (ordinary loads and stores)
+// with its later ones of the async proxy (TMA and bulk copies), and the other way round.
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+
 // Named barriers: id 0 is __syncthreads, so ids start at 1.
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");

@@ -1,0 +1,58 @@
+// Default mode: the backward main kernel zeroes dq_accum one kv slice ahead, so that the
+// preprocess does not write the whole accumulator (half of its DRAM traffic) while the main
+// kernel, which is compute-bound, leaves DRAM and its idle producer warps unused.
+//
+// A kv slice t = b * heads_kv + hk is the work of num_k_tiles CTAs that are dispatched one after
+// another (bwd_work.cuh); its dq_accum rows, those of the kv group's query heads, are contiguous.
+// The preprocess zeroes the first kPrepZeroedSlices slices and the counts ws.zeroed. As it
+// starts, the CTA of rank r in slice t zeroes the r-th of num_k_tiles equal chunks of slice
+// t + 1 (then a proxy fence, since bulk reduce-adds read the zeros, and a release) and adds one
+// to ws.zeroed[t + 1]. Another of its threads waits until the count of slice t is complete and
+// tells the consumers by an mbarrier, which they wait on after the K/V barrier. The CTAs of
+// slice t - 1 were all dispatched before those of slice t and wait for nothing before counting
+// themselves, so the wait always ends, and mostly at once.
+#pragma once
+
+#include "bwd_params.h"
+#include "bwd_work.cuh"
+#include "sync.cuh"
+
+namespace cm::sm90 {
+
+__device__ inline int kv_slice(const BwdShape& s, const BwdItem& item) {
+  return item.b * s.heads_kv + item.hk;
+}
+
+// Run by `threads` threads (thread in [0, threads)) that share the named barrier `barrier`:
+// zero the share of CTA `rank` in the next slice's dq_accum (kHeadDim floats per row) and
+// count it there.
+template <int kHeadDim>
+__device__ void zero_next_slice(const BwdMainParams& p, const BwdItem& item, int rank, int thread,
+                                int threads, int barrier) {
+  const BwdShape& s = p.shape;
+  const int next = kv_slice(s, item) + 1;
+  if (next < kPrepZeroedSlices || next >= s.batch * s.heads_kv) return;
+  const int64_t slice_vectors = int64_t{s.heads_q / s.heads_kv} * s.rows_padded * kHeadDim / 4;
+  const int64_t begin = rank * slice_vectors / s.num_k_tiles;
+  float4* chunk = reinterpret_cast<float4*>(p.ws.dq_accum) + next * slice_vectors + begin;
+  const int size = static_cast<int>((rank + 1) * slice_vectors / s.num_k_tiles - begin);
+  // Streaming (evict-first) stores: the zeros are read a slice later, while the running slice
+  // wants L2 for its own rows.
+  for (int i = thread; i < size; i += threads) __stcs(chunk + i, make_float4(0.f, 0.f, 0.f, 0.f));
+  fence_proxy_async_global();  // the zeros are read by other CTAs' bulk reduce-adds
+  named_sync(barrier, threads);
+  if (thread == 0) add_release(p.ws.zeroed + next, 1);
+}
+
+// One thread: waits until this CTA's slice is zero, then arrives on `slice_zeroed`, which the
+// consumers wait on before their first step (and so before their first dQ reduce-add).
+__device__ inline void signal_slice_zeroed(const BwdMainParams& p, const BwdItem& item,
+                                           uint64_t& slice_zeroed) {
+  const int slice = kv_slice(p.shape, item);
+  if (slice >= kPrepZeroedSlices) {  // else the preprocess, which ran before, zeroed it
+    while (load_acquire(p.ws.zeroed + slice) < p.shape.num_k_tiles) __nanosleep(64);
+  }
+  arrive_barrier(slice_zeroed);
+}
+
+}  // namespace cm::sm90
