@@ -19,23 +19,35 @@
 
 namespace cm::sm90 {
 
-__device__ inline int kv_slice(const BwdShape& s, const BwdItem& item) {
+__host__ __device__ inline int kv_slice(const BwdShape& s, const BwdItem& item) {
   return item.b * s.heads_kv + item.hk;
 }
 
+// The float4s of dq_accum in one kv slice: those of the rows of its kv group's query heads.
+template <int kHeadDim>
+__host__ __device__ inline int64_t dq_slice_vectors(const BwdShape& s) {
+  return int64_t{s.heads_q / s.heads_kv} * s.rows_padded * kHeadDim / 4;
+}
+
+// The first float4 of the rank-th of `chunks` near-equal chunks of `vectors` float4s (rank =
+// chunks: the end).
+__host__ __device__ inline int64_t chunk_begin(int64_t vectors, int chunks, int rank) {
+  return rank * vectors / chunks;
+}
+
 // Run by `threads` threads (thread in [0, threads)) that share the named barrier `barrier`:
-// zero the share of CTA `rank` in the next slice's dq_accum (kHeadDim floats per row) and
-// count it there.
+// zero chunk `rank` of the next slice's dq_accum (dq_slice_vectors, chunk_begin) and count it
+// there.
 template <int kHeadDim>
 __device__ void zero_next_slice(const BwdMainParams& p, const BwdItem& item, int rank, int thread,
                                 int threads, int barrier) {
   const BwdShape& s = p.shape;
   const int next = kv_slice(s, item) + 1;
   if (next < kPrepZeroedSlices || next >= s.batch * s.heads_kv) return;
-  const int64_t slice_vectors = int64_t{s.heads_q / s.heads_kv} * s.rows_padded * kHeadDim / 4;
-  const int64_t begin = rank * slice_vectors / s.num_k_tiles;
+  const int64_t slice_vectors = dq_slice_vectors<kHeadDim>(s);
+  const int64_t begin = chunk_begin(slice_vectors, s.num_k_tiles, rank);
   float4* chunk = reinterpret_cast<float4*>(p.ws.dq_accum) + next * slice_vectors + begin;
-  const int size = static_cast<int>((rank + 1) * slice_vectors / s.num_k_tiles - begin);
+  const int size = static_cast<int>(chunk_begin(slice_vectors, s.num_k_tiles, rank + 1) - begin);
   // Streaming (evict-first) stores: the zeros are read a slice later, while the running slice
   // wants L2 for its own rows.
   for (int i = thread; i < size; i += threads) __stcs(chunk + i, make_float4(0.f, 0.f, 0.f, 0.f));

@@ -1,0 +1,86 @@
+// The backward's dq_accum zeroing ahead (kernels/sm90/bwd_zeroing.cuh), on the host: the chunks
+// that the num_k_tiles CTAs of a kv slice zero in the next slice are disjoint and cover exactly
+// the dq_accum rows that the consumers add to for that slice's items (the query heads of its
+// kv group, every padded row, kHeadDim floats each), and kv_slice numbers the items' slices in
+// their dispatch order (bwd_work.cuh).
+#include "bwd_zeroing.cuh"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cm::sm90 {
+namespace {
+
+struct Shape {
+  int32_t batch, heads_q, heads_kv, nq, num_k_tiles;
+};
+
+BwdShape bwd_shape(const Shape& c) {
+  BwdShape s{};
+  s.batch = c.batch;
+  s.heads_q = c.heads_q;
+  s.heads_kv = c.heads_kv;
+  s.nq = c.nq;
+  s.num_k_tiles = c.num_k_tiles;
+  s.rows_padded = (c.nq + kBwdTile - 1) / kBwdTile * kBwdTile;
+  return s;
+}
+
+template <int kHeadDim>
+void check_cover(const Shape& c) {
+  const BwdShape s = bwd_shape(c);
+  const int group = s.heads_q / s.heads_kv;
+  for (int b = 0; b < s.batch; ++b) {
+    for (int hk = 0; hk < s.heads_kv; ++hk) {
+      const int slice = kv_slice(s, BwdItem{b, hk, 0});
+      ASSERT_EQ(slice, b * s.heads_kv + hk) << "slices follow the dispatch order (hk, then b)";
+      // The float4s the consumers address for this slice: rows of the group's query heads, as
+      // bwd_consumer.cuh forms dst = dq_accum + (bh * rows_padded + row) * kHeadDim.
+      const int64_t first_bh = int64_t{b} * s.heads_q + int64_t{hk} * group;
+      const int64_t want_begin = first_bh * s.rows_padded * kHeadDim / 4;
+      const int64_t want_end = (first_bh + group) * s.rows_padded * kHeadDim / 4;
+      // As zero_next_slice forms its chunk: slice * slice_vectors + chunk_begin(rank).
+      const int64_t slice_vectors = dq_slice_vectors<kHeadDim>(s);
+      EXPECT_EQ(slice * slice_vectors, want_begin) << "slice " << slice << " starts elsewhere";
+      int64_t at = want_begin;
+      int64_t min_size = INT64_MAX, max_size = 0;
+      for (int rank = 0; rank < s.num_k_tiles; ++rank) {
+        const int64_t begin =
+            slice * slice_vectors + chunk_begin(slice_vectors, s.num_k_tiles, rank);
+        const int64_t size = chunk_begin(slice_vectors, s.num_k_tiles, rank + 1) -
+                             chunk_begin(slice_vectors, s.num_k_tiles, rank);
+        ASSERT_EQ(begin, at) << "rank " << rank << " of slice " << slice
+                             << ": chunks must follow each other without gap or overlap";
+        at += size;
+        min_size = std::min(min_size, size);
+        max_size = std::max(max_size, size);
+      }
+      EXPECT_LE(max_size, INT32_MAX) << "zero_next_slice counts a chunk's float4s in an int";
+      EXPECT_EQ(at, want_end) << "slice " << slice << ": the chunks must end at the slice's end";
+      EXPECT_LE(max_size - min_size, 1) << "slice " << slice << ": chunks must be near-equal";
+    }
+  }
+}
+
+TEST(DqZeroing, ChunksCoverEachSliceExactly) {
+  // The benchmark shapes, GQA and MQA, odd lengths, one key tile, and chunk counts that do
+  // not divide the slice.
+  const std::vector<Shape> shapes = {
+      {1, 16, 16, 32768, 256}, {8, 16, 16, 4096, 32}, {32, 4, 2, 1024, 8}, {3, 8, 1, 300, 3},
+      {2, 6, 3, 17, 1},        {5, 4, 4, 1023, 7},    {1, 2, 1, 4097, 33},
+  };
+  for (const Shape& c : shapes) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + " heads " + std::to_string(c.heads_q) + "/" +
+                 std::to_string(c.heads_kv) + " nq " + std::to_string(c.nq) + " key tiles " +
+                 std::to_string(c.num_k_tiles));
+    check_cover<64>(c);
+    check_cover<128>(c);
+  }
+}
+
+}  // namespace
+}  // namespace cm::sm90
