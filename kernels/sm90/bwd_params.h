@@ -49,6 +49,12 @@ struct BwdShape : ProblemShape {
   int32_t rows_padded;  // num_q_tiles * kBwdTile
 };
 
+// The kv slice of sequence b and kv head hk: its number in the main kernel's dispatch order
+// (bwd_work.cuh). Its dq_accum rows, those of the kv group's query heads, are contiguous.
+__host__ __device__ inline int kv_slice(const BwdShape& s, int b, int hk) {
+  return b * s.heads_kv + hk;
+}
+
 // preprocess: dsum and lse_log2 from O, dO, the LSE and its gradient; zeroes the semaphores, the
 // zeroed counts and the dq_accum of the first `zeroed_slices` kv slices (b * heads_kv + hk).
 struct BwdPrepParams {

@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kPrepostThreads)
       p.ws.semaphores[at / kBwdStepRows] = 0;  // rows_padded is a multiple of kBwdStepRows
   }
   const int group = s.heads_q / s.heads_kv;
-  const int slice = b * s.heads_kv + h / group;
+  const int slice = kv_slice(s, b, h / group);
   if (row == 0 && lane == 0 && h % group == 0) p.ws.zeroed[slice] = 0;
   if (slice >= p.zeroed_slices) return;
   float4* dq = reinterpret_cast<float4*>(p.ws.dq_accum + at * kHeadDim);

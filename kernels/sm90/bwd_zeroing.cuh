@@ -2,15 +2,15 @@
 // preprocess does not write the whole accumulator (half of its DRAM traffic) while the main
 // kernel, which is compute-bound, leaves DRAM and its idle producer warps unused.
 //
-// A kv slice t = b * heads_kv + hk is the work of num_k_tiles CTAs that are dispatched one after
-// another (bwd_work.cuh); its dq_accum rows, those of the kv group's query heads, are contiguous.
-// The preprocess zeroes the first kPrepZeroedSlices slices and the counts ws.zeroed. As it
-// starts, the CTA of rank r in slice t zeroes the r-th of num_k_tiles equal chunks of slice
-// t + 1 (then a proxy fence, since bulk reduce-adds read the zeros, and a release) and adds one
-// to ws.zeroed[t + 1]. Another of its threads waits until the count of slice t is complete and
-// tells the consumers by an mbarrier, which they wait on after the K/V barrier. The CTAs of
-// slice t - 1 were all dispatched before those of slice t and wait for nothing before counting
-// themselves, so the wait always ends, and mostly at once.
+// A kv slice t = kv_slice(b, hk) (bwd_params.h) is the work of num_k_tiles CTAs dispatched one
+// after another (bwd_work.cuh); its dq_accum rows, those of the kv group's query heads, are
+// contiguous. The preprocess zeroes the first kPrepZeroedSlices slices and the counts
+// ws.zeroed. As it starts, the CTA of rank r in slice t zeroes the r-th of num_k_tiles equal
+// chunks of slice t + 1 (then a proxy fence, since bulk reduce-adds read the zeros, and a
+// release) and adds one to ws.zeroed[t + 1]. Another of its threads waits until the count of
+// slice t is complete and tells the consumers by an mbarrier, which they wait on after the K/V
+// barrier. The CTAs of slice t - 1 were all dispatched before those of slice t and wait for
+// nothing before counting themselves, so the wait always ends, and mostly at once.
 #pragma once
 
 #include "bwd_params.h"
@@ -18,10 +18,6 @@
 #include "sync.cuh"
 
 namespace cm::sm90 {
-
-__host__ __device__ inline int kv_slice(const BwdShape& s, const BwdItem& item) {
-  return item.b * s.heads_kv + item.hk;
-}
 
 // The float4s of dq_accum in one kv slice: those of the rows of its kv group's query heads.
 template <int kHeadDim>
@@ -42,7 +38,7 @@ template <int kHeadDim>
 __device__ void zero_next_slice(const BwdMainParams& p, const BwdItem& item, int rank, int thread,
                                 int threads, int barrier) {
   const BwdShape& s = p.shape;
-  const int next = kv_slice(s, item) + 1;
+  const int next = kv_slice(s, item.b, item.hk) + 1;
   if (next < kPrepZeroedSlices || next >= s.batch * s.heads_kv) return;
   const int64_t slice_vectors = dq_slice_vectors<kHeadDim>(s);
   const int64_t begin = chunk_begin(slice_vectors, s.num_k_tiles, rank);
@@ -60,7 +56,7 @@ __device__ void zero_next_slice(const BwdMainParams& p, const BwdItem& item, int
 // consumers wait on before their first step (and so before their first dQ reduce-add).
 __device__ inline void signal_slice_zeroed(const BwdMainParams& p, const BwdItem& item,
                                            uint64_t& slice_zeroed) {
-  const int slice = kv_slice(p.shape, item);
+  const int slice = kv_slice(p.shape, item.b, item.hk);
   if (slice >= kPrepZeroedSlices) {  // else the preprocess, which ran before, zeroed it
     while (load_acquire(p.ws.zeroed + slice) < p.shape.num_k_tiles) __nanosleep(64);
   }

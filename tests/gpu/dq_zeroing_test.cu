@@ -36,7 +36,7 @@ void check_cover(const Shape& c) {
   const int group = s.heads_q / s.heads_kv;
   for (int b = 0; b < s.batch; ++b) {
     for (int hk = 0; hk < s.heads_kv; ++hk) {
-      const int slice = kv_slice(s, BwdItem{b, hk, 0});
+      const int slice = kv_slice(s, b, hk);
       ASSERT_EQ(slice, b * s.heads_kv + hk) << "slices follow the dispatch order (hk, then b)";
       // The float4s the consumers address for this slice: rows of the group's query heads, as
       // bwd_consumer.cuh forms dst = dq_accum + (bh * rows_padded + row) * kHeadDim.
