@@ -5,8 +5,9 @@
 //   WG0  producer (bwd_producer.cuh): one thread TMA-loads K and V once, then, for every query
 //        head of the kv group and every query tile the descriptor lists for this key tile, Q,
 //        dO, lse_log2 and dsum of 64 query rows at a time (a "step", bwd_work.cuh) into a
-//        2-stage mbarrier ring. In the default mode warps 2-3 zero a share of the next kv
-//        slice's dq_accum, and warp 1 waits until this CTA's slice is zero (bwd_zeroing.cuh).
+//        2-stage mbarrier ring. In the default mode warps 2-3 zero a share of the dq_accum of
+//        the kv slice a pair ahead, and warp 1 waits until this CTA's slice is zero
+//        (bwd_zeroing.cuh).
 //   WG1, WG2  consumers (bwd_consumer.cuh): each owns 64 of the 128 keys. Per step, by wgmma:
 //          Sᵀ = K Qᵀ, dPᵀ = V dOᵀ                       (keys x 64 rows, from shared memory)
 //          Pᵀ = exp2(Sᵀ scale_log2 - lse_log2), dSᵀ = Pᵀ (dPᵀ - dsum)   (in registers)
@@ -69,8 +70,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     } else if (!kDeterministic && threadIdx.x == 32) {
       signal_slice_zeroed(params, item, ss->slice_zeroed);
     } else if (!kDeterministic && warp > 1) {
-      zero_next_slice<Config::kHeadDim>(params, item, static_cast<int>(blockIdx.x),
-                                        static_cast<int>(threadIdx.x) - 64, 64, kZeroingBarrier);
+      zero_slice_ahead<Config::kHeadDim>(params, item, static_cast<int>(threadIdx.x) - 64, 64,
+                                         kZeroingBarrier);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();

@@ -28,8 +28,8 @@ namespace cm::sm90 {
 inline constexpr int kBwdTile = 128;     // descriptor tile_m and tile_n
 inline constexpr int kBwdStepRows = 64;  // query rows per main-loop step (half a query tile)
 // Default mode: the kv slices whose dq_accum the preprocess zeroes; the main kernel's CTAs zero
-// the others, one slice ahead (bwd_zeroing.cuh).
-inline constexpr int kPrepZeroedSlices = 1;
+// the others, this many slices ahead: one pair of slices (bwd_zeroing.cuh, bwd_work.cuh).
+inline constexpr int kPrepZeroedSlices = 2;
 
 // Column chunk (8 floats) where dq_accum stores logical column chunk `chunk` of row `row`.
 __host__ __device__ __forceinline__ int dq_chunk_swizzle(int row, int chunk) {

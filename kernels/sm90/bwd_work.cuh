@@ -12,27 +12,31 @@ namespace cm::sm90 {
 // The key tile n of kv head hk of sequence b.
 struct BwdItem {
   int b, hk, n;
+  int rank;  // default mode: of the key tile in its kv slice's order (the zeroing's chunk)
 };
 
 // CTAs are dispatched in blockIdx order, x fastest (the launch sets the grid to match).
-// Default: x is the rank of the key tile in the descriptor's longest-first order of the group's
-// first head, y the kv head hk, z the sequence b. The CTAs running at once then share one or
-// two (b, hk), so the dQ accumulator rows, Q and dO they all touch stay in L2 instead of
-// streaming from DRAM (perf-notes). Deterministic: x is hk, y is b, z the key tile in
-// ascending order. A key tile's ordered dQ adds wait for the lower key tiles of its head,
-// which were all dispatched before it, and the CTAs running at once belong to different heads
-// and so do not wait for each other.
+// Default: the linear block index is a key tile of a kv slice (b, hk) in paired order
+// (paired_unit, problem_shape.h), each slice's key tiles in the descriptor's longest-first
+// order of the group's first head. The CTAs running at once then share two or three (b, hk),
+// so the dQ accumulator rows, Q and dO they all touch stay in L2 instead of streaming from
+// DRAM (perf-notes). Deterministic: x is hk, y is b, z the key tile in ascending order. A key
+// tile's ordered dQ adds wait for the lower key tiles of its head, which were all dispatched
+// before it, and the CTAs running at once belong to different heads and so do not wait for
+// each other.
 __device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool deterministic) {
   if (deterministic) {
     return {static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x),
-            static_cast<int>(blockIdx.z)};
+            static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.z)};
   }
-  const int rank = static_cast<int>(blockIdx.x);
-  const int hk = static_cast<int>(blockIdx.y);
-  const int b = static_cast<int>(blockIdx.z);
-  const int group = p.shape.heads_q / p.shape.heads_kv;
-  const desc::Instance& inst = instance_for(p.descriptor, p.shape, b, hk * group);
-  return {b, hk, desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[rank]};
+  const BwdShape& s = p.shape;
+  const int index =
+      static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  const PairedUnit unit = paired_unit(index, s.num_k_tiles, s.batch * s.heads_kv);
+  const int b = unit.instance / s.heads_kv;  // the kv slice, kv_slice (bwd_params.h)
+  const int hk = unit.instance - b * s.heads_kv;
+  const desc::Instance& inst = instance_for(p.descriptor, s, b, hk * (s.heads_q / s.heads_kv));
+  return {b, hk, desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[unit.rank], unit.rank};
 }
 
 // One step of the main loop: rows [64 half, 64 half + 64) of query tile m of query head h;

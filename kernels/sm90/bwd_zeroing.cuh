@@ -1,16 +1,17 @@
-// Default mode: the backward main kernel zeroes dq_accum one kv slice ahead, so that the
+// Default mode: the backward main kernel zeroes dq_accum a pair of kv slices ahead, so that the
 // preprocess does not write the whole accumulator (half of its DRAM traffic) while the main
 // kernel, which is compute-bound, leaves DRAM and its idle producer warps unused.
 //
-// A kv slice t = kv_slice(b, hk) (bwd_params.h) is the work of num_k_tiles CTAs dispatched one
-// after another (bwd_work.cuh); its dq_accum rows, those of the kv group's query heads, are
-// contiguous. The preprocess zeroes the first kPrepZeroedSlices slices and the counts
+// A kv slice t = kv_slice(b, hk) (bwd_params.h) is the work of num_k_tiles CTAs, dispatched
+// in pairs of slices (bwd_work.cuh); its dq_accum rows, those of the kv group's query heads,
+// are contiguous. The preprocess zeroes the first kPrepZeroedSlices = 2 slices and the counts
 // ws.zeroed. As it starts, the CTA of rank r in slice t zeroes the r-th of num_k_tiles equal
-// chunks of slice t + 1 (then a proxy fence, since bulk reduce-adds read the zeros, and a
-// release) and adds one to ws.zeroed[t + 1]. Another of its threads waits until the count of
+// chunks of slice t + 2 (then a proxy fence, since bulk reduce-adds read the zeros, and a
+// release) and adds one to ws.zeroed[t + 2]. Another of its threads waits until the count of
 // slice t is complete and tells the consumers by an mbarrier, which they wait on after the K/V
-// barrier. The CTAs of slice t - 1 were all dispatched before those of slice t and wait for
-// nothing before counting themselves, so the wait always ends, and mostly at once.
+// barrier. The CTAs of slice t - 2, in the pair before t's, were all dispatched before those of
+// slice t and wait for nothing before counting themselves, so the wait always ends, and mostly
+// at once.
 #pragma once
 
 #include "bwd_params.h"
@@ -32,20 +33,21 @@ __host__ __device__ inline int64_t chunk_begin(int64_t vectors, int chunks, int 
 }
 
 // Run by `threads` threads (thread in [0, threads)) that share the named barrier `barrier`:
-// zero chunk `rank` of the next slice's dq_accum (dq_slice_vectors, chunk_begin) and count it
-// there.
+// zero chunk `item.rank` of dq_accum of the slice kPrepZeroedSlices ahead (dq_slice_vectors,
+// chunk_begin) and count it there.
 template <int kHeadDim>
-__device__ void zero_next_slice(const BwdMainParams& p, const BwdItem& item, int rank, int thread,
-                                int threads, int barrier) {
+__device__ void zero_slice_ahead(const BwdMainParams& p, const BwdItem& item, int thread,
+                                 int threads, int barrier) {
   const BwdShape& s = p.shape;
-  const int next = kv_slice(s, item.b, item.hk) + 1;
-  if (next < kPrepZeroedSlices || next >= s.batch * s.heads_kv) return;
+  const int next = kv_slice(s, item.b, item.hk) + kPrepZeroedSlices;
+  if (next >= s.batch * s.heads_kv) return;
   const int64_t slice_vectors = dq_slice_vectors<kHeadDim>(s);
+  const int rank = item.rank;
   const int64_t begin = chunk_begin(slice_vectors, s.num_k_tiles, rank);
   float4* chunk = reinterpret_cast<float4*>(p.ws.dq_accum) + next * slice_vectors + begin;
   const int size = static_cast<int>(chunk_begin(slice_vectors, s.num_k_tiles, rank + 1) - begin);
-  // Streaming (evict-first) stores: the zeros are read a slice later, while the running slice
-  // wants L2 for its own rows.
+  // Streaming (evict-first) stores: the zeros are read a pair of slices later, while the running
+  // slices want L2 for their own rows.
   for (int i = thread; i < size; i += threads) __stcs(chunk + i, make_float4(0.f, 0.f, 0.f, 0.f));
   fence_proxy_async_global();  // the zeros are read by other CTAs' bulk reduce-adds
   named_sync(barrier, threads);

@@ -182,7 +182,7 @@ struct Consumer {
     for (int h = 0; h < 2; ++h) {
       const float total = quad_sum(state.sum[h]);
       const bool any = total > 0.f;
-      inv_sum[h] = any ? 1.f / total : 0.f;
+      inv_sum[h] = any ? __fdividef(1.f, total) : 0.f;  // total >= 1: no slow path needed
       lse[h] =
           any ? (state.max[h] * p.scale_log2 + __log2f(total)) * 0.69314718055994531f : kNegInf;
     }
@@ -194,16 +194,43 @@ struct Consumer {
     const int fresh_tid = fresh_thread_index() - 128;
     const int quad = fresh_tid % 4;
     const int first_row = first_row_of(fresh_tid);
+    // staged(first_row + 8h, 8j + 2 quad): both rows have the same row % 8, so the thread's 32
+    // stores use only 8 swizzled chunk addresses, each with constant offsets for h and j / 8
+    // (written as staged() computed them per store, the addressing took 350 instructions).
     CUTE_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      const int row = first_row + 8 * h;
+    for (int chunk = 0; chunk < 8; ++chunk) {
+      Element* at = buffer + staged(first_row, 8 * chunk + 2 * quad);
       CUTE_UNROLL
-      for (int j = 0; j < kHeadDim / 8; ++j) {
-        store_pair(buffer + staged(row, 8 * j + 2 * quad),
-                   tOrO(make_coord(0, h, j), 0, 0) * inv_sum[h],
-                   tOrO(make_coord(1, h, j), 0, 0) * inv_sum[h]);
+      for (int h = 0; h < 2; ++h) {
+        CUTE_UNROLL
+        for (int j = chunk; j < kHeadDim / 8; j += 8) {
+          store_pair(at + 8 * h * 64 + (j / 8) * (kBlockM * 64),
+                     tOrO(make_coord(0, h, j), 0, 0) * inv_sum[h],
+                     tOrO(make_coord(1, h, j), 0, 0) * inv_sum[h]);
+        }
       }
     }
+    named_sync(barrier_id, 128);
+
+    // Thread t copies chunk t % kChunks of rows first + kRows * k: all of them have the same
+    // row % 8, so one staged address and one global address serve every k, with constant steps.
+    constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+    constexpr int kRows = 128 / kChunks;   // rows per pass of the warpgroup's 128 threads
+    static_assert(kRows % 8 == 0, "the swizzle repeats every 8 rows");
+    const int t = fresh_thread_index() % 128;
+    const int first = 64 * wg + t / kChunks;
+    const int chunk = t % kChunks;
+    const Element* staged_row = buffer + staged(first, 8 * chunk);
+    uint4 values[64 / kRows];
+    CUTE_UNROLL
+    for (int k = 0; k < 64 / kRows; ++k) {
+      values[k] = *reinterpret_cast<const uint4*>(staged_row + k * kRows * 64);
+    }
+    // The buffer goes back to TMA (async proxy) after these generic-proxy accesses. The fence
+    // (a MEMBAR, then the proxy fence) waits for the thread's outstanding memory operations, so
+    // it comes before the global stores.
+    cutlass::arch::fence_view_async_shared();
+
     if (quad == 0) {
       CUTE_UNROLL
       for (int h = 0; h < 2; ++h) {
@@ -214,22 +241,16 @@ struct Consumer {
         }
       }
     }
-    named_sync(barrier_id, 128);
-
-    constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-    Element* out = static_cast<Element*>(p.out) + batch * p.out_stride_b + item.h * p.out_stride_h;
-    const int t = fresh_thread_index() % 128;
+    if (8 * chunk >= p.head_dim) return;
+    Element* out = static_cast<Element*>(p.out) + batch * p.out_stride_b + item.h * p.out_stride_h +
+                   (row0 + first) * p.out_stride_s + 8 * chunk;
+    const int rows_left = p.nq - (item.m * kBlockM + first);  // row first + kRows k: k * kRows < it
     CUTE_UNROLL
-    for (int i = t; i < 64 * kChunks; i += 128) {
-      const int r = 64 * wg + i / kChunks;
-      const int c = i % kChunks;
-      if (item.m * kBlockM + r < p.nq && 8 * c < p.head_dim) {
-        const uint4 value = *reinterpret_cast<const uint4*>(buffer + staged(r, 8 * c));
-        *reinterpret_cast<uint4*>(out + (row0 + r) * p.out_stride_s + 8 * c) = value;
+    for (int k = 0; k < 64 / kRows; ++k) {
+      if (k * kRows < rows_left) {
+        *reinterpret_cast<uint4*>(out + k * kRows * p.out_stride_s) = values[k];
       }
     }
-    // The buffer goes back to TMA (async proxy) after these generic-proxy accesses.
-    cutlass::arch::fence_view_async_shared();
   }
 
   // Pingpong between the two consumer warpgroups: each issues its products only in its turn,

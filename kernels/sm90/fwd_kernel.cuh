@@ -2,7 +2,8 @@
 //
 // One persistent CTA per SM, three warpgroups:
 //   WG0  producer. The loader (one thread of warp 0; fwd_loader.cuh) pulls work items (b, h,
-//        query tile) from a global counter in per-(b, h) longest-first order, decodes them and
+//        query tile) from a global counter in paired order (paired_unit, problem_shape.h;
+//        each (b, h)'s query tiles longest-first), decodes them and
 //        hands them on through a 2-slot ring, and TMA-loads Q and the K/V tiles the descriptor
 //        lists for that query tile, telling the consumers with each K/V stage whether it is
 //        masked and whether it ends the item. The mask warps (warps 1-3; fwd_masker.cuh) walk

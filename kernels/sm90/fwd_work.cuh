@@ -13,8 +13,9 @@
 namespace cm::sm90 {
 
 __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index, int block_m) {
-  const int bh = index / p.num_q_tiles;
-  const int rank = index - bh * p.num_q_tiles;
+  const PairedUnit unit = paired_unit(index, p.num_q_tiles, p.total_items / p.num_q_tiles);
+  const int bh = unit.instance;
+  const int rank = unit.rank;
   const int b = bh / p.heads_q;
   const int h = bh - b * p.heads_q;
   const desc::Instance& inst = instance_for(p.descriptor, p, b, h);

@@ -1,8 +1,8 @@
 // The backward's dq_accum zeroing ahead (kernels/sm90/bwd_zeroing.cuh), on the host: the chunks
-// that the num_k_tiles CTAs of a kv slice zero in the next slice are disjoint and cover exactly
-// the dq_accum rows that the consumers add to for that slice's items (the query heads of its
-// kv group, every padded row, kHeadDim floats each), and kv_slice numbers the items' slices in
-// their dispatch order (bwd_work.cuh).
+// that the num_k_tiles CTAs of a kv slice zero in the slice a pair ahead are disjoint and cover
+// exactly the dq_accum rows that the consumers add to for that slice's items (the query heads of
+// its kv group, every padded row, kHeadDim floats each), and kv_slice numbers the items' slices in
+// their dispatch order (pairs of consecutive slices, bwd_work.cuh).
 #include "bwd_zeroing.cuh"
 
 #include <gtest/gtest.h>
@@ -43,7 +43,7 @@ void check_cover(const Shape& c) {
       const int64_t first_bh = int64_t{b} * s.heads_q + int64_t{hk} * group;
       const int64_t want_begin = first_bh * s.rows_padded * kHeadDim / 4;
       const int64_t want_end = (first_bh + group) * s.rows_padded * kHeadDim / 4;
-      // As zero_next_slice forms its chunk: slice * slice_vectors + chunk_begin(rank).
+      // As zero_slice_ahead forms its chunk: slice * slice_vectors + chunk_begin(rank).
       const int64_t slice_vectors = dq_slice_vectors<kHeadDim>(s);
       EXPECT_EQ(slice * slice_vectors, want_begin) << "slice " << slice << " starts elsewhere";
       int64_t at = want_begin;
@@ -59,7 +59,7 @@ void check_cover(const Shape& c) {
         min_size = std::min(min_size, size);
         max_size = std::max(max_size, size);
       }
-      EXPECT_LE(max_size, INT32_MAX) << "zero_next_slice counts a chunk's float4s in an int";
+      EXPECT_LE(max_size, INT32_MAX) << "zero_slice_ahead counts a chunk's float4s in an int";
       EXPECT_EQ(at, want_end) << "slice " << slice << ": the chunks must end at the slice's end";
       EXPECT_LE(max_size - min_size, 1) << "slice " << slice << ": chunks must be near-equal";
     }

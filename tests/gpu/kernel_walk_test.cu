@@ -2,8 +2,9 @@
 // host over descriptors of the bundled examples and of random masks, against dense masks made
 // without the descriptor (the brute-force oracle of tests/support, mask_fixtures' random
 // instances):
-//   * forward: decode_item maps the work indices onto every (b, h, query tile) once, each
-//     (b, h)'s query tiles in the descriptor's longest-first order. KeyTileCursor yields a
+//   * forward: decode_item maps the work indices onto every (b, h, query tile) once: the
+//     instances (b, h) in pairs whose two instances alternate, each one's query tiles in the
+//     descriptor's longest-first order. KeyTileCursor yields a
 //     query tile's listed key tiles once each, in ascending order, with the pattern of their
 //     run (-1 for a full run), and done() right after the last. Every key tile holding a
 //     visible pair is listed, every tile listed as full is fully visible, and tile_needs_mask
@@ -106,19 +107,27 @@ void check_forward_walk(const KernelCase& c) {
   p.descriptor = c.descriptor();
   p.total_items = p.num_q_tiles * c.batch * c.heads;
   std::set<std::tuple<int, int, int>> seen;
-  float previous_cost = 0;
+  std::map<int, float> previous_cost;  // per instance b * heads + h
+  int previous_instance = -1;
   for (int index = 0; index < p.total_items; ++index) {
     const WorkItem item = decode_item(p, index, kTile);
     SCOPED_TRACE(c.name + " work item " + std::to_string(index));
     ASSERT_TRUE(seen.insert({item.b, item.h, item.m}).second) << "decoded twice";
-    ASSERT_EQ(index / (p.num_q_tiles * c.heads), item.b);
-    ASSERT_EQ(index / p.num_q_tiles % c.heads, item.h);
+    const int instance = item.b * c.heads + item.h;
+    const int pair = index / (2 * p.num_q_tiles);
+    ASSERT_EQ(pair, instance / 2) << "instances are taken in pairs";
+    if (index % (2 * p.num_q_tiles) != 0 && 2 * pair + 1 < c.batch * c.heads) {
+      EXPECT_NE(instance, previous_instance) << "a pair's instances alternate";
+    }
+    previous_instance = instance;
     const desc::Instance& inst = instance_for(c.descriptor(), p, item.b, item.h);
     ASSERT_EQ(item.row, &desc::q_tile(c.descriptor(), inst, item.m));
     ASSERT_EQ(item.q_row0, item.m * kTile);
     ASSERT_EQ(item.has_key_tiles, item.row->full_count + item.row->partial_count > 0);
-    if (index % p.num_q_tiles != 0) EXPECT_LE(item.row->cost, previous_cost) << "not longest-first";
-    previous_cost = item.row->cost;
+    if (previous_cost.count(instance) != 0) {
+      EXPECT_LE(item.row->cost, previous_cost[instance]) << "not longest-first";
+    }
+    previous_cost[instance] = item.row->cost;
 
     const DenseTiles tiles(c, item.b, item.h);
     const std::vector<std::pair<int, int>> listed = listed_key_tiles(c.descriptor(), *item.row);
@@ -158,7 +167,7 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
                      std::to_string(b) + ", " + std::to_string(hk) + ", " + std::to_string(n) +
                      ")");
         std::vector<std::tuple<int, int, int>> walked;  // (h, m, half)
-        StepCursor steps(p, BwdItem{b, hk, n});
+        StepCursor steps(p, BwdItem{b, hk, n, 0});
         BwdStep step;
         while (steps.next(step)) {
           walked.push_back({step.h, step.m, step.half});
@@ -185,13 +194,13 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
           }
           int lower = 0;  // lower key tiles of the kv head whose walks hold this step
           for (int n_lower = 0; n_lower < n; ++n_lower) {
-            StepCursor others(p, BwdItem{b, hk, n_lower});
+            StepCursor others(p, BwdItem{b, hk, n_lower, 0});
             BwdStep other;
             while (others.next(other)) {
               lower += other.h == step.h && other.m == step.m && other.half == step.half;
             }
           }
-          EXPECT_EQ(dq_rank(p, BwdItem{b, hk, n}, step.h, step.m, step.half), lower)
+          EXPECT_EQ(dq_rank(p, BwdItem{b, hk, n, 0}, step.h, step.m, step.half), lower)
               << "query tile " << step.m << " half " << step.half;
         }
         // Every half of a query tile with visible pairs must be walked, once; the order of the
@@ -227,6 +236,32 @@ void check_walks(const KernelCase& c) {
   check_forward_walk(c);
   for (int32_t heads_kv = 1; heads_kv <= c.heads; ++heads_kv) {
     if (c.heads % heads_kv == 0) check_backward_walk(c, heads_kv);
+  }
+}
+
+// paired_unit (problem_shape.h), which orders both kernels' work: a bijection of the indices
+// onto (instance, rank) that takes instances in pairs, alternating within a pair, and each
+// instance's units in rank order; an odd last instance runs alone.
+TEST(KernelWalks, PairedOrder) {
+  for (const int instances : {1, 2, 3, 4, 7}) {
+    for (const int units : {1, 2, 5}) {
+      SCOPED_TRACE(std::to_string(instances) + " instances x " + std::to_string(units));
+      std::vector<int> next_rank(instances, 0);
+      int previous = -1;
+      for (int index = 0; index < instances * units; ++index) {
+        const PairedUnit u = paired_unit(index, units, instances);
+        ASSERT_GE(u.instance, 0);
+        ASSERT_LT(u.instance, instances);
+        EXPECT_EQ(u.instance / 2, index / (2 * units)) << "index " << index;
+        EXPECT_EQ(u.rank, next_rank[u.instance]++) << "index " << index;
+        const bool pair_of_two = 2 * (u.instance / 2) + 1 < instances;
+        if (pair_of_two && index % (2 * units) != 0) {
+          EXPECT_NE(u.instance, previous) << "index " << index;
+        }
+        previous = u.instance;
+      }
+      for (int i = 0; i < instances; ++i) EXPECT_EQ(next_rank[i], units) << "instance " << i;
+    }
   }
 }
 
