@@ -13,6 +13,14 @@ namespace cm::sm90 {
 
 using namespace cute;
 
+// The main kernel's named barriers (bar.sync ids; 0 is __syncthreads), all in one place so
+// that no two groups of threads share one.
+enum BwdNamedBarrier : int {
+  kBwdConsumersBarrier = 1,  // the 256 consumer threads (bwd_consumer.cuh)
+  kBwdWarpgroupBarrier = 2,  // + wg, so 2 and 3: one consumer warpgroup
+  kBwdZeroingBarrier = 4,    // producer warps 2-3 (bwd_zeroing.cuh)
+};
+
 template <class ElementT, int kHeadDimV>
 struct BwdConfig {
   using Element = ElementT;

@@ -44,8 +44,6 @@ struct BwdConsumer {
   static constexpr int kBlockM = Config::kBlockM;
   static constexpr int kBlockN = Config::kBlockN;
   static constexpr int kHeadDim = Config::kHeadDim;
-  static constexpr int kBarrier = 1;           // named barrier of the 256 consumer threads
-  static constexpr int kWarpgroupBarrier = 2;  // + wg: named barrier of one consumer warpgroup
 
   const BwdMainParams& p;
   typename Config::SharedStorage& ss;
@@ -54,8 +52,10 @@ struct BwdConsumer {
 
   __device__ int wg() const { return tid / 128; }
 
-  __device__ void sync_consumers() const { named_sync(kBarrier, Config::kConsumerThreads); }
-  __device__ void sync_warpgroup() const { named_sync(kWarpgroupBarrier + wg(), 128); }
+  __device__ void sync_consumers() const {
+    named_sync(kBwdConsumersBarrier, Config::kConsumerThreads);
+  }
+  __device__ void sync_warpgroup() const { named_sync(kBwdWarpgroupBarrier + wg(), 128); }
 
   // Every consumer thread arrives, not one per warp: each has read lse_log2 and dsum of the
   // stage with ordinary loads, and the producer's next bulk copy overwrites them, so each

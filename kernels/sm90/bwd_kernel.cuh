@@ -39,8 +39,6 @@
 
 namespace cm::sm90 {
 
-inline constexpr int kZeroingBarrier = 4;  // named barrier of producer warps 2-3 (1-3: consumers)
-
 template <class Config, bool kDeterministic>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     bwd_kernel(const __grid_constant__ BwdMainParams params,
@@ -71,7 +69,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       signal_slice_zeroed(params, item, ss->slice_zeroed);
     } else if (!kDeterministic && warp > 1) {
       zero_slice_ahead<Config::kHeadDim>(params, item, static_cast<int>(threadIdx.x) - 64, 64,
-                                         kZeroingBarrier);
+                                         kBwdZeroingBarrier);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();

@@ -29,6 +29,13 @@ struct KeyTileInfo {
   bool last;    // the last key tile of the work item
 };
 
+// The forward kernel's named barriers (bar.sync ids; 0 is __syncthreads), all in one place so
+// that no two groups of threads share one.
+enum FwdNamedBarrier : int {
+  kFwdEpilogueBarrier = 1,  // + wg, so 1 and 2: one consumer warpgroup's epilogue
+  kFwdTurnBarrier = 3,      // + wg, so 3 and 4: the pingpong turn of consumer warpgroup wg
+};
+
 template <class ElementT, int kHeadDimV, bool kIntraOverlapV>
 struct FwdConfig {
   using Element = ElementT;

@@ -42,7 +42,6 @@ struct Consumer {
   static constexpr int kBlockM = Config::kBlockM;
   static constexpr int kBlockN = Config::kBlockN;
   static constexpr int kHeadDim = Config::kHeadDim;
-  static constexpr int kTurnBarrier = 3;  // named barriers 3, 4 (1, 2: per-warpgroup epilogue)
 
   const FwdParams& p;
   typename Config::SharedStorage& ss;
@@ -176,7 +175,7 @@ struct Consumer {
   template <class TO>
   __device__ void store(TO& tOrO, const RowState& state, const WorkItem& item,
                         Element* buffer) const {
-    const int barrier_id = 1 + wg;
+    const int barrier_id = kFwdEpilogueBarrier + wg;
     float inv_sum[2], lse[2];
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
@@ -255,8 +254,8 @@ struct Consumer {
 
   // Pingpong between the two consumer warpgroups: each issues its products only in its turn,
   // then passes the turn, so one warpgroup's softmax runs under the other's products.
-  __device__ void wait_turn() const { named_sync(kTurnBarrier + wg, 256); }
-  __device__ void pass_turn() const { named_arrive(kTurnBarrier + (1 - wg), 256); }
+  __device__ void wait_turn() const { named_sync(kFwdTurnBarrier + wg, 256); }
+  __device__ void pass_turn() const { named_arrive(kFwdTurnBarrier + (1 - wg), 256); }
 
   __device__ void run() {
     using MmaQK = typename Config::MmaQK;
