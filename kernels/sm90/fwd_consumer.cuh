@@ -4,6 +4,7 @@
 
 #include "fwd_config.cuh"
 #include "fwd_params.h"
+#include "fwd_staging.h"
 #include "fwd_work.cuh"
 #include "sync.cuh"
 #include "thread_helpers.cuh"
@@ -51,12 +52,7 @@ struct Consumer {
   int row_in_tile;  // tile-relative row of accumulator row 0; row 1 is 8 below
 
   __device__ Consumer(const FwdParams& params, typename Config::SharedStorage& storage, int t)
-      : p(params), ss(storage), tid(t), wg(t / 128), lane(t % 32), row_in_tile(first_row_of(t)) {}
-
-  // Tile-relative row of consumer thread t's accumulator row 0.
-  __device__ static int first_row_of(int t) {
-    return 64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4;
-  }
+      : p(params), ss(storage), tid(t), wg(t / 128), lane(t % 32), row_in_tile(fwd_first_row(t)) {}
 
   // Visibility bits of the thread's two rows from the next mask slot, which then goes back to
   // the mask warps.
@@ -160,16 +156,6 @@ struct Consumer {
     for (int i = 0; i < size(tSrS); ++i) tOrP(i) = static_cast<Element>(tSrS(i));
   }
 
-  // Element offset of (row, column) in a Q buffer reused to stage O. It keeps the Q tile's own
-  // organisation (column blocks of 64 elements, each row a 128-byte line), so a warpgroup's
-  // rows occupy exactly the bytes of its own Q rows: the other warpgroup may still be reading
-  // its Q rows with wgmma. The 16-byte chunks are XOR-swizzled by row % 8, so both the fragment
-  // writes (8 rows per warp instruction) and the 16-byte row reads are free of bank conflicts.
-  __device__ static int staged(int row, int col) {
-    return (col >> 6) * (kBlockM * 64) + row * 64 + (((((col & 63) >> 3) ^ (row & 7))) << 3) +
-           (col & 7);
-  }
-
   // Writes O (normalised) and the LSE of this warpgroup's 64 rows, staging O in `buffer` (this
   // item's Q buffer, whose products are done). Rows past nq are skipped.
   template <class TO>
@@ -192,13 +178,14 @@ struct Consumer {
     // The thread's addresses are recomputed here rather than kept across the mainloop.
     const int fresh_tid = fresh_thread_index() - 128;
     const int quad = fresh_tid % 4;
-    const int first_row = first_row_of(fresh_tid);
-    // staged(first_row + 8h, 8j + 2 quad): both rows have the same row % 8, so the thread's 32
-    // stores use only 8 swizzled chunk addresses, each with constant offsets for h and j / 8
-    // (written as staged() computed them per store, the addressing took 350 instructions).
+    const int first_row = fwd_first_row(fresh_tid);
+    // fwd_staged(first_row + 8h, 8j + 2 quad): both rows have the same row % 8, so the
+    // thread's 32 stores use only 8 swizzled chunk addresses, each with constant offsets for h
+    // and j / 8 (fwd_staging_test checks it; computed per store, the addressing took 350
+    // instructions).
     CUTE_UNROLL
     for (int chunk = 0; chunk < 8; ++chunk) {
-      Element* at = buffer + staged(first_row, 8 * chunk + 2 * quad);
+      Element* at = buffer + fwd_staged<kBlockM>(first_row, 8 * chunk + 2 * quad);
       CUTE_UNROLL
       for (int h = 0; h < 2; ++h) {
         CUTE_UNROLL
@@ -219,7 +206,7 @@ struct Consumer {
     const int t = fresh_thread_index() % 128;
     const int first = 64 * wg + t / kChunks;
     const int chunk = t % kChunks;
-    const Element* staged_row = buffer + staged(first, 8 * chunk);
+    const Element* staged_row = buffer + fwd_staged<kBlockM>(first, 8 * chunk);
     uint4 values[64 / kRows];
     CUTE_UNROLL
     for (int k = 0; k < 64 / kRows; ++k) {
