@@ -28,8 +28,10 @@ namespace cm::sm90 {
 inline constexpr int kBwdTile = 128;     // descriptor tile_m and tile_n
 inline constexpr int kBwdStepRows = 64;  // query rows per main-loop step (half a query tile)
 // Default mode: the kv slices whose dq_accum the preprocess zeroes; the main kernel's CTAs zero
-// the others, this many slices ahead: one pair of slices (bwd_zeroing.cuh, bwd_work.cuh).
-inline constexpr int kPrepZeroedSlices = 2;
+// the others, this many slices ahead. It is one pair of the paired dispatch order (bwd_work.cuh),
+// so that a slice's zeroing is done by CTAs of the pair before, all dispatched before its own
+// (bwd_zeroing.cuh): the wait for it cannot hang.
+inline constexpr int kPrepZeroedSlices = kPairedInstances;
 
 // Column chunk (8 floats) where dq_accum stores logical column chunk `chunk` of row `row`.
 __host__ __device__ __forceinline__ int dq_chunk_swizzle(int row, int chunk) {

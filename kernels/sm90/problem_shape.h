@@ -29,14 +29,16 @@ struct ProblemShape {
 // instead of the last instance's long units starting at the tail (hstu's forward: 4.3% of the
 // SMs' time idle at the end). Unit `index` of `instances` x `units` is unit `rank` of
 // `instance`.
+inline constexpr int kPairedInstances = 2;  // the instances of a pair
 struct PairedUnit {
   int instance, rank;
 };
 CM_HD PairedUnit paired_unit(int index, int units, int instances) {
-  const int pair = index / (2 * units);
-  const int in_pair = index - pair * 2 * units;
-  const int width = instances - 2 * pair < 2 ? 1 : 2;  // an odd last instance is alone
-  return {2 * pair + in_pair % width, in_pair / width};
+  const int pair = index / (kPairedInstances * units);
+  const int in_pair = index - pair * kPairedInstances * units;
+  static_assert(kPairedInstances == 2, "a short last pair holds one instance");
+  const int width = instances - kPairedInstances * pair < kPairedInstances ? 1 : kPairedInstances;
+  return {kPairedInstances * pair + in_pair % width, in_pair / width};
 }
 
 // The descriptor instance that masks query head h of sequence b.
