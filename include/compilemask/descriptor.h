@@ -3,8 +3,11 @@
 // and for partial tiles how to mask elements. One header serves host and device code.
 //
 // Conventions (see docs/descriptor.md for the full format):
-//   * Query row q and key column k are 0-based token indices. Tiles are tile_m queries by
-//     tile_n keys; query tile m covers rows [m*tile_m, min(nq, (m+1)*tile_m)).
+//   * Query row q and key column k are 0-based token indices. Tiles are at most tile_m queries
+//     by tile_n keys; query tile m covers rows [q_starts[m], q_starts[m+1]) and key tile n
+//     columns [k_starts[n], k_starts[n+1]) (the tile-start tables, see q_tile_span). Tiles
+//     restart at the boundaries of block-diagonal masks (packed sequences), so a tile may be
+//     shorter than tile_m or tile_n anywhere, not only at nq or nk.
 //   * Every interval is half-open [lo, hi). An interval with hi <= lo is empty.
 //   * All offsets are in bytes from the first byte of the blob; every section starts 16-byte
 //     aligned. Integers are little-endian.
@@ -27,7 +30,7 @@
 namespace cm::desc {
 
 inline constexpr uint32_t kMagic = 0x4B534D43u;  // "CMSK" in little-endian byte order
-inline constexpr uint16_t kVersion = 4;
+inline constexpr uint16_t kVersion = 5;
 inline constexpr int kMaxTileM = 256;  // pattern row indices are stored in 8 bits
 inline constexpr int kMaxTileN = 256;
 inline constexpr int kMaxTiles = 65535;  // tile indices in runs are 16-bit
@@ -43,7 +46,7 @@ struct Header {
   uint64_t total_bytes;   // size of the whole blob
   int32_t nq, nk;         // query and key lengths
   int32_t tile_m, tile_n;
-  int32_t num_q_tiles, num_k_tiles;
+  int32_t num_q_tiles, num_k_tiles;  // entries of the tile-start tables, less one
   int32_t batch, heads;   // the (b, h) grid the instance map covers
   int32_t num_instances;  // distinct masks after deduplication across (b, h)
   int32_t num_patterns;
@@ -53,8 +56,11 @@ struct Header {
   uint32_t instances_offset;      // Instance[num_instances]
   uint32_t patterns_offset;       // Pattern[num_patterns]
   uint32_t grid_formulas_offset;  // GridFormula[num_grid_formulas]
+  uint32_t q_starts_offset;       // int32[num_q_tiles + 1]: query tile m is [q_starts[m], q_starts[m+1])
+  uint32_t k_starts_offset;       // int32[num_k_tiles + 1]: key tile n is [k_starts[n], k_starts[n+1])
+  uint64_t reserved1;
 };
-static_assert(sizeof(Header) == 80, "descriptor header layout is part of the format");
+static_assert(sizeof(Header) == 96, "descriptor header layout is part of the format");
 
 // One distinct mask. Offsets point at arrays inside the blob.
 struct Instance {
@@ -222,6 +228,49 @@ CM_HD const Pattern& pattern(const void* blob, uint32_t index) {
 
 CM_HD const GridFormula& grid_formula(const void* blob, int index) {
   return at<GridFormula>(blob, header(blob).grid_formulas_offset)[index];
+}
+
+// The tokens [begin, end) of one tile along one axis.
+struct TileSpan {
+  int begin, end;
+  CM_HD int size() const { return end - begin; }
+};
+
+// Rows of query tile m.
+CM_HD TileSpan q_tile_span(const void* blob, int m) {
+  const int32_t* starts = at<int32_t>(blob, header(blob).q_starts_offset);
+  return {starts[m], starts[m + 1]};
+}
+
+// Columns of key tile n.
+CM_HD TileSpan k_tile_span(const void* blob, int n) {
+  const int32_t* starts = at<int32_t>(blob, header(blob).k_starts_offset);
+  return {starts[n], starts[n + 1]};
+}
+
+// The tile of a tile-start table (count tiles) that holds token x, 0 <= x < starts[count]:
+// binary search, for readers that go from tokens to tiles (renderers).
+CM_HD int tile_holding(const int32_t* starts, int count, int x) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (starts[mid] <= x) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+CM_HD int q_tile_of(const void* blob, int q) {
+  const Header& hd = header(blob);
+  return tile_holding(at<int32_t>(blob, hd.q_starts_offset), hd.num_q_tiles, q);
+}
+
+CM_HD int k_tile_of(const void* blob, int k) {
+  const Header& hd = header(blob);
+  return tile_holding(at<int32_t>(blob, hd.k_starts_offset), hd.num_k_tiles, k);
 }
 
 CM_HD int clamp_int(long long v, int lo, int hi) {
@@ -471,9 +520,10 @@ CM_HD bool band_row(const RowBand& band, int r, int tile_n, int& lo, int& hi) {
   return lo < hi;
 }
 
-// Calls emit(lo, hi) with tile-relative column intervals [lo, hi) ⊆ [0, tile_n) whose union is
-// the visible part of row r (tile-relative) of a partial tile at origin (q0, k0) with pattern p.
-// Intervals may overlap and are not sorted. Bitmap patterns emit one interval per set run.
+// Calls emit(lo, hi) with tile-relative column intervals [lo, hi) ⊆ [0, tile_n) whose union,
+// cut at the tile's width, is the visible part of row r (tile-relative) of a partial tile at
+// origin (q0, k0) with pattern p. Intervals may overlap and are not sorted. Bitmap patterns
+// emit one interval per set run.
 template <class Emit>
 CM_HD void for_each_pattern_interval(const void* blob, const Pattern& p, int q0, int k0, int r,
                                      Emit&& emit) {
@@ -509,12 +559,9 @@ CM_HD void for_each_pattern_interval(const void* blob, const Pattern& p, int q0,
 // for kPatternGridSparse, whose runs may span empty tiles that a kernel must skip.
 CM_HD bool partial_tile_nonempty(const void* blob, const Pattern& p, int m, int n) {
   if (p.kind != kPatternGridSparse) return true;
-  const Header& hd = header(blob);
-  const int q0 = m * hd.tile_m, k0 = n * hd.tile_n;
-  const int q1 = q0 + hd.tile_m < hd.nq ? q0 + hd.tile_m : hd.nq;
-  const int k1 = k0 + hd.tile_n < hd.nk ? k0 + hd.tile_n : hd.nk;
+  const TileSpan rows = q_tile_span(blob, m), cols = k_tile_span(blob, n);
   const GridFormula& f = grid_formula(blob, p.formula);
-  return grid_tile_touched(f, q0, q1, k0, k1,
+  return grid_tile_touched(f, rows.begin, rows.end, cols.begin, cols.end,
                            [&](int dt, int dy) { return grid_half_width_table(blob, f, dt, dy); });
 }
 

@@ -7,6 +7,7 @@
 #include "descriptor/input_checks.h"
 #include "descriptor/instance_tiles.h"
 #include "descriptor/pattern_table.h"
+#include "descriptor/tile_axes.h"
 #include "descriptor/tile_runs.h"
 
 #include <cstring>
@@ -123,19 +124,22 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
   descriptor::check_instance_map(instance_map, batch, heads, instances.size());
   for (size_t i = 0; i < instances.size(); ++i) descriptor::check_instance(instances[i], nq, nk, i);
 
-  const int32_t num_q_tiles = (nq + tiling.m - 1) / tiling.m;
-  const int32_t num_k_tiles = (nk + tiling.n - 1) / tiling.n;
+  const descriptor::TileAxes axes = descriptor::choose_tile_axes(instances, tiling);
+  const int32_t num_q_tiles = axes.q.count();
+  const int32_t num_k_tiles = axes.k.count();
   const DistinctInstances unique = find_distinct(instances);
 
   descriptor::PatternTable table(tiling.m, tiling.n);
   std::vector<descriptor::EncodedInstance> encoded;
   encoded.reserve(unique.distinct.size());
   for (size_t index : unique.distinct) {
-    encoded.push_back(descriptor::encode_instance(instances[index], tiling, table));
+    encoded.push_back(descriptor::encode_instance(instances[index], tiling, axes, table));
   }
 
   BlobWriter writer;
   const uint32_t header_offset = writer.reserve(sizeof(desc::Header));
+  const uint32_t q_starts_offset = writer.append(std::span<const int32_t>(axes.q.starts()));
+  const uint32_t k_starts_offset = writer.append(std::span<const int32_t>(axes.k.starts()));
   std::vector<int32_t> map(instance_map.size());
   for (size_t i = 0; i < map.size(); ++i)
     map[i] = unique.remap[static_cast<size_t>(instance_map[i])];
@@ -186,6 +190,8 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
   header.instances_offset = instances_offset;
   header.patterns_offset = patterns_offset;
   header.grid_formulas_offset = formulas_offset;
+  header.q_starts_offset = q_starts_offset;
+  header.k_starts_offset = k_starts_offset;
   std::vector<uint64_t> blob = writer.finish();
   header.total_bytes = blob.size() * sizeof(uint64_t);
   std::memcpy(reinterpret_cast<unsigned char*>(blob.data()) + header_offset, &header,

@@ -18,29 +18,26 @@ class TilePainter {
       : blob_(blob), hd_(desc::header(blob)), dense_(dense) {}
 
   void full(int32_t m, int32_t n) {
-    const auto [q0, q1] = rows(m);
-    const int32_t k0 = n * hd_.tile_n, k1 = std::min(hd_.nk, k0 + hd_.tile_n);
+    const auto [q0, q1] = desc::q_tile_span(blob_, m);
+    const auto [k0, k1] = desc::k_tile_span(blob_, n);
     for (int32_t q = q0; q < q1; ++q) {
       std::fill(cell(q, k0), cell(q, k1), uint8_t{1});
     }
   }
 
   void partial(int32_t m, int32_t n, uint32_t pattern_index) {
-    const auto [q0, q1] = rows(m);
-    const int32_t k0 = n * hd_.tile_n;
+    const auto [q0, q1] = desc::q_tile_span(blob_, m);
+    const auto [k0, k1] = desc::k_tile_span(blob_, n);
     const desc::Pattern& p = desc::pattern(blob_, pattern_index);
     for (int32_t q = q0; q < q1; ++q) {
       desc::for_each_pattern_interval(blob_, p, q0, k0, q - q0, [&](int lo, int hi) {
-        const int32_t a = std::min(hd_.nk, k0 + lo), z = std::min(hd_.nk, k0 + hi);
+        const int32_t a = std::min(k1, k0 + lo), z = std::min(k1, k0 + hi);
         if (a < z) std::fill(cell(q, a), cell(q, z), uint8_t{1});
       });
     }
   }
 
  private:
-  std::pair<int32_t, int32_t> rows(int32_t m) const {
-    return {m * hd_.tile_m, std::min(hd_.nq, (m + 1) * hd_.tile_m)};
-  }
   uint8_t* cell(int32_t q, int32_t k) {
     return dense_.data() + static_cast<size_t>(q) * static_cast<size_t>(hd_.nk) +
            static_cast<size_t>(k);

@@ -9,13 +9,15 @@
 
 namespace cm::descriptor {
 
-FormulaBitmaps::FormulaBitmaps(const InstanceRows& instance, int32_t f, const Tiling& tiling)
+FormulaBitmaps::FormulaBitmaps(const InstanceRows& instance, int32_t f, const Tiling& tiling,
+                               const TileAxes& axes)
     : instance_(instance),
       f_(f),
       tiling_(tiling),
+      axes_(axes),
       half_widths_(half_width_table(instance.formulas[static_cast<size_t>(f)])),
-      rows_(static_cast<size_t>((instance.listed().nq + tiling.m - 1) / tiling.m)),
-      keys_(static_cast<size_t>((instance.listed().nk + tiling.n - 1) / tiling.n)) {}
+      rows_(static_cast<size_t>(axes.q.count())),
+      keys_(static_cast<size_t>(axes.k.count())) {}
 
 int32_t FormulaBitmaps::shape_id(std::unordered_map<std::vector<int32_t>, int32_t, IntsHash>& ids,
                                  const std::vector<int32_t>& shape) {
@@ -28,7 +30,7 @@ const FormulaBitmaps::Side& FormulaBitmaps::rows_of(int32_t m) {
   Side& side = rows_[static_cast<size_t>(m)];
   if (side.shape >= 0) return side;
   const desc::GridFormula& f = instance_.formulas[static_cast<size_t>(f_)];
-  const int32_t q0 = m * tiling_.m, q1 = std::min(instance_.listed().nq, q0 + tiling_.m);
+  const int32_t q0 = axes_.q.start(m), q1 = axes_.q.end(m);
   scratch_.clear();
   bool first = true;
   for (int32_t q = q0; q < q1; ++q) {
@@ -52,7 +54,7 @@ const FormulaBitmaps::Side& FormulaBitmaps::keys_of(int32_t n) {
   Side& side = keys_[static_cast<size_t>(n)];
   if (side.shape >= 0) return side;
   const desc::GridFormula& f = instance_.formulas[static_cast<size_t>(f_)];
-  const int32_t k0 = n * tiling_.n, k1 = std::min(instance_.listed().nk, k0 + tiling_.n);
+  const int32_t k0 = axes_.k.start(n), k1 = axes_.k.end(n);
   scratch_.clear();
   bool first = true;
   desc::for_each_grid_segment(f, k0 - f.start, k1 - f.start, [&](const desc::GridSegment& s) {
@@ -84,8 +86,8 @@ std::vector<uint32_t> FormulaBitmaps::compute(int32_t m, int32_t n) const {
     const int i = desc::grid_half_width_index(f, dt, dy);
     return i < 0 ? -1 : half_widths_[static_cast<size_t>(i)];
   };
-  const int32_t q0 = m * tiling_.m, q1 = std::min(instance_.listed().nq, q0 + tiling_.m);
-  const int32_t k0 = n * tiling_.n, k1 = std::min(instance_.listed().nk, k0 + tiling_.n);
+  const int32_t q0 = axes_.q.start(m), q1 = axes_.q.end(m);
+  const int32_t k0 = axes_.k.start(n), k1 = axes_.k.end(n);
   const int base = f.start - k0;  // tile column of the grid's first token
   std::vector<RowPiece> pieces;
   for (int32_t q = q0; q < q1; ++q) {

@@ -9,6 +9,7 @@
 
 #include <compilemask/compilemask.h>
 
+#include "descriptor/tile_axes.h"
 #include "specialize/row_intervals.h"
 
 #include <array>
@@ -20,9 +21,10 @@ namespace cm::descriptor {
 
 class FormulaBitmaps {
  public:
-  // Pre: `instance` passed check_instance, f indexes its formulas, tiling passed check_tiling.
-  // The instance must outlive this object.
-  FormulaBitmaps(const InstanceRows& instance, int32_t f, const Tiling& tiling);
+  // Pre: `instance` passed check_instance, f indexes its formulas, tiling passed check_tiling,
+  // `axes` hold its tiles. The instance and the axes must outlive this object.
+  FormulaBitmaps(const InstanceRows& instance, int32_t f, const Tiling& tiling,
+                 const TileAxes& axes);
 
   // The geometry of tile (m, n): tiles with the same id have the same bitmap. Cost: one walk of
   // the cells of query tile m and of key tile n the first time each is seen, then a hash
@@ -62,6 +64,7 @@ class FormulaBitmaps {
   const InstanceRows& instance_;
   int32_t f_;
   Tiling tiling_;
+  const TileAxes& axes_;
   std::vector<int16_t> half_widths_;  // half_width_table of the formula
   std::vector<Side> rows_, keys_;     // per query tile and key tile, filled on first use
   std::unordered_map<std::vector<int32_t>, int32_t, IntsHash> row_shapes_, key_shapes_;

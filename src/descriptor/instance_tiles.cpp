@@ -100,9 +100,11 @@ std::span<const unsigned char> as_bytes_of(const std::vector<T>& v) {
 // Turns one partial tile's fitted bands into a pattern index.
 class TileEncoder {
  public:
-  TileEncoder(const InstanceRows& instance, const Tiling& tiling, PatternTable& table)
+  TileEncoder(const InstanceRows& instance, const Tiling& tiling, const TileAxes& axes,
+              PatternTable& table)
       : instance_(instance),
         tiling_(tiling),
+        axes_(axes),
         table_(table),
         strips_(instance.formulas.size()),
         strip_patterns_(instance.formulas.size()) {}
@@ -128,7 +130,7 @@ class TileEncoder {
   uint32_t strip_bitmap(const PieceGatherer& gatherer, size_t i, const RowIntervals& rows,
                         int32_t f, int32_t m, int32_t n) {
     if (strips_[static_cast<size_t>(f)] == nullptr) {
-      strips_[static_cast<size_t>(f)] = std::make_unique<FormulaBitmaps>(instance_, f, tiling_);
+      strips_[static_cast<size_t>(f)] = std::make_unique<FormulaBitmaps>(instance_, f, tiling_, axes_);
     }
     FormulaBitmaps& formula = *strips_[static_cast<size_t>(f)];
     const int32_t id = formula.geometry(m, n);
@@ -141,8 +143,7 @@ class TileEncoder {
         pattern = table_.add(desc::kPatternBitmap, -1, 0, as_bytes_of(formula.bitmap(id)));
       return static_cast<uint32_t>(pattern);
     }
-    const int32_t q0 = m * tiling_.m, q1 = std::min(rows.nq, q0 + tiling_.m);
-    gatherer.pieces_of(rows, q0, q1, n, pieces_);
+    gatherer.pieces_of(rows, axes_.q.start(m), axes_.q.end(m), n, pieces_);
     fill_bitmap(pieces_, tiling_.m, tiling_.n, bitmap_);
     const std::vector<uint32_t>& words = formula.bitmap(id);
     for (size_t w = 0; w < words.size(); ++w) bitmap_[w] |= words[w];
@@ -160,6 +161,7 @@ class TileEncoder {
  private:
   const InstanceRows& instance_;
   const Tiling& tiling_;
+  const TileAxes& axes_;
   PatternTable& table_;
   std::vector<RowPiece> pieces_;
   std::vector<uint32_t> bitmap_;
@@ -172,16 +174,15 @@ class TileEncoder {
 }  // namespace
 
 EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tiling,
-                                PatternTable& table) {
+                                const TileAxes& axes, PatternTable& table) {
   const RowIntervals& listed = instance.listed();
-  const int32_t nq = listed.nq, nk = listed.nk;
-  const int32_t num_q_tiles = (nq + tiling.m - 1) / tiling.m;
+  const int32_t nk = listed.nk;
 
   std::vector<int32_t> global_formula(instance.formulas.size(), -1);
   EncodedInstance out;
-  TileRowClassifier classifier(nk, tiling.n);
-  PieceGatherer gatherer(tiling.n);
-  TileEncoder encoder(instance, tiling, table);
+  TileRowClassifier classifier(axes.k);
+  PieceGatherer gatherer(axes.k);
+  TileEncoder encoder(instance, tiling, axes, table);
   RunFormBuilder builder(table);
   std::vector<TileSegment> segments;
   std::vector<int32_t> partial;
@@ -189,9 +190,8 @@ EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tili
   std::vector<Interval> scratch;
   RowIntervals complete;  // complete rows of a fallback tile row, indexed from 0
 
-  for (int32_t m = 0; m < num_q_tiles; ++m) {
-    const int32_t q0 = m * tiling.m;
-    const int32_t q1 = std::min(nq, q0 + tiling.m);
+  for (int32_t m = 0; m < axes.q.count(); ++m) {
+    const int32_t q0 = axes.q.start(m), q1 = axes.q.end(m);
     int32_t f = tile_row_formula(instance, q0, q1);
     if (f >= 0 && lists_grid_keys(instance, f, q0, q1)) f = -1;
     // Rows to classify and gather from, as (rows, first, end).
@@ -218,7 +218,7 @@ EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tili
     reached.clear();
     const int64_t height = q1 - q0;
     auto width = [&](int32_t first, int32_t end) {
-      return int64_t{std::min(nk, end * tiling.n)} - int64_t{first} * tiling.n;
+      return int64_t{axes.k.start(end)} - axes.k.start(first);
     };
     for (const TileSegment& s : segments) {
       out.computed_pairs += height * width(s.first, s.end);
@@ -228,7 +228,7 @@ EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tili
         continue;
       }
       for (int32_t n = s.first; n < s.end; ++n) {
-        const int32_t k0 = n * tiling.n, k1 = std::min(nk, k0 + tiling.n);
+        const int32_t k0 = axes.k.start(n), k1 = axes.k.end(n);
         if (s.formula_touch && formula_may_cover(*formula, k0, k1) &&
             tile_fully_visible(instance, f, q0, q1, k0, k1, scratch)) {
           builder.add_full(n, n + 1);

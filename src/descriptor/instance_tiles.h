@@ -6,6 +6,7 @@
 #include <compilemask/compilemask.h>
 
 #include "descriptor/pattern_table.h"
+#include "descriptor/tile_axes.h"
 #include "descriptor/tile_runs.h"
 #include "specialize/row_intervals.h"
 
@@ -34,7 +35,8 @@ struct EncodedInstance {
 // Cost: O(rows + listed intervals + grid line pairs + partial tiles + pieces), plus, per
 // partial tile a formula might fill, one row scan that stops at the first uncovered row, and
 // per formula-reached strip tile, its rows' grid intervals and a bitmap.
+// `axes` are the instance's tiles (choose_tile_axes); patterns are tiling.m x tiling.n.
 EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tiling,
-                                PatternTable& table);
+                                const TileAxes& axes, PatternTable& table);
 
 }  // namespace cm::descriptor

@@ -17,6 +17,8 @@ class JsonDump {
   std::string run() {
     out_ += "{\n";
     header();
+    tile_starts("q_tile_starts", hd_.q_starts_offset, hd_.num_q_tiles);
+    tile_starts("k_tile_starts", hd_.k_starts_offset, hd_.num_k_tiles);
     instance_map();
     formulas();
     patterns();
@@ -46,6 +48,14 @@ class JsonDump {
     field("num_patterns", hd_.num_patterns);
     field("num_grid_formulas", hd_.num_grid_formulas, true);
     out_ += "  },\n";
+  }
+
+  // The tile-start tables: tile t of an axis is [starts[t], starts[t + 1]).
+  void tile_starts(const char* name, uint32_t offset, int32_t count) {
+    out_ += "  \"" + std::string(name) + "\": [";
+    const int32_t* starts = desc::at<int32_t>(blob_, offset);
+    for (int32_t t = 0; t <= count; ++t) out_ += (t ? ", " : "") + std::to_string(starts[t]);
+    out_ += "],\n";
   }
 
   void instance_map() {

@@ -18,10 +18,12 @@ bool PieceGatherer::steady(const RowIntervals& rows, int32_t q) const {
     const int32_t lo_step = c[j].lo - b[j].lo, hi_step = c[j].hi - b[j].hi;
     if (lo_step != b[j].lo - a[j].lo || hi_step != b[j].hi - a[j].hi) return false;
     if (lo_step != 0 &&
-        (static_cast<uint32_t>(lo_step + 128) > 255u || div_(c[j].lo) != div_(a[j].lo)))
+        (static_cast<uint32_t>(lo_step + 128) > 255u ||
+         keys_.tile_of(c[j].lo) != keys_.tile_of(a[j].lo)))
       return false;
     if (hi_step != 0 &&
-        (static_cast<uint32_t>(hi_step + 128) > 255u || div_(c[j].hi - 1) != div_(a[j].hi - 1)))
+        (static_cast<uint32_t>(hi_step + 128) > 255u ||
+         keys_.tile_of(c[j].hi - 1) != keys_.tile_of(a[j].hi - 1)))
       return false;
   }
   return true;
@@ -29,8 +31,9 @@ bool PieceGatherer::steady(const RowIntervals& rows, int32_t q) const {
 
 int64_t PieceGatherer::rows_in_tile(int32_t key, int32_t step) const {
   if (step == 0) return std::numeric_limits<int64_t>::max();
-  const int64_t tile_first = int64_t{div_(key)} * tile_n_;
-  return step > 0 ? (tile_first + tile_n_ - 1 - key) / step : (key - tile_first) / -step;
+  const int32_t tile = keys_.tile_of(key);
+  return step > 0 ? (int64_t{keys_.end(tile)} - 1 - key) / step
+                  : (int64_t{key} - keys_.start(tile)) / -step;
 }
 
 int32_t PieceGatherer::stretch_end(const RowIntervals& rows, int32_t q, int32_t q_end) {
@@ -66,20 +69,20 @@ namespace {
 // [lo, hi) is tile-relative. Returns the number of pieces.
 template <class F>
 int64_t for_each_piece(const RowIntervals& rows, int32_t q, std::span<const int32_t> partial,
-                       const TileDiv& div, int32_t tile_n, F&& f) {
+                       const TileAxis& keys, F&& f) {
   int64_t pieces = 0;
   const int32_t first_tile = partial.front(), last_partial = partial.back();
   auto next = partial.begin();
   for (const Interval* it = rows.row(q); it != rows.row(q + 1) && next != partial.end(); ++it) {
     const auto [lo, hi] = *it;
-    const int32_t last_tile = div(hi - 1);
+    const int32_t last_tile = keys.tile_of(hi - 1);
     if (last_tile < first_tile) continue;
-    const int32_t lo_tile = div(lo);
+    const int32_t lo_tile = keys.tile_of(lo);
     if (lo_tile > last_partial) break;
     next = std::lower_bound(next, partial.end(), lo_tile);
     for (auto p = next; p != partial.end() && *p <= last_tile; ++p, ++pieces) {
-      const int32_t k0 = *p * tile_n;
-      f(static_cast<size_t>(p - partial.begin()), std::max(lo - k0, 0), std::min(hi - k0, tile_n));
+      const int32_t k0 = keys.start(*p), k1 = keys.end(*p);
+      f(static_cast<size_t>(p - partial.begin()), std::max(lo, k0) - k0, std::min(hi, k1) - k0);
     }
   }
   return pieces;
@@ -103,7 +106,7 @@ void PieceGatherer::gather(const RowIntervals& rows, int32_t q0, int32_t q1,
       const bool now_steady = q - q0 >= 2 && 2 * pieces >= rows.row_size(q) && steady(rows, q);
       if (now_steady && previous_steady) {
         touched_.clear();
-        for_each_piece(rows, q - 1, partial, div_, tile_n_, [&](size_t i, int32_t, int32_t) {
+        for_each_piece(rows, q - 1, partial, keys_, [&](size_t i, int32_t, int32_t) {
           if (touched_.empty() || touched_.back() != i) touched_.push_back(i);
         });
         const int32_t end = stretch_end(rows, q, q1);
@@ -114,7 +117,7 @@ void PieceGatherer::gather(const RowIntervals& rows, int32_t q0, int32_t q1,
       }
       previous_steady = now_steady;
       pieces = for_each_piece(
-          rows, q, partial, div_, tile_n_,
+          rows, q, partial, keys_,
           [&](size_t i, int32_t lo, int32_t hi) { fitters_[i].add(q - q0, lo, hi); });
     }
   }
@@ -124,11 +127,11 @@ void PieceGatherer::gather(const RowIntervals& rows, int32_t q0, int32_t q1,
 void PieceGatherer::pieces_of(const RowIntervals& rows, int32_t q0, int32_t q1, int32_t n,
                               std::vector<RowPiece>& pieces) const {
   pieces.clear();
-  const int32_t k0 = n * tile_n_, k1 = k0 + tile_n_;
+  const int32_t k0 = keys_.start(n), k1 = keys_.end(n);
   for (int32_t q = q0; q < q1; ++q) {
     for (const Interval* it = rows.row(q); it != rows.row(q + 1); ++it) {
       if (it->hi <= k0 || it->lo >= k1) continue;
-      pieces.push_back({q - q0, std::max(it->lo - k0, 0), std::min(it->hi - k0, tile_n_)});
+      pieces.push_back({q - q0, std::max(it->lo, k0) - k0, std::min(it->hi, k1) - k0});
     }
   }
 }

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "descriptor/pattern_encode.h"
-#include "descriptor/tile_div.h"
+#include "descriptor/tile_axes.h"
 #include "specialize/row_intervals.h"
 
 #include <cstdint>
@@ -16,7 +16,8 @@ namespace cm::descriptor {
 
 class PieceGatherer {
  public:
-  explicit PieceGatherer(int32_t tile_n) : tile_n_(tile_n), div_(tile_n) {}
+  // Pre: `keys` outlives the gatherer.
+  explicit PieceGatherer(const TileAxis& keys) : keys_(keys) {}
 
   // Pre: rows valid, 0 <= q0 < q1 <= rows.nq, q1 - q0 <= 256, `partial` strictly increasing
   // key tile indices. Post: bands(i) fits the pieces of key tile partial[i] (rows relative to
@@ -44,8 +45,7 @@ class PieceGatherer {
   // How many steps of `step` keep `key` inside its key tile (unbounded for step 0).
   int64_t rows_in_tile(int32_t key, int32_t step) const;
 
-  int32_t tile_n_;
-  TileDiv div_;
+  const TileAxis& keys_;
   std::vector<BandFitter> fitters_;  // one per partial tile; storage reused across tile rows
   std::vector<size_t> touched_;      // fitters of the row before a stretch
   std::vector<Interval> steps_;      // per interval of a stretch: its lo and hi step per row

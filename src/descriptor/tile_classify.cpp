@@ -5,29 +5,24 @@
 
 namespace cm::descriptor {
 
-TileRowClassifier::TileRowClassifier(int32_t nk, int32_t tile_n)
-    : nk_(nk),
-      tile_n_(tile_n),
-      div_(tile_n),
-      num_tiles_((nk + tile_n - 1) / tile_n),
-      counts_(static_cast<size_t>(num_tiles_) + 1) {}
+TileRowClassifier::TileRowClassifier(const TileAxis& keys)
+    : keys_(keys), num_tiles_(keys.count()), counts_(static_cast<size_t>(num_tiles_) + 1) {}
 
 TileRowClassifier::IntervalTiles TileRowClassifier::tiles_of(int32_t lo, int32_t hi) const {
   IntervalTiles t;
-  t.first = div_(lo);
-  t.last = div_(hi - 1);
-  // Tiles wholly inside [lo, hi); the last tile is clipped to nk.
-  t.cover_first = div_(lo + tile_n_ - 1);
-  t.cover_end = hi == nk_ ? num_tiles_ : div_(hi);
+  t.first = keys_.tile_of(lo);
+  t.last = keys_.tile_of(hi - 1);
+  // Tiles wholly inside [lo, hi).
+  const int32_t lo_base = keys_.start(t.first), hi_end = keys_.end(t.last);
+  t.cover_first = lo == lo_base ? t.first : t.first + 1;
+  t.cover_end = hi == hi_end ? t.last + 1 : t.last;
   // lo keeps first and cover_first inside its tile, off the tile's first key; a lo on that key
-  // keeps them alone. Likewise for hi, off and on tile ends and nk.
-  const int32_t lo_base = t.first * tile_n_;
+  // keeps them alone. Likewise for hi, off and on tile ends.
   t.lo_min = lo == lo_base ? lo : lo_base + 1;
-  t.lo_max = lo == lo_base ? lo : lo_base + tile_n_ - 1;
-  const int32_t hi_base = t.last * tile_n_;
-  const bool hi_on_end = hi == nk_ || hi == hi_base + tile_n_;
-  t.hi_min = hi_on_end ? hi : hi_base + 1;
-  t.hi_max = hi_on_end ? hi : std::min(hi_base + tile_n_ - 1, nk_ - 1);
+  t.lo_max = lo == lo_base ? lo : keys_.end(t.first) - 1;
+  const int32_t hi_base = keys_.start(t.last);
+  t.hi_min = hi == hi_end ? hi : hi_base + 1;
+  t.hi_max = hi == hi_end ? hi : hi_end - 1;
   return t;
 }
 

@@ -3,9 +3,10 @@
 // changes log changes), not O(key tiles): long full stretches come out as one segment.
 #pragma once
 
-#include "descriptor/tile_div.h"
+#include "descriptor/tile_axes.h"
 #include "specialize/row_intervals.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -24,16 +25,20 @@ struct TileSegment {
 
 class TileRowClassifier {
  public:
-  TileRowClassifier(int32_t nk, int32_t tile_n);
+  // Pre: `keys` outlives the classifier.
+  explicit TileRowClassifier(const TileAxis& keys);
 
   // Pre: rows valid (input_checks.h), 0 <= q0 < q1 <= rows.nq. Adds the intervals of rows
   // [q0, q1) and returns their total width (visible pairs).
   int64_t add_rows(const RowIntervals& rows, int32_t q0, int32_t q1);
 
-  // Marks the key tiles meeting keys [lo, hi) as reached by the formula (0 <= lo < hi <= nk).
+  // Marks the key tiles meeting keys [lo, hi) as reached by the formula (0 <= lo < hi); keys
+  // at or past nk, where a grid may reach, are no tile's.
   void add_formula_touch(int64_t lo, int64_t hi) {
-    bump(&Counts::formula, div_(lo), 1);
-    bump(&Counts::formula, div_(hi - 1) + 1, -1);
+    hi = std::min<int64_t>(hi, keys_.length());
+    if (lo >= hi) return;
+    bump(&Counts::formula, keys_.tile_of(lo), 1);
+    bump(&Counts::formula, keys_.tile_of(hi - 1) + 1, -1);
   }
 
   // Post: `segments` (cleared first) holds, in increasing order, the maximal segments of tiles
@@ -71,9 +76,7 @@ class TileRowClassifier {
   // Bumps the tiles of pending_ for `repeats` rows (none when repeats is 0).
   void flush_pending(int32_t repeats);
 
-  int32_t nk_;
-  int32_t tile_n_;
-  TileDiv div_;
+  const TileAxis& keys_;
   int32_t num_tiles_;
   std::vector<Counts> counts_;  // num_tiles_ + 1 entries
   std::vector<int32_t> changed_;

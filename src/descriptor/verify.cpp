@@ -59,13 +59,17 @@ class Verifier {
 
   void check_header() const {
     if (reinterpret_cast<uintptr_t>(blob_) % 8 != 0) fail("the blob must be 8-byte aligned");
-    if (size_ < sizeof(desc::Header)) fail("the blob is smaller than its 80-byte header");
+    if (size_ < sizeof(desc::Header)) {
+      fail("the blob is smaller than its " + str(int64_t{sizeof(desc::Header)}) + "-byte header");
+    }
     const desc::Header& h = hd();
     if (h.magic != desc::kMagic) fail("bad magic (expected \"CMSK\")");
     if (h.version != desc::kVersion) {
       fail("version " + str(h.version) + " is not the supported version " + str(desc::kVersion));
     }
-    if (h.header_bytes != sizeof(desc::Header)) fail("header_bytes must be 80");
+    if (h.header_bytes != sizeof(desc::Header)) {
+      fail("header_bytes must be " + str(int64_t{sizeof(desc::Header)}));
+    }
     if (h.total_bytes != size_) {
       fail("total_bytes " + str(int64_t(h.total_bytes)) + " differs from the blob size " +
            str(int64_t(size_)));
@@ -78,13 +82,12 @@ class Verifier {
       }
     }
     if (h.nq < 0 || h.nk < 0) fail("nq and nk must be >= 0");
-    if (h.num_q_tiles != (int64_t{h.nq} + h.tile_m - 1) / h.tile_m ||
-        h.num_k_tiles != (int64_t{h.nk} + h.tile_n - 1) / h.tile_n) {
-      fail("num_q_tiles / num_k_tiles must equal ceil(nq / tile_m) / ceil(nk / tile_n)");
+    if (h.num_q_tiles < 0 || h.num_k_tiles < 0 || h.num_q_tiles > desc::kMaxTiles ||
+        h.num_k_tiles > desc::kMaxTiles) {
+      fail("num_q_tiles and num_k_tiles must be in [0, 65535]");
     }
-    if (h.num_q_tiles > desc::kMaxTiles || h.num_k_tiles > desc::kMaxTiles) {
-      fail("at most 65535 tiles per axis");
-    }
+    check_tile_starts(h.q_starts_offset, h.num_q_tiles, h.nq, h.tile_m, "query");
+    check_tile_starts(h.k_starts_offset, h.num_k_tiles, h.nk, h.tile_n, "key");
     if (h.batch < 1 || h.heads < 1 || h.num_instances < 1) {
       fail("batch, heads and num_instances must be >= 1");
     }
@@ -167,6 +170,22 @@ class Verifier {
         }
       }
       check_empty_halves(p, name);
+    }
+  }
+
+  // A tile-start table: count + 1 entries from 0 to length, each tile 1 to `size` tokens.
+  void check_tile_starts(uint32_t offset, int32_t count, int32_t length, int32_t size,
+                         const std::string& axis) const {
+    require_array(offset, uint64_t(count) + 1, 4, 16, axis + " tile starts");
+    const int32_t* starts = desc::at<int32_t>(blob_, offset);
+    if (starts[0] != 0 || starts[count] != length) {
+      fail(axis + " tile starts must run from 0 to " + str(length));
+    }
+    for (int32_t t = 0; t < count; ++t) {
+      if (starts[t + 1] <= starts[t] || starts[t + 1] - starts[t] > size) {
+        fail(axis + " tile " + str(t) + " must hold 1 to " + str(size) + " tokens, but spans [" +
+             str(starts[t]) + ", " + str(starts[t + 1]) + ")");
+      }
     }
   }
 
@@ -274,8 +293,8 @@ class Verifier {
     if (fwd != bwd) fail(name + ": the forward and transposed forms list different tiles");
     uint64_t area = 0;
     for (const auto& [m, n, pattern] : fwd) {
-      area += uint64_t(std::min(h.nq, (m + 1) * h.tile_m) - m * h.tile_m) *
-              uint64_t(std::min(h.nk, (n + 1) * h.tile_n) - n * h.tile_n);
+      area += uint64_t(desc::q_tile_span(blob_, m).size()) *
+              uint64_t(desc::k_tile_span(blob_, n).size());
     }
     if (inst.visible_pairs > area)
       fail(name + ": visible_pairs exceeds the area of its visible tiles");

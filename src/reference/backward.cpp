@@ -46,22 +46,22 @@ class BackwardWorker {
   void run_dq(int b, int h, int m) {
     const desc::Instance& inst = desc::instance(p_.blob, desc::instance_of(p_.blob, b, h));
     const desc::TileRow& tile_row = desc::q_tile(p_.blob, inst, m);
-    const int q_end = std::min(p_.shape.nq, (m + 1) * p_.tile_m);
-    for (int q = m * p_.tile_m; q < q_end; ++q) dq_row(b, h, q, columns_.row(tile_row, q));
+    const auto [q0, q1] = desc::q_tile_span(p_.blob, m);
+    for (int q = q0; q < q1; ++q) dq_row(b, h, q, columns_.row(tile_row, m, q));
   }
 
   // Postcondition: rows of key tile n of dK and dV for (b, hkv) are written.
   void run_dkv(int b, int hkv, int n) {
     std::fill(dk_acc_.begin(), dk_acc_.end(), Acc{0});
     std::fill(dv_acc_.begin(), dv_acc_.end(), Acc{0});
-    const int k0 = n * p_.tile_n;
+    const auto [k0, k1] = desc::k_tile_span(p_.blob, n);
     for (int h = hkv * p_.group; h < (hkv + 1) * p_.group; ++h) {
       const desc::Instance& inst = desc::instance(p_.blob, desc::instance_of(p_.blob, b, h));
       const desc::TileRow& tile_col = desc::k_tile(p_.blob, inst, n);
       const desc::FullRun* full = desc::full_runs(p_.blob, tile_col);
       for (int i = 0; i < tile_col.full_count; ++i) {
         for (int m = full[i].first; m < full[i].first + full[i].count; ++m) {
-          dkv_query_tile(b, h, m, nullptr, k0);
+          dkv_query_tile(b, h, m, nullptr, n, k0);
         }
       }
       const desc::PartialRun* partial = desc::partial_runs(p_.blob, tile_col);
@@ -70,15 +70,14 @@ class BackwardWorker {
         for (int m = partial[i].first; m < partial[i].first + partial[i].count; ++m) {
           // Sparse grid runs bridge empty tiles: skip them as a kernel does.
           if (desc::partial_tile_nonempty(p_.blob, pattern, m, n)) {
-            dkv_query_tile(b, h, m, &pattern, k0);
+            dkv_query_tile(b, h, m, &pattern, n, k0);
           }
         }
       }
     }
     const int d = p_.shape.head_dim;
-    const int k_end = std::min(p_.shape.nk, k0 + p_.tile_n);
     const int64_t base = p_.kv_offset(b, hkv) + static_cast<int64_t>(k0) * d;
-    for (int64_t i = 0; i < static_cast<int64_t>(k_end - k0) * d; ++i) {
+    for (int64_t i = 0; i < static_cast<int64_t>(k1 - k0) * d; ++i) {
       t_.dk[base + i] = static_cast<float>(static_cast<Acc>(p_.scale) * dk_acc_[i]);
       t_.dv[base + i] = static_cast<float>(dv_acc_[i]);
     }
@@ -135,15 +134,16 @@ class BackwardWorker {
       dq_out[i] = static_cast<float>(static_cast<Acc>(p_.scale) * dq_acc_[i]);
   }
 
-  // Adds the contributions of the rows of query tile m (query head h) to the key tile at k0.
-  void dkv_query_tile(int b, int h, int m, const desc::Pattern* pattern, int k0) {
+  // Adds the contributions of the rows of query tile m (query head h) to key tile n, which
+  // starts at column k0.
+  void dkv_query_tile(int b, int h, int m, const desc::Pattern* pattern, int n, int k0) {
     const int d = p_.shape.head_dim;
     const int hkv = h / p_.group;
     const float* k_head = t_.k + p_.kv_offset(b, hkv);
     const float* v_head = t_.v + p_.kv_offset(b, hkv);
-    const int q_end = std::min(p_.shape.nq, (m + 1) * p_.tile_m);
-    for (int q = m * p_.tile_m; q < q_end; ++q) {
-      const std::vector<Interval>& visible = columns_.tile(pattern, q, k0);
+    const auto [q0, q1] = desc::q_tile_span(p_.blob, m);
+    for (int q = q0; q < q1; ++q) {
+      const std::vector<Interval>& visible = columns_.tile(pattern, m, n, q);
       if (visible.empty()) continue;
       const Row row = row_at(b, h, q);
       for (const Interval& iv : visible) {

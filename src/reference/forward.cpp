@@ -36,8 +36,8 @@ class ForwardWorker {
   void run(int b, int h, int m) {
     const desc::Instance& inst = desc::instance(p_.blob, desc::instance_of(p_.blob, b, h));
     const desc::TileRow& tile_row = desc::q_tile(p_.blob, inst, m);
-    const int q_end = std::min(p_.shape.nq, (m + 1) * p_.tile_m);
-    for (int q = m * p_.tile_m; q < q_end; ++q) run_row(b, h, q, columns_.row(tile_row, q));
+    const auto [q0, q1] = desc::q_tile_span(p_.blob, m);
+    for (int q = q0; q < q1; ++q) run_row(b, h, q, columns_.row(tile_row, m, q));
   }
 
  private:

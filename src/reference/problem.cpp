@@ -37,8 +37,10 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
           "descriptor tiling " + std::to_string(hd.tile_m) + "x" + std::to_string(hd.tile_n) +
               " is outside 1..256");
   const auto tiles = [](int64_t length, int32_t tile) { return (length + tile - 1) / tile; };
-  require(hd.nq >= 0 && hd.nk >= 0 && hd.num_q_tiles == tiles(hd.nq, hd.tile_m) &&
-              hd.num_k_tiles == tiles(hd.nk, hd.tile_n),
+  // Each tile holds 1 to tile_m (tile_n) tokens (descriptor.h).
+  require(hd.nq >= 0 && hd.nk >= 0 && hd.num_q_tiles >= tiles(hd.nq, hd.tile_m) &&
+              hd.num_q_tiles <= hd.nq && hd.num_k_tiles >= tiles(hd.nk, hd.tile_n) &&
+              hd.num_k_tiles <= hd.nk,
           "descriptor tile counts do not match its lengths and tiling");
 
   require(shape.nq == hd.nq, "shape." + value_of("nq", shape.nq) +

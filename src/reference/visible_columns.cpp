@@ -8,23 +8,19 @@
 namespace cm::reference {
 
 VisibleColumns::VisibleColumns(const void* blob)
-    : blob_(blob),
-      tile_m_(desc::header(blob).tile_m),
-      tile_n_(desc::header(blob).tile_n),
-      nk_(desc::header(blob).nk),
-      column_mask_(static_cast<size_t>(tile_n_)) {}
+    : blob_(blob), column_mask_(static_cast<size_t>(desc::header(blob).tile_n)) {}
 
-void VisibleColumns::append_tile(const desc::Pattern* pattern, int q, int k0) {
-  const int width = std::min(tile_n_, nk_ - k0);  // the last key tile may be cut by nk
-  if (width <= 0) return;
+void VisibleColumns::append_tile(const desc::Pattern* pattern, int m, int n, int q) {
+  const auto [k0, k1] = desc::k_tile_span(blob_, n);
+  const int width = k1 - k0;
   if (pattern == nullptr) {
-    intervals_.push_back({k0, k0 + width});
+    intervals_.push_back({k0, k1});
     return;
   }
   std::fill(column_mask_.begin(), column_mask_.end(), uint8_t{0});
-  const int q0 = q - q % tile_m_;
+  const int q0 = desc::q_tile_span(blob_, m).begin;
   desc::for_each_pattern_interval(blob_, *pattern, q0, k0, q - q0, [&](int lo, int hi) {
-    // Cut to the tile's columns below nk: a grid may reach past nk, a band past the tile.
+    // Cut to the tile's columns: a grid may reach past the tile, a band past nk.
     const int first = std::clamp(lo, 0, width), end = std::clamp(hi, first, width);
     std::fill(column_mask_.begin() + first, column_mask_.begin() + end, uint8_t{1});
   });
@@ -39,9 +35,10 @@ void VisibleColumns::append_tile(const desc::Pattern* pattern, int q, int k0) {
   }
 }
 
-const std::vector<Interval>& VisibleColumns::tile(const desc::Pattern* pattern, int q, int k0) {
+const std::vector<Interval>& VisibleColumns::tile(const desc::Pattern* pattern, int m, int n,
+                                                  int q) {
   intervals_.clear();
-  append_tile(pattern, q, k0);
+  append_tile(pattern, m, n, q);
   return intervals_;
 }
 
@@ -59,21 +56,21 @@ const std::vector<uint8_t>& VisibleColumns::partial_members(const desc::TileRow&
   return members_nonempty_;
 }
 
-const std::vector<Interval>& VisibleColumns::row(const desc::TileRow& tile_row, int q) {
+const std::vector<Interval>& VisibleColumns::row(const desc::TileRow& tile_row, int m, int q) {
   intervals_.clear();
   const desc::FullRun* full = desc::full_runs(blob_, tile_row);
   for (int i = 0; i < tile_row.full_count; ++i) {
     for (int n = full[i].first; n < full[i].first + full[i].count; ++n) {
-      append_tile(nullptr, q, n * tile_n_);
+      append_tile(nullptr, m, n, q);
     }
   }
-  const std::vector<uint8_t>& nonempty = partial_members(tile_row, q / tile_m_);
+  const std::vector<uint8_t>& nonempty = partial_members(tile_row, m);
   const desc::PartialRun* partial = desc::partial_runs(blob_, tile_row);
   size_t member = 0;
   for (int i = 0; i < tile_row.partial_count; ++i) {
     const desc::Pattern& pattern = desc::pattern(blob_, partial[i].pattern);
     for (int n = partial[i].first; n < partial[i].first + partial[i].count; ++n) {
-      if (nonempty[member++]) append_tile(&pattern, q, n * tile_n_);
+      if (nonempty[member++]) append_tile(&pattern, m, n, q);
     }
   }
   // Tiles are disjoint, so sorting by start orders the row; merging touching intervals keeps

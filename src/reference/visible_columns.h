@@ -17,17 +17,17 @@ class VisibleColumns {
  public:
   explicit VisibleColumns(const void* blob);
 
-  // All visible columns of query row q, whose query tile has forward-form row `tile_row`.
-  // Precondition: q lies in that query tile.
-  const std::vector<Interval>& row(const desc::TileRow& tile_row, int q);
+  // All visible columns of query row q of query tile m, whose forward-form row is `tile_row`.
+  // Precondition: q lies in query tile m.
+  const std::vector<Interval>& row(const desc::TileRow& tile_row, int m, int q);
 
-  // Visible columns of query row q inside the key tile starting at column k0. `pattern` is the
-  // partial pattern of the (query tile of q, key tile at k0) pair, or nullptr for a full tile.
-  const std::vector<Interval>& tile(const desc::Pattern* pattern, int q, int k0);
+  // Visible columns of query row q (of query tile m) inside key tile n. `pattern` is the
+  // partial pattern of tile (m, n), or nullptr for a full tile.
+  const std::vector<Interval>& tile(const desc::Pattern* pattern, int m, int n, int q);
 
  private:
-  // Appends the visible columns of row q in the tile at k0 to intervals_, in increasing order.
-  void append_tile(const desc::Pattern* pattern, int q, int k0);
+  // Appends the visible columns of row q in tile (m, n) to intervals_, in increasing order.
+  void append_tile(const desc::Pattern* pattern, int m, int n, int q);
 
   // Per member tile of tile_row's partial runs, in run order: whether it is non-empty. Sparse
   // grid runs bridge empty tiles, which a kernel skips and so does the reference. Computed once
@@ -35,7 +35,6 @@ class VisibleColumns {
   const std::vector<uint8_t>& partial_members(const desc::TileRow& tile_row, int m);
 
   const void* blob_;
-  int tile_m_, tile_n_, nk_;
   std::vector<uint8_t> column_mask_;  // one tile row; pattern intervals may overlap
   std::vector<Interval> intervals_;
   const desc::TileRow* members_row_ = nullptr;

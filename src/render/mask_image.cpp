@@ -78,27 +78,28 @@ std::vector<long long> coverage_grid(const void* blob, const desc::Instance& ins
   CellRowAccumulator acc(s.cols, s.stride);
   std::vector<std::pair<int, int>> pieces;  // one partial tile's intervals of one row
   for (int q = 0; q < hd.nq; ++q) {
-    const int m = q / hd.tile_m;
+    const int m = desc::q_tile_of(blob, q);
+    const int q0 = desc::q_tile_span(blob, m).begin;
     const desc::TileRow& row = desc::q_tile(blob, inst, m);
     const desc::FullRun* full = desc::full_runs(blob, row);
     for (int i = 0; i < row.full_count; ++i) {
-      acc.add(full[i].first * hd.tile_n,
-              std::min(hd.nk, (full[i].first + full[i].count) * hd.tile_n));
+      acc.add(desc::k_tile_span(blob, full[i].first).begin,
+              desc::k_tile_span(blob, full[i].first + full[i].count - 1).end);
     }
     const desc::PartialRun* partial = desc::partial_runs(blob, row);
     for (int i = 0; i < row.partial_count; ++i) {
       const desc::Pattern& p = desc::pattern(blob, partial[i].pattern);
       for (int n = partial[i].first; n < partial[i].first + partial[i].count; ++n) {
-        const int k0 = n * hd.tile_n;
+        const auto [k0, k1] = desc::k_tile_span(blob, n);
         pieces.clear();
-        desc::for_each_pattern_interval(blob, p, m * hd.tile_m, k0, q - m * hd.tile_m,
+        desc::for_each_pattern_interval(blob, p, q0, k0, q - q0,
                                         [&](int lo, int hi) { pieces.emplace_back(lo, hi); });
         // Pattern intervals may overlap: merge them before counting.
         std::sort(pieces.begin(), pieces.end());
         int end = 0;
         for (auto [lo, hi] : pieces) {
           lo = std::max(lo, end);
-          hi = std::min(hi, hd.nk - k0);
+          hi = std::min(hi, k1 - k0);
           if (lo < hi) acc.add(k0 + lo, k0 + hi);
           end = std::max(end, hi);
         }
@@ -136,12 +137,11 @@ std::vector<TileClass> cell_tile_classes(const void* blob, const TileGrid& tiles
   std::vector<TileClass> out;
   out.reserve(static_cast<size_t>(s.rows) * s.cols);
   for (int y = 0; y < s.rows; ++y) {
-    const int m0 = y * s.stride / hd.tile_m;
-    const int m1 = std::min(tiles.rows - 1, (std::min(hd.nq, (y + 1) * s.stride) - 1) / hd.tile_m);
+    const int m0 = desc::q_tile_of(blob, y * s.stride);
+    const int m1 = desc::q_tile_of(blob, std::min(hd.nq, (y + 1) * s.stride) - 1);
     for (int x = 0; x < s.cols; ++x) {
-      const int n0 = x * s.stride / hd.tile_n;
-      const int n1 =
-          std::min(tiles.cols - 1, (std::min(hd.nk, (x + 1) * s.stride) - 1) / hd.tile_n);
+      const int n0 = desc::k_tile_of(blob, x * s.stride);
+      const int n1 = desc::k_tile_of(blob, std::min(hd.nk, (x + 1) * s.stride) - 1);
       bool all_full = true, all_empty = true;
       for (int m = m0; m <= m1; ++m) {
         for (int n = n0; n <= n1; ++n) {
@@ -191,7 +191,8 @@ Image render_mask_image(const void* blob, int b, int h, const MaskImageOptions& 
     const int y = py / s.zoom;
     const long long cell_rows = std::min(s.stride, hd.nq - y * s.stride);
     const bool row_border =
-        borders && py > 0 && element(py) / hd.tile_m != element(py - 1) / hd.tile_m;
+        borders && py > 0 &&
+        desc::q_tile_of(blob, element(py)) != desc::q_tile_of(blob, element(py - 1));
     for (int px = 0; px < panel_w; ++px) {
       const int x = px / s.zoom;
       const size_t cell = static_cast<size_t>(y) * s.cols + x;
@@ -200,7 +201,8 @@ Image render_mask_image(const void* blob, int b, int h, const MaskImageOptions& 
       image.at(left + px, kImageMargin + py) =
           blend(kBackground, kVisible, static_cast<double>(coverage[cell]) / area);
       const bool col_border =
-          borders && px > 0 && element(px) / hd.tile_n != element(px - 1) / hd.tile_n;
+          borders && px > 0 &&
+          desc::k_tile_of(blob, element(px)) != desc::k_tile_of(blob, element(px - 1));
       const Rgb tile = tile_colour(classes[cell]);
       image.at(right + px, kImageMargin + py) = row_border || col_border ? darker(tile) : tile;
     }

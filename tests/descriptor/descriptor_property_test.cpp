@@ -57,7 +57,7 @@ TEST(DescriptorProperty, RandomRowsRoundTripExactly) {
     ASSERT_NO_THROW(verify_descriptor(blob.data(), blob.size() * 8)) << context;
     expect_decodes_to(blob, 0, 0, inst.expected, context);
 
-    const TileCounts c = count_tiles(inst.expected, tiling);
+    const TileCounts c = count_tiles(inst.expected, blob.data());
     EXPECT_EQ(stats.visible_pairs, c.visible) << context;
     EXPECT_EQ(stats.full_tiles, c.full) << context;
     EXPECT_EQ(stats.partial_tiles, c.partial) << context;
@@ -90,19 +90,21 @@ TEST(DescriptorProperty, EmptyHalvesAreExact) {
     const std::vector<uint64_t> blob = build_descriptor({inst.rows}, {0}, 1, 1, tiling, stats);
     const desc::Instance& di = desc::instance(blob.data(), 0);
     const int32_t half_rows = tiling.m / 2;
-    for (int32_t m = 0; m * tiling.m < nq; ++m) {
+    for (int32_t m = 0; m < desc::header(blob.data()).num_q_tiles; ++m) {
+      const auto [m0, m1] = desc::q_tile_span(blob.data(), m);
       const desc::TileRow& row = desc::q_tile(blob.data(), di, m);
       const desc::PartialRun* runs = desc::partial_runs(blob.data(), row);
       for (int i = 0; i < row.partial_count; ++i) {
         const desc::Pattern& p = desc::pattern(blob.data(), runs[i].pattern);
         for (int32_t n = runs[i].first; n < runs[i].first + runs[i].count; ++n) {
           for (int half = 0; half < 2; ++half) {
-            const int32_t q0 = m * tiling.m + half * half_rows;
-            const int32_t q1 = std::min(nq, half == 0 ? q0 + half_rows : (m + 1) * tiling.m);
-            if (q0 >= q1) continue;  // the half lies past nq
+            const int32_t q0 = m0 + half * half_rows;
+            const int32_t q1 = std::min(m1, half == 0 ? q0 + half_rows : m0 + tiling.m);
+            if (q0 >= q1) continue;  // the half lies past the tile's end
+            const auto [k0, k1] = desc::k_tile_span(blob.data(), n);
             bool empty = true;
             for (int32_t q = q0; q < q1; ++q) {
-              for (int32_t k = n * tiling.n; k < std::min(nk, (n + 1) * tiling.n); ++k) {
+              for (int32_t k = k0; k < k1; ++k) {
                 empty = empty && inst.expected.at(q, k) == 0;
               }
             }
@@ -161,7 +163,7 @@ TEST(DescriptorProperty, AffineRowStretchesRoundTripExactly) {
     const std::vector<uint64_t> blob = build_descriptor({rows}, {0}, 1, 1, tiling, stats);
     ASSERT_NO_THROW(verify_descriptor(blob.data(), blob.size() * 8)) << context;
     expect_decodes_to(blob, 0, 0, expected, context);
-    const TileCounts c = count_tiles(expected, tiling);
+    const TileCounts c = count_tiles(expected, blob.data());
     EXPECT_EQ(stats.visible_pairs, c.visible) << context;
     EXPECT_EQ(stats.full_tiles, c.full) << context;
     EXPECT_EQ(stats.partial_tiles, c.partial) << context;
@@ -194,6 +196,9 @@ TEST(DescriptorProperty, InstanceMapsStoreEqualInstancesOnce) {
       entry = std::uniform_int_distribution<int32_t>(
           0, static_cast<int32_t>(instances.size()) - 1)(rng);
     }
+    PlanStats stats;
+    const auto blob = build_descriptor(instances, map, batch, heads, tiling, stats);
+    ASSERT_NO_THROW(verify_descriptor(blob.data(), blob.size() * 8));
     // Originals that happen to be equal (e.g. two empty masks) count once.
     int distinct = 0;
     TileCounts expected_totals;
@@ -209,15 +214,12 @@ TEST(DescriptorProperty, InstanceMapsStoreEqualInstancesOnce) {
       }
       if (repeat) continue;
       ++distinct;
-      const TileCounts c = count_tiles(made[static_cast<size_t>(i)].expected, tiling);
+      const TileCounts c = count_tiles(made[static_cast<size_t>(i)].expected, blob.data());
       expected_totals.visible += c.visible;
       expected_totals.full += c.full;
       expected_totals.partial += c.partial;
     }
 
-    PlanStats stats;
-    const auto blob = build_descriptor(instances, map, batch, heads, tiling, stats);
-    ASSERT_NO_THROW(verify_descriptor(blob.data(), blob.size() * 8));
     EXPECT_EQ(stats.instances, distinct);
     EXPECT_EQ(desc::header(blob.data()).num_instances, distinct);
     EXPECT_EQ(stats.visible_pairs, expected_totals.visible);

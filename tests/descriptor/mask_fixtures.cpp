@@ -3,6 +3,8 @@
 
 #include "grid_layout.h"
 
+#include <compilemask/descriptor.h>
+
 #include <algorithm>
 
 namespace cm::testing {
@@ -82,11 +84,13 @@ desc::GridFormula random_formula(std::mt19937& rng, int32_t nk, int32_t q_lo, in
 
 }  // namespace
 
-TileCounts count_tiles(const Dense& d, const Tiling& t) {
+TileCounts count_tiles(const Dense& d, const void* blob) {
   TileCounts c;
-  for (int32_t q0 = 0; q0 < d.nq; q0 += t.m) {
-    for (int32_t k0 = 0; k0 < d.nk; k0 += t.n) {
-      const int32_t q1 = std::min(d.nq, q0 + t.m), k1 = std::min(d.nk, k0 + t.n);
+  const desc::Header& hd = desc::header(blob);
+  for (int32_t m = 0; m < hd.num_q_tiles; ++m) {
+    for (int32_t n = 0; n < hd.num_k_tiles; ++n) {
+      const auto [q0, q1] = desc::q_tile_span(blob, m);
+      const auto [k0, k1] = desc::k_tile_span(blob, n);
       int64_t seen = 0;
       for (int32_t q = q0; q < q1; ++q) {
         for (int32_t k = k0; k < k1; ++k) seen += d.at(q, k);

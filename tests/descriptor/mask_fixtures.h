@@ -29,12 +29,12 @@ struct Dense {
 // The maximal runs of each row, as RowIntervals.
 RowIntervals rows_from_dense(const Dense& dense);
 
-// Tile classes and pair counts of a dense mask cut into `tiling` tiles; `computed` counts the
-// pairs of the non-empty tiles.
+// Tile classes and pair counts of a dense mask cut into the tiles of descriptor `blob` (its
+// tile-start tables); `computed` counts the pairs of the non-empty tiles.
 struct TileCounts {
   int64_t full = 0, partial = 0, empty = 0, computed = 0, visible = 0;
 };
-TileCounts count_tiles(const Dense& dense, const Tiling& tiling);
+TileCounts count_tiles(const Dense& dense, const void* blob);
 
 // Brute-force membership of key k in the neighbourhood of query q, straight from the
 // definition in descriptor.h (no interval walking).
