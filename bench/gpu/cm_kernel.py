@@ -27,10 +27,11 @@ class Descriptor:
     def __init__(self, blob: bytes):
         self.host = np.frombuffer(blob, dtype=np.uint8).copy()
         self.device = torch.from_numpy(self.host).cuda()
-        header = np.frombuffer(blob[:80], dtype=np.int32)
+        header = np.frombuffer(blob[:40], dtype=np.int32)
         # Header fields as int32 words: magic, version|header_bytes, total_bytes (2 words),
-        # nq, nk, ... (include/compilemask/descriptor.h).
+        # nq, nk, tile_m, tile_n, num_q_tiles, ... (include/compilemask/descriptor.h).
         self.nq, self.nk = int(header[4]), int(header[5])
+        self.num_q_tiles = int(header[8])
 
     def host_ptr(self):
         return self.host.ctypes.data

@@ -1,7 +1,8 @@
 // CompileMask GPU backward attention (Hopper, sm_90a), driven by the transposed form of a
 // descriptor: dQ, dK and dV for the forward of compilemask/cuda.h.
 //
-//   size_t bytes = cm::cuda::backward_workspace_bytes(batch, heads_q, nq, head_dim);  // once
+//   size_t bytes = cm::cuda::backward_workspace_bytes(plan_gpu.view(), batch, heads_q,
+//                                                     head_dim);                      // once
 //   cm::cuda::backward(plan_gpu.view(), args, workspace, bytes, stream);              // per call
 //
 // backward() is stream-ordered, allocates nothing and can be captured in a CUDA graph. It
@@ -30,9 +31,10 @@ struct BackwardArgs : Problem {
   bool deterministic = false;
 };
 
-// Bytes of device workspace backward() needs for this problem size. Throws cm::Error for
-// sizes backward() would reject.
-size_t backward_workspace_bytes(int32_t batch, int32_t heads_q, int32_t nq, int32_t head_dim);
+// Bytes of device workspace backward() needs for this descriptor (its query tiles) and problem
+// size. Throws cm::Error for descriptors and sizes backward() would reject.
+size_t backward_workspace_bytes(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
+                                int32_t head_dim);
 
 // dQ, dK, dV of O = softmax(scale * Q Kᵀ masked) V (and of its LSE, with args.dlse). `workspace` is
 // device memory of at least backward_workspace_bytes(...) bytes, 256-byte aligned; its contents

@@ -65,18 +65,19 @@ struct BwdConsumer {
 
   // The warpgroup's two words of ss.visible for the step's 64 rows (its keys [64 wg, +64)):
   // thread t of the warpgroup computes keys [32 (2 wg + t % 2), +32) of row t / 2, from the
-  // pattern's intervals (all keys for a full tile) cut at nk; rows past nq see none. Each
+  // pattern's intervals (all keys for a full tile) cut at the key tile's width; rows past the
+  // query tile's end see none. Each
   // warpgroup reads only its own words, so only it has to wait for them.
   __device__ void build_visibility(const BwdStep& step) const {
     const int r = (tid % 128) / 2;
     const int word = 2 * wg() + tid % 2;
     const int tile_row = step.half * kBwdStepRows + r;
-    const int q0 = step.m * kBwdTile;
-    const int k0 = item.n * kBwdTile;
+    const desc::TileSpan rows = query_tile(p.shape, step.m);
+    const desc::TileSpan keys = desc::k_tile_span(p.descriptor, item.n);
     const desc::Pattern pattern = tile_pattern(p.descriptor, step.pattern);
-    ss.visible[r][word] = q0 + tile_row < p.shape.nq
-                              ? row_visibility(p.descriptor, pattern, q0, k0, tile_row,
-                                               p.shape.nk - k0, WindowColumns(word))
+    ss.visible[r][word] = tile_row < rows.size()
+                              ? row_visibility(p.descriptor, pattern, rows.begin, keys.begin,
+                                               tile_row, keys.size(), WindowColumns(word))
                               : 0u;
   }
 
@@ -146,6 +147,7 @@ struct BwdConsumer {
     int dq_buffer = 0;
     StepCursor steps(p, item);
     BwdStep step;
+    const int key_width = desc::k_tile_span(p.descriptor, item.n).size();
     while (steps.next(step)) {
       wait_barrier(ss.step_full[st.stage], st.phase);
       // Sᵀ and dPᵀ: element (e, h, j) is key key0 + 8h, step row 8j + col0 + e.
@@ -156,7 +158,7 @@ struct BwdConsumer {
       // Bit i of keep: element i of this thread's Sᵀ is visible.
       uint32_t keep = ~0u;
       const Fragment mask_frag(fresh_thread_index() - 128);
-      if (tile_needs_mask(step.pattern, item.n, p.shape.nk)) {
+      if (tile_needs_mask(step.pattern, key_width)) {
         build_visibility(step);  // overlaps the two GEMMs
         sync_warpgroup();
         keep = 0;
@@ -282,10 +284,11 @@ struct BwdConsumer {
     sync_consumers();
     const bool packed = p.shape.k_offsets != nullptr;
     const int64_t batch = packed ? 0 : item.b;
-    const int64_t row0 = (packed ? p.shape.k_offsets[item.b] : 0) + int64_t{item.n} * kBlockN;
+    const desc::TileSpan keys = desc::k_tile_span(p.descriptor, item.n);
+    const int64_t row0 = (packed ? p.shape.k_offsets[item.b] : 0) + int64_t{keys.begin};
     Element* dk_out = static_cast<Element*>(p.dk) + batch * p.dk_stride_b + item.hk * p.dk_stride_h;
     Element* dv_out = static_cast<Element*>(p.dv) + batch * p.dv_stride_b + item.hk * p.dv_stride_h;
-    const int rows = min(kBlockN, p.shape.nk - item.n * kBlockN);
+    const int rows = keys.size();
     for (int i = fresh_thread_index() - 128; i < rows * kChunks; i += Config::kConsumerThreads) {
       const int r = i / kChunks;
       const int col = 8 * (i % kChunks);

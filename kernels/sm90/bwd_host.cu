@@ -29,13 +29,17 @@ struct WorkspaceLayout {
   size_t lse_log2, dsum, dq_accum, semaphores, zeroed, total;
 };
 
-WorkspaceLayout workspace_layout(int32_t batch, int32_t heads_q, int32_t nq, int32_t head_dim) {
+// Rows are per query tile, each padded to kTile (tiles may be shorter than kTile anywhere,
+// descriptor.h), so a tile's rows of the workspace start at m * kTile.
+WorkspaceLayout workspace_layout(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
+                                 int32_t head_dim) {
+  const desc::Header& h = check.descriptor(descriptor, kTile);
   check.require(batch >= 1 && batch <= 65535, "batch must be in [1, 65535]");
   check.require(heads_q >= 1 && heads_q <= 65535, "heads_q must be in [1, 65535]");
-  check.require(nq >= 1, "nq must be >= 1");
+  check.require(h.nq >= 1, "the descriptor's nq must be >= 1");
   check.head_dim(head_dim);
   WorkspaceLayout w{};
-  w.rows_padded = round_up(nq, kTile);
+  w.rows_padded = int64_t{h.num_q_tiles} * kTile;
   const int64_t rows = int64_t{batch} * heads_q * w.rows_padded;
   const auto section = [](int64_t bytes) {
     return static_cast<size_t>(round_up(bytes, kSectionAlign));
@@ -72,14 +76,16 @@ cudaError_t dispatch_head_dim(int head_dim, const sm90::BwdPrepParams& prep,
 
 }  // namespace
 
-size_t backward_workspace_bytes(int32_t batch, int32_t heads_q, int32_t nq, int32_t head_dim) {
-  return workspace_layout(batch, heads_q, nq, head_dim).total;
+size_t backward_workspace_bytes(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
+                                int32_t head_dim) {
+  return workspace_layout(descriptor, batch, heads_q, head_dim).total;
 }
 
 void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* workspace,
               size_t workspace_bytes, cudaStream_t stream) {
-  const WorkspaceLayout layout = workspace_layout(args.batch, args.heads_q, args.nq, args.head_dim);
   validate(descriptor, args);
+  const WorkspaceLayout layout =
+      workspace_layout(descriptor, args.batch, args.heads_q, args.head_dim);
   check.require(workspace != nullptr && workspace_bytes >= layout.total,
                 "workspace must hold backward_workspace_bytes() = " + std::to_string(layout.total) +
                     " bytes");
@@ -92,6 +98,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   sm90::BwdShape shape{};
   static_cast<sm90::ProblemShape&>(shape) = host::problem_shape(args, h);
   shape.rows_padded = static_cast<int32_t>(layout.rows_padded);
+  shape.q_starts = desc::at<int32_t>(descriptor.device, h.q_starts_offset);
   sm90::BwdWorkspace ws{};
   ws.lse_log2 = reinterpret_cast<float*>(base + layout.lse_log2);
   ws.dsum = reinterpret_cast<float*>(base + layout.dsum);

@@ -49,7 +49,7 @@ cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main
                          : launch_bwd_main<Config, false>(main, q, k, v, dout, stream);
   if (status != cudaSuccess) return status;
 
-  const dim3 post_grid(static_cast<unsigned>((s.nq + kPrepostRows - 1) / kPrepostRows),
+  const dim3 post_grid(static_cast<unsigned>(s.rows_padded / kPrepostRows),
                        static_cast<unsigned>(s.heads_q), static_cast<unsigned>(s.batch));
   bwd_postprocess<Element, kHeadDim><<<post_grid, kPrepostThreads, 0, stream>>>(post);
   return cudaGetLastError();

@@ -4,10 +4,10 @@
 // through TMA tensor maps, which travel as separate kernel parameters.
 //
 // Workspace (fp32 unless noted), per (b, query head) "bh = b * heads_q + h", with the query
-// rows padded to rows_padded = num_q_tiles * 128:
-//   lse_log2[bh][rows_padded]   LSE * log2(e); +inf for rows past nq and rows that see no key,
+// rows of each query tile padded to 128 (query_tile below), rows_padded = num_q_tiles * 128:
+//   lse_log2[bh][rows_padded]   LSE * log2(e); +inf for padding rows and rows that see no key,
 //                               so that P = exp2(S * scale_log2 - lse_log2) is exactly 0 there
-//   dsum[bh][rows_padded]       rowsum(dO * O) - dLSE; 0 for rows past nq
+//   dsum[bh][rows_padded]       rowsum(dO * O) - dLSE; 0 for padding rows
 //   dq_accum[bh][rows_padded][kHeadDim]  dQ / scale accumulated over key tiles, as wide as the
 //                               kernel's head dim (columns past ProblemShape::head_dim stay 0);
 //                               inside each row the 8-float chunks are permuted
@@ -20,6 +20,8 @@
 #pragma once
 
 #include "problem_shape.h"
+
+#include <compilemask/descriptor.h>
 
 #include <stdint.h>
 
@@ -48,8 +50,15 @@ struct BwdWorkspace {
 
 // Shared by the three kernels.
 struct BwdShape : ProblemShape {
-  int32_t rows_padded;  // num_q_tiles * kBwdTile
+  int32_t rows_padded;       // num_q_tiles * kBwdTile
+  const int32_t* q_starts;   // the descriptor's query tile starts (device; desc::q_tile_span)
 };
+
+// The rows of query tile m: workspace row m * kBwdTile + r is row q_starts[m] + r of the
+// sequence, for r below the tile's size; the rest of the tile's kBwdTile rows are padding.
+__host__ __device__ inline desc::TileSpan query_tile(const BwdShape& s, int m) {
+  return {s.q_starts[m], s.q_starts[m + 1]};
+}
 
 // The kv slice of sequence b and kv head hk: its number in the main kernel's dispatch order
 // (bwd_work.cuh). Its dq_accum rows, those of the kv group's query heads, are contiguous.

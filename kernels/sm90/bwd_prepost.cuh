@@ -1,12 +1,12 @@
 // The element-wise kernels around the sm90 backward main kernel (bwd_kernel.cuh):
 //   bwd_preprocess   per query row: dsum = rowsum(dO * O) - dLSE, lse_log2 = LSE * log2(e)
 //                    with +inf for rows that see no key (LSE = -inf) and for the padding rows
-//                    past nq; zeroes, per 64 rows, the deterministic semaphore, per kv slice
+//                    of each query tile (bwd_params.h); zeroes, per 64 rows, the deterministic semaphore, per kv slice
 //                    the zeroed count, and the row's dq_accum if its kv slice is one of the
 //                    first BwdPrepParams::zeroed_slices (the main kernel zeroes the others,
 //                    bwd_zeroing.cuh).
-//   bwd_postprocess  dQ = scale * dq_accum in the element type, for rows below nq and the
-//                    first head_dim columns.
+//   bwd_postprocess  dQ = scale * dq_accum in the element type, for the query tiles' rows
+//                    (not their padding) and the first head_dim columns.
 // Eight threads share a row and read 16-byte vectors; a block of 128 threads covers 16 rows.
 #pragma once
 
@@ -36,20 +36,26 @@ __device__ __forceinline__ Element* row_ptr(void* base, const BwdShape& s, int64
   return static_cast<Element*>(base) + batch * stride_b + srow * stride_s + h * stride_h;
 }
 
-// A thread's row of both kernels: query row `row` of head h of sequence b, at index `at` of the
-// per-row workspace arrays, of which it handles the part `lane` of kRowThreads.
+// A thread's row of both kernels: workspace row `padded` of head h of sequence b, at index
+// `at` of the per-row workspace arrays, which is query row `row` of the sequence when `valid`
+// (else a padding row of its query tile); the thread handles the part `lane` of kRowThreads.
 struct RowSlot {
-  int row, lane, h, b;
+  int padded, row, lane, h, b;
+  bool valid;
   int64_t at;
 };
 
 __device__ __forceinline__ RowSlot row_slot(const BwdShape& s) {
   RowSlot t;
-  t.row = static_cast<int>(blockIdx.x) * kPrepostRows + static_cast<int>(threadIdx.x) / kRowThreads;
+  t.padded =
+      static_cast<int>(blockIdx.x) * kPrepostRows + static_cast<int>(threadIdx.x) / kRowThreads;
+  const desc::TileSpan tile = query_tile(s, t.padded / kBwdTile);
+  t.row = tile.begin + t.padded % kBwdTile;
+  t.valid = t.row < tile.end;
   t.lane = static_cast<int>(threadIdx.x) % kRowThreads;
   t.h = static_cast<int>(blockIdx.y);
   t.b = static_cast<int>(blockIdx.z);
-  t.at = (int64_t{t.b} * s.heads_q + t.h) * s.rows_padded + t.row;
+  t.at = (int64_t{t.b} * s.heads_q + t.h) * s.rows_padded + t.padded;
   return t;
 }
 
@@ -60,8 +66,7 @@ template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_preprocess(const __grid_constant__ BwdPrepParams p) {
   const BwdShape& s = p.shape;
-  const auto [row, lane, h, b, at] = row_slot(s);
-  const bool valid = row < s.nq;
+  const auto [padded, row, lane, h, b, valid, at] = row_slot(s);
   float acc = 0.f;
   if (valid) {
     const Element* o = row_ptr<Element>(const_cast<void*>(p.out), s, p.out_stride_b, p.out_stride_s,
@@ -89,24 +94,24 @@ __global__ void __launch_bounds__(kPrepostThreads)
     // d lse / d s_j = P_j: the LSE's gradient adds dLSE * P_j to dS_j = P_j (dP_j - dsum).
     const float dlse = valid && p.dlse != nullptr ? p.dlse[lse_at] : 0.f;
     p.ws.dsum[at] = valid ? acc - dlse : 0.f;
-    if (row % kBwdStepRows == 0)
+    if (padded % kBwdStepRows == 0)
       p.ws.semaphores[at / kBwdStepRows] = 0;  // rows_padded is a multiple of kBwdStepRows
   }
   const int group = s.heads_q / s.heads_kv;
   const int slice = kv_slice(s, b, h / group);
-  if (row == 0 && lane == 0 && h % group == 0) p.ws.zeroed[slice] = 0;
+  if (padded == 0 && lane == 0 && h % group == 0) p.ws.zeroed[slice] = 0;
   if (slice >= p.zeroed_slices) return;
   float4* dq = reinterpret_cast<float4*>(p.ws.dq_accum + at * kHeadDim);
   for (int c = lane; c < kHeadDim / 4; c += kRowThreads) dq[c] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-// Grid: (ceil(nq / kPrepostRows), heads_q, batch), kPrepostThreads threads.
+// Grid: (rows_padded / kPrepostRows, heads_q, batch), kPrepostThreads threads.
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_postprocess(const __grid_constant__ BwdPostParams p) {
   const BwdShape& s = p.shape;
-  const auto [row, lane, h, b, at] = row_slot(s);
-  if (row >= s.nq) return;
+  const auto [padded, row, lane, h, b, valid, at] = row_slot(s);
+  if (!valid) return;
   const float* acc = p.dq_accum + at * kHeadDim;
   Element* dq = row_ptr<Element>(p.dq, s, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h, b, row, h);
   // All of the thread's loads are issued before its first store (the store could alias them
@@ -118,7 +123,7 @@ __global__ void __launch_bounds__(kPrepostThreads)
   for (int i = 0; i < kChunks; ++i) {
     if (!in_head_dim(i)) continue;
     const float4* src =
-        reinterpret_cast<const float4*>(acc + dq_chunk_swizzle(row, lane + i * kRowThreads) * 8);
+        reinterpret_cast<const float4*>(acc + dq_chunk_swizzle(padded, lane + i * kRowThreads) * 8);
     values[i][0] = __ldcs(src);
     values[i][1] = __ldcs(src + 1);
   }

@@ -21,7 +21,8 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   const bool packed = p.shape.q_offsets != nullptr;
   const int batch = packed ? 0 : item.b;
   const int q_base = packed ? p.shape.q_offsets[item.b] : 0;
-  const int k_row = (packed ? p.shape.k_offsets[item.b] : 0) + item.n * kBlockN;
+  const int k_row =
+      (packed ? p.shape.k_offsets[item.b] : 0) + desc::k_tile_span(p.descriptor, item.n).begin;
 
   expect_bytes(ss.kv_full, 2 * Config::kKVBytes);
   for (int c = 0; c < kColBlocks; ++c) {
@@ -35,7 +36,8 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   StepCursor steps(p, item);
   BwdStep step;
   while (steps.next(step)) {
-    const int row = step.m * kBwdTile + step.half * kBwdStepRows;
+    const int row = query_tile(p.shape, step.m).begin + step.half * kBwdStepRows;
+    const int padded_row = step.m * kBwdTile + step.half * kBwdStepRows;
     const int stage_elems = kBlockM * Config::kHeadDim;
     wait_barrier(ss.step_empty[st.stage], st.phase ^ 1u);
     uint64_t& full = ss.step_full[st.stage];
@@ -45,7 +47,8 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
       tma_load(tma_q, full, ss.q + offset, c * Config::kBoxCols, q_base + row, step.h, batch);
       tma_load(tma_dout, full, ss.dout + offset, c * Config::kBoxCols, q_base + row, step.h, batch);
     }
-    const int64_t ws_row = (int64_t{item.b} * p.shape.heads_q + step.h) * p.shape.rows_padded + row;
+    const int64_t ws_row =
+        (int64_t{item.b} * p.shape.heads_q + step.h) * p.shape.rows_padded + padded_row;
     bulk_load(ss.lse_log2[st.stage], p.ws.lse_log2 + ws_row, kBlockM * sizeof(float), full);
     bulk_load(ss.dsum[st.stage], p.ws.dsum + ws_row, kBlockM * sizeof(float), full);
     st.advance();

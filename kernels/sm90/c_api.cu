@@ -99,9 +99,11 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
 }
 
 // Workspace bytes for cm_cuda_backward, or 0 for sizes it would reject.
-size_t cm_cuda_backward_workspace_bytes(int batch, int heads_q, int nq, int head_dim) {
+size_t cm_cuda_backward_workspace_bytes(const void* descriptor_host, const void* descriptor_device,
+                                        int batch, int heads_q, int head_dim) {
   try {
-    return cm::cuda::backward_workspace_bytes(batch, heads_q, nq, head_dim);
+    return cm::cuda::backward_workspace_bytes({descriptor_host, descriptor_device}, batch, heads_q,
+                                              head_dim);
   } catch (const std::exception&) {
     return 0;
   }

@@ -18,6 +18,7 @@ using namespace cute;
 // A work item: query tile m of (batch b, query head h), and its row of the descriptor.
 struct WorkItem {
   int b, h, m;
+  int q0, rows;        // the tile's rows [q0, q0 + rows) of the sequence
   int q_row0;          // the tile's first row in the sequence dimension of Q and O
   bool has_key_tiles;  // false: every row of the tile is fully masked
   const desc::TileRow* row;

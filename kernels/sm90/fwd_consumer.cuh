@@ -157,7 +157,7 @@ struct Consumer {
   }
 
   // Writes O (normalised) and the LSE of this warpgroup's 64 rows, staging O in `buffer` (this
-  // item's Q buffer, whose products are done). Rows past nq are skipped.
+  // item's Q buffer, whose products are done). Rows past the tile's end are skipped.
   template <class TO>
   __device__ void store(TO& tOrO, const RowState& state, const WorkItem& item,
                         Element* buffer) const {
@@ -220,8 +220,7 @@ struct Consumer {
     if (quad == 0) {
       CUTE_UNROLL
       for (int h = 0; h < 2; ++h) {
-        const int q = item.m * kBlockM + first_row + 8 * h;
-        if (q < p.nq) {
+        if (first_row + 8 * h < item.rows) {
           p.lse[batch * p.lse_stride_b + item.h * p.lse_stride_h + row0 + first_row + 8 * h] =
               lse[h];
         }
@@ -230,7 +229,7 @@ struct Consumer {
     if (8 * chunk >= p.head_dim) return;
     Element* out = static_cast<Element*>(p.out) + batch * p.out_stride_b + item.h * p.out_stride_h +
                    (row0 + first) * p.out_stride_s + 8 * chunk;
-    const int rows_left = p.nq - (item.m * kBlockM + first);  // row first + kRows k: k * kRows < it
+    const int rows_left = item.rows - first;  // row first + kRows k: k * kRows < it
     CUTE_UNROLL
     for (int k = 0; k < 64 / kRows; ++k) {
       if (k * kRows < rows_left) {

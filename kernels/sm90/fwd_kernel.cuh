@@ -14,7 +14,7 @@
 //        registers. They never read the descriptor: a masked tile costs one shared-memory load
 //        per row.
 // Tile shapes, pipeline depths, the register split and shared memory: fwd_config.cuh.
-// Full key tiles run no mask code; partial tiles (and the key tile cut by nk) mask elements
+// Full key tiles run no mask code; partial tiles (and key tiles narrower than 128) mask elements
 // from per-row visibility bits (tile_mask.cuh). Rows that see no key get O = 0, LSE = -inf.
 #pragma once
 

@@ -23,8 +23,8 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
   PipeState<Config::kStages> kv;
   for (;;) {
     const int index = atomicAdd(p.work_counter, 1);
-    const WorkItem item = index < p.total_items ? decode_item(p, index, Config::kBlockM)
-                                                : WorkItem{0, 0, 0, 0, false, nullptr};
+    const WorkItem item = index < p.total_items ? decode_item(p, index)
+                                                : WorkItem{0, 0, 0, 0, 0, 0, false, nullptr};
     wait_barrier(ss.item_empty[item_state.stage], item_state.phase ^ 1u);
     ss.item[item_state.stage] = item;
     arrive_barrier(ss.item_full[item_state.stage]);
@@ -55,10 +55,11 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     KeyTileCursor cursor(p.descriptor, *item.row);
     int n, pattern;
     while (cursor.next(n, pattern)) {
-      const int row = k_row0 + n * Config::kBlockN;
+      const desc::TileSpan keys = desc::k_tile_span(p.descriptor, n);
+      const int row = k_row0 + keys.begin;
       const int box_elems = Config::kBlockN * Config::kBoxCols;
       wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);
-      ss.key_tile[kv.stage] = {tile_needs_mask(pattern, n, p.nk), cursor.done()};
+      ss.key_tile[kv.stage] = {tile_needs_mask(pattern, keys.size()), cursor.done()};
       expect_bytes(ss.k_full[kv.stage], Config::kKVBytes);  // releases key_tile with the K load
       for (int c = 0; c < kColBlocks; ++c) {
         tma_load(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kTileElems + c * box_elems,

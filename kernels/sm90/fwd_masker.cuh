@@ -32,18 +32,18 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
     if (item.row == nullptr) return;
     if (!item.has_key_tiles) continue;
 
-    const int q0 = item.m * Config::kBlockM;
     KeyTileCursor cursor(p.descriptor, *item.row);
     int n, pattern;
     while (cursor.next(n, pattern)) {
-      if (!tile_needs_mask(pattern, n, p.nk)) continue;
-      const int k0 = n * Config::kBlockN;
+      const desc::TileSpan keys = desc::k_tile_span(p.descriptor, n);
+      if (!tile_needs_mask(pattern, keys.size())) continue;
       const desc::Pattern masked_by = tile_pattern(p.descriptor, pattern);
       wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);
       int r = first_row;
       for (; r < Config::kBlockM; r += Config::kMaskThreads) {
         ss.mask[slot.stage][r] =
-            row_visibility(p.descriptor, masked_by, q0, k0, r, p.nk - k0, QuadColumns());
+            row_visibility(p.descriptor, masked_by, item.q0, keys.begin, r, keys.size(),
+                           QuadColumns());
       }
       first_row = r - Config::kBlockM;
       arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows

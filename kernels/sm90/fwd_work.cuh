@@ -12,7 +12,7 @@
 
 namespace cm::sm90 {
 
-__host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index, int block_m) {
+__host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
   const PairedUnit unit = paired_unit(index, p.num_q_tiles, p.total_items / p.num_q_tiles);
   const int bh = unit.instance;
   const int rank = unit.rank;
@@ -21,8 +21,9 @@ __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index, i
   const desc::Instance& inst = instance_for(p.descriptor, p, b, h);
   const int m = desc::at<uint16_t>(p.descriptor, inst.fwd_order_offset)[rank];
   const desc::TileRow& row = desc::q_tile(p.descriptor, inst, m);
-  const int q_row0 = (p.q_offsets != nullptr ? p.q_offsets[b] : 0) + m * block_m;
-  return {b, h, m, q_row0, row.full_count + row.partial_count > 0, &row};
+  const desc::TileSpan rows = desc::q_tile_span(p.descriptor, m);
+  const int q_row0 = (p.q_offsets != nullptr ? p.q_offsets[b] : 0) + rows.begin;
+  return {b, h, m, rows.begin, rows.size(), q_row0, row.full_count + row.partial_count > 0, &row};
 }
 
 // Walks the key tiles of a query tile in ascending order: full runs and partial runs merged by

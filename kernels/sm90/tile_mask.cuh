@@ -129,10 +129,11 @@ __host__ __device__ void add_grid_row_bits(const void* blob, const desc::GridFor
       [&](int lo, int hi) { bits |= cols.range(base + lo, base + hi); });
 }
 
-// Whether key tile n with pattern `pattern` (-1: full) needs element masking: partial tiles,
-// and the last key tile when nk cuts it.
-__host__ __device__ inline bool tile_needs_mask(int pattern, int n, int nk) {
-  return pattern >= 0 || (nk % kMaskTileN != 0 && n == nk / kMaskTileN);
+// Whether a key tile with pattern `pattern` (-1: full) and `width` keys needs element
+// masking: partial tiles, and tiles narrower than kMaskTileN (cut by nk or by the end of a
+// block, desc::k_tile_span), whose K rows past the width belong to no tile or to the next.
+__host__ __device__ inline bool tile_needs_mask(int pattern, int width) {
+  return pattern >= 0 || width < kMaskTileN;
 }
 
 // The pattern kind that row_visibility reads as a full tile: nothing is masked. Pattern kinds
@@ -151,8 +152,8 @@ __host__ __device__ inline desc::Pattern tile_pattern(const void* blob, int inde
 }
 
 // Visibility bits, among `cols`, of tile-relative row r of the partial tile at (q0, k0) masked
-// by `p` (from tile_pattern), restricted to key columns below `key_limit` (tile-relative;
-// nk - k0 on the last key tile, else >= kMaskTileN). A full tile applies only the key limit.
+// by `p` (from tile_pattern), restricted to key columns below `key_limit` (tile-relative: the
+// tile's width). A full tile applies only the key limit.
 template <class Columns>
 __host__ __device__ typename Columns::Bits row_visibility(const void* blob, const desc::Pattern& p,
                                                           int q0, int k0, int r, int key_limit,

@@ -184,8 +184,10 @@ def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_of
     dk = make(k.shape, dtype=k.dtype, device=k.device)
     dv = make(k.shape, dtype=k.dtype, device=k.device)
     dims = _dims(q, k, q_offsets, heads_first, nq, nk)
-    workspace = torch.empty(_cuda.backward_workspace_bytes(dims[1], dims[2], nq, dims[6]),
-                            dtype=torch.uint8, device=q.device)
+    workspace = torch.empty(
+        _cuda.backward_workspace_bytes(desc_host.data_ptr(), desc_device.data_ptr(), dims[1],
+                                       dims[2], dims[6]),
+        dtype=torch.uint8, device=q.device)
     tensors = [(x.data_ptr(), _bsh_strides(x, heads_first, packed))
                for x in (q, k, v, out, dout, dq, dk, dv)]
     with torch.cuda.device(q.device):

@@ -113,8 +113,15 @@ NB_MODULE(_cuda, m) {
         nb::arg("out_strides"), nb::arg("lse"), nb::arg("lse_strides"), nb::arg("q_offsets"),
         nb::arg("k_offsets"), nb::arg("total_q"), nb::arg("total_k"), nb::arg("workspace"),
         nb::arg("workspace_bytes"), nb::arg("stream"));
-  m.def("backward_workspace_bytes", &cm::cuda::backward_workspace_bytes, nb::arg("batch"),
-        nb::arg("heads_q"), nb::arg("nq"), nb::arg("head_dim"));
+  m.def(
+      "backward_workspace_bytes",
+      [](uintptr_t descriptor_host, uintptr_t descriptor_device, int32_t batch, int32_t heads_q,
+         int32_t head_dim) {
+        return cm::cuda::backward_workspace_bytes(descriptor(descriptor_host, descriptor_device),
+                                                  batch, heads_q, head_dim);
+      },
+      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("batch"),
+      nb::arg("heads_q"), nb::arg("head_dim"));
   m.def("backward", &backward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
         nb::arg("dims"), nb::arg("scale"), nb::arg("tensors"), nb::arg("lse"),
         nb::arg("lse_strides"), nb::arg("dlse"), nb::arg("q_offsets"), nb::arg("k_offsets"),

@@ -29,14 +29,16 @@ class Backward:
                       + [p, p, i64, i64, i, p, ctypes.c_size_t, p, ctypes.c_char_p, ctypes.c_size_t])
         f.restype = ctypes.c_int
         w = self.lib.cm_cuda_backward_workspace_bytes
-        w.argtypes = [i, i, i, i]
+        w.argtypes = [p, p, i, i, i]
         w.restype = ctypes.c_size_t
         self._workspace = {}
 
-    def workspace(self, batch, heads_q, nq, head_dim):
-        key = (batch, heads_q, nq, head_dim)
+    def workspace(self, desc, batch, heads_q, head_dim):
+        """The workspace for desc's query tiles and this size, kept for later calls."""
+        key = (desc.num_q_tiles, batch, heads_q, head_dim)
         if key not in self._workspace:
-            nbytes = self.lib.cm_cuda_backward_workspace_bytes(*key)
+            nbytes = self.lib.cm_cuda_backward_workspace_bytes(
+                desc.host_ptr(), desc.device.data_ptr(), batch, heads_q, head_dim)
             if nbytes == 0:
                 raise KernelError(f"no workspace size for {key}")
             self._workspace[key] = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
@@ -50,7 +52,7 @@ class Backward:
             q, k, lse, layout, q_offsets)
         st = {name: int64_array(strides_bsh(t, layout))
               for name, t in dict(q=q, k=k, v=v, out=out, dout=dout, dq=dq, dk=dk, dv=dv).items()}
-        ws = self.workspace(batch, heads_q, desc.nq, head_dim)
+        ws = self.workspace(desc, batch, heads_q, head_dim)
         call_checked(
             self.lib.cm_cuda_backward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,

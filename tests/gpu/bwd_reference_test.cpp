@@ -43,7 +43,8 @@ class Problem {
         nq_elems_(size_t(kBatch) * c.heads_q * c.nq * c.head_dim),
         nk_elems_(size_t(kBatch) * c.heads_kv * c.nk * c.head_dim),
         lse_elems_(size_t(kBatch) * c.heads_q * c.nq),
-        workspace_bytes_(cm::cuda::backward_workspace_bytes(kBatch, c.heads_q, c.nq, c.head_dim)),
+        workspace_bytes_(
+            cm::cuda::backward_workspace_bytes(descriptor_.view(), kBatch, c.heads_q, c.head_dim)),
         q_(nq_elems_ * 2),
         k_(nk_elems_ * 2),
         v_(nk_elems_ * 2),

@@ -46,18 +46,24 @@ class DenseTiles {
  public:
   DenseTiles(const KernelCase& c, int32_t b, int32_t h) : c_(c), b_(b), h_(h) {}
 
-  TileState state(int32_t m, int32_t n) const { return rows_state(m * kTile, kTile, n); }
+  TileState state(int32_t m, int32_t n) const {
+    const desc::TileSpan rows = desc::q_tile_span(c_.descriptor(), m);
+    return rows_state(rows.begin, rows.end, n);
+  }
   // The state of the 64 rows of half `half` of query tile m against key tile n.
   TileState half_state(int32_t m, int32_t half, int32_t n) const {
-    return rows_state(m * kTile + half * kBwdStepRows, kBwdStepRows, n);
+    const desc::TileSpan rows = desc::q_tile_span(c_.descriptor(), m);
+    const int32_t q0 = rows.begin + half * kBwdStepRows;
+    return rows_state(q0, std::min(rows.end, q0 + kBwdStepRows), n);
   }
 
  private:
-  // Rows [q0, q0 + rows) cut at nq, against the columns of key tile n cut at nk.
-  TileState rows_state(int32_t q0, int32_t rows, int32_t n) const {
+  // Rows [q0, q1) against the columns of key tile n (descriptor.h: k_tile_span).
+  TileState rows_state(int32_t q0, int32_t q1, int32_t n) const {
     int64_t visible = 0, area = 0;
-    for (int32_t q = q0; q < std::min(c_.nq, q0 + rows); ++q) {
-      for (int32_t k = n * kTile; k < std::min(c_.nk, (n + 1) * kTile); ++k) {
+    const desc::TileSpan keys = desc::k_tile_span(c_.descriptor(), n);
+    for (int32_t q = q0; q < q1; ++q) {
+      for (int32_t k = keys.begin; k < keys.end; ++k) {
         visible += c_.visible(b_, h_, q, k);
         ++area;
       }
@@ -110,7 +116,7 @@ void check_forward_walk(const KernelCase& c) {
   std::map<int, float> previous_cost;  // per instance b * heads + h
   int previous_instance = -1;
   for (int index = 0; index < p.total_items; ++index) {
-    const WorkItem item = decode_item(p, index, kTile);
+    const WorkItem item = decode_item(p, index);
     SCOPED_TRACE(c.name + " work item " + std::to_string(index));
     ASSERT_TRUE(seen.insert({item.b, item.h, item.m}).second) << "decoded twice";
     const int instance = item.b * c.heads + item.h;
@@ -122,7 +128,10 @@ void check_forward_walk(const KernelCase& c) {
     previous_instance = instance;
     const desc::Instance& inst = instance_for(c.descriptor(), p, item.b, item.h);
     ASSERT_EQ(item.row, &desc::q_tile(c.descriptor(), inst, item.m));
-    ASSERT_EQ(item.q_row0, item.m * kTile);
+    const desc::TileSpan rows = desc::q_tile_span(c.descriptor(), item.m);
+    ASSERT_EQ(item.q0, rows.begin);
+    ASSERT_EQ(item.rows, rows.size());
+    ASSERT_EQ(item.q_row0, rows.begin);
     ASSERT_EQ(item.has_key_tiles, item.row->full_count + item.row->partial_count > 0);
     if (previous_cost.count(instance) != 0) {
       EXPECT_LE(item.row->cost, previous_cost[instance]) << "not longest-first";
@@ -137,8 +146,11 @@ void check_forward_walk(const KernelCase& c) {
     while (cursor.next(n, pattern)) {
       walked.push_back({n, pattern});
       ASSERT_EQ(cursor.done(), walked.size() == listed.size()) << "done() at key tile " << n;
-      const bool cut = c.nk % kTile != 0 && n == p.num_k_tiles - 1;
-      EXPECT_EQ(tile_needs_mask(pattern, n, p.nk), pattern >= 0 || cut) << "key tile " << n;
+      // Unmasked means all 128 K rows loaded are the tile's and all of them are visible.
+      if (!tile_needs_mask(pattern, desc::k_tile_span(c.descriptor(), n).size())) {
+        EXPECT_EQ(desc::k_tile_span(c.descriptor(), n).size(), kTile) << "key tile " << n;
+        EXPECT_LT(pattern, 0) << "key tile " << n;
+      }
       if (pattern < 0) {
         EXPECT_EQ(tiles.state(item.m, n), TileState::kFull) << "key tile " << n;
       }
@@ -158,6 +170,7 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
   BwdMainParams p{};
   static_cast<ProblemShape&>(p.shape) = shape_of(c, heads_kv);
   p.shape.rows_padded = p.shape.num_q_tiles * kTile;
+  p.shape.q_starts = desc::at<int32_t>(c.descriptor(), desc::header(c.descriptor()).q_starts_offset);
   p.descriptor = c.descriptor();
   const int group = c.heads / heads_kv;
   for (int b = 0; b < c.batch; ++b) {
@@ -172,7 +185,8 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
         while (steps.next(step)) {
           walked.push_back({step.h, step.m, step.half});
           if (step.half == 1) {
-            EXPECT_LT(step.m * kTile + kBwdStepRows, c.nq) << "a second half past nq";
+            EXPECT_GT(desc::q_tile_span(c.descriptor(), step.m).size(), kBwdStepRows)
+                << "a second half past the tile's end";
           }
           const desc::Instance& inst = instance_for(c.descriptor(), p.shape, b, step.h);
           const std::vector<std::pair<int, int>> listed =

@@ -88,7 +88,7 @@ class LaunchValidation : public testing::Test {
   LaunchValidation()
       : plan_(causal_plan(128)),
         tensors_(4 * kTensorBytes + kHeads * kN * sizeof(float)),
-        workspace_(cm::cuda::backward_workspace_bytes(1, kHeads, kN, kDim)) {}
+        workspace_(backward_bytes()) {}
 
   static constexpr size_t kTensorBytes = size_t{kHeads} * kN * kDim * 2;
 
@@ -129,7 +129,9 @@ class LaunchValidation : public testing::Test {
     cm::cuda::backward(view(blob), a, workspace, workspace_bytes, nullptr);
   }
 
-  size_t backward_bytes() const { return cm::cuda::backward_workspace_bytes(1, kHeads, kN, kDim); }
+  size_t backward_bytes() const {
+    return cm::cuda::backward_workspace_bytes(view(plan_.blob()), 1, kHeads, kDim);
+  }
 
   cm::Plan plan_;
   HostBuffer tensors_;
@@ -213,16 +215,17 @@ TEST_F(LaunchValidation, BackwardRejectsEachBrokenRule) {
 
 TEST_F(LaunchValidation, BackwardWorkspaceSizeRejectsWhatBackwardWould) {
   const std::string entry = "cm::cuda::backward";
-  expect_rejected([] { cm::cuda::backward_workspace_bytes(1, 1, 0, kDim); }, entry,
-                  "nq must be >= 1", "nq");
-  expect_rejected([] { cm::cuda::backward_workspace_bytes(1, 1, kN, 4); }, entry,
+  const cm::cuda::DescriptorView d = view(plan_.blob());
+  expect_rejected([] { cm::cuda::backward_workspace_bytes({}, 1, 1, kDim); }, entry,
+                  "descriptor host and device pointers must be set", "descriptor");
+  expect_rejected([&] { cm::cuda::backward_workspace_bytes(d, 1, 1, 4); }, entry,
                   "head_dim 4 is not supported", "head dim");
   // Batch and heads index CUDA grid dimensions y and z, which stop at 65535.
-  expect_rejected([] { cm::cuda::backward_workspace_bytes(65536, 1, kN, kDim); }, entry,
+  expect_rejected([&] { cm::cuda::backward_workspace_bytes(d, 65536, 1, kDim); }, entry,
                   "batch must be in [1, 65535]", "batch");
-  expect_rejected([] { cm::cuda::backward_workspace_bytes(1, 65536, kN, kDim); }, entry,
+  expect_rejected([&] { cm::cuda::backward_workspace_bytes(d, 1, 65536, kDim); }, entry,
                   "heads_q must be in [1, 65535]", "heads");
-  EXPECT_GT(cm::cuda::backward_workspace_bytes(65535, 1, kN, kDim), 0u);
+  EXPECT_GT(cm::cuda::backward_workspace_bytes(d, 65535, 1, kDim), 0u);
 }
 
 // Descriptors the kernels cannot read: both entry points refuse them by the same rules.

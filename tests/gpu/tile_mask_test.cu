@@ -46,9 +46,10 @@ class MaskingChecker {
   // compute it. Returns false, after one failure message, at the first wrong bit.
   bool tile(int32_t m, int32_t n, int index) {
     const desc::Pattern p = tile_pattern(blob_, index);
-    const int q0 = m * kTile, k0 = n * kTile;
-    const int key_limit = c_.nk - k0;
-    for (int r = 0; r < kTile && q0 + r < c_.nq; ++r) {
+    const desc::TileSpan rows = desc::q_tile_span(blob_, m), keys = desc::k_tile_span(blob_, n);
+    const int q0 = rows.begin, k0 = keys.begin;
+    const int key_limit = keys.size();
+    for (int r = 0; r < rows.size(); ++r) {
       const QuadBits quads = row_visibility(blob_, p, q0, k0, r, key_limit, QuadColumns());
       uint32_t words[kWords];
       for (int w = 0; w < kWords; ++w) {

@@ -154,7 +154,7 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
   const DeviceTensor dout(p.dout.size(), dtype, "dO"), dq(p.q.size(), dtype, "dQ"),
       dk(p.k.size(), dtype, "dK"), dv(p.v.size(), dtype, "dV");
   const DeviceBuffer backward_workspace(
-      cuda::backward_workspace_bytes(s.batch, s.heads_q, s.nq, s.head_dim),
+      cuda::backward_workspace_bytes(descriptor.view(), s.batch, s.heads_q, s.head_dim),
       "the backward workspace");
   dout.upload(p.dout);
   for (const DeviceTensor* t : {&dq, &dk, &dv}) t->poison();
