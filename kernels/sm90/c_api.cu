@@ -98,9 +98,11 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
       error, error_len);
 }
 
-// Workspace bytes for cm_cuda_backward, or 0 for sizes it would reject.
-size_t cm_cuda_backward_workspace_bytes(const void* descriptor_host, const void* descriptor_device,
-                                        int batch, int heads_q, int head_dim) {
+// Workspace bytes for cm_cuda_backward with this descriptor (its query tiles), or 0 for
+// descriptors and sizes it would reject.
+size_t cm_cuda_backward_workspace_bytes_for(const void* descriptor_host,
+                                            const void* descriptor_device, int batch, int heads_q,
+                                            int head_dim) {
   try {
     return cm::cuda::backward_workspace_bytes({descriptor_host, descriptor_device}, batch, heads_q,
                                               head_dim);
