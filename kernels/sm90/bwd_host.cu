@@ -96,9 +96,8 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   auto* base = static_cast<unsigned char*>(workspace);
 
   sm90::BwdShape shape{};
-  static_cast<sm90::ProblemShape&>(shape) = host::problem_shape(args, h);
+  static_cast<sm90::ProblemShape&>(shape) = host::problem_shape(args, descriptor);
   shape.rows_padded = static_cast<int32_t>(layout.rows_padded);
-  shape.q_starts = desc::at<int32_t>(descriptor.device, h.q_starts_offset);
   sm90::BwdWorkspace ws{};
   ws.lse_log2 = reinterpret_cast<float*>(base + layout.lse_log2);
   ws.dsum = reinterpret_cast<float*>(base + layout.dsum);

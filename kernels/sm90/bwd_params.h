@@ -21,13 +21,11 @@
 
 #include "problem_shape.h"
 
-#include <compilemask/descriptor.h>
-
 #include <stdint.h>
 
 namespace cm::sm90 {
 
-inline constexpr int kBwdTile = 128;     // descriptor tile_m and tile_n
+inline constexpr int kBwdTile = kKernelTile;  // descriptor tile_m and tile_n
 inline constexpr int kBwdStepRows = 64;  // query rows per main-loop step (half a query tile)
 // Default mode: the kv slices whose dq_accum the preprocess zeroes; the main kernel's CTAs zero
 // the others, this many slices ahead. It is one pair of the paired dispatch order (bwd_work.cuh),
@@ -49,16 +47,11 @@ struct BwdWorkspace {
 };
 
 // Shared by the three kernels.
+// Workspace row m * kBwdTile + r is row query_tile(m).begin + r of the sequence
+// (problem_shape.h), for r below the tile's size; the tile's other rows are padding.
 struct BwdShape : ProblemShape {
-  int32_t rows_padded;       // num_q_tiles * kBwdTile
-  const int32_t* q_starts;   // the descriptor's query tile starts (device; desc::q_tile_span)
+  int32_t rows_padded;  // num_q_tiles * kBwdTile
 };
-
-// The rows of query tile m: workspace row m * kBwdTile + r is row q_starts[m] + r of the
-// sequence, for r below the tile's size; the rest of the tile's kBwdTile rows are padding.
-__host__ __device__ inline desc::TileSpan query_tile(const BwdShape& s, int m) {
-  return {s.q_starts[m], s.q_starts[m + 1]};
-}
 
 // The kv slice of sequence b and kv head hk: its number in the main kernel's dispatch order
 // (bwd_work.cuh). Its dq_accum rows, those of the kv group's query heads, are contiguous.

@@ -55,7 +55,7 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     KeyTileCursor cursor(p.descriptor, *item.row);
     int n, pattern;
     while (cursor.next(n, pattern)) {
-      const desc::TileSpan keys = desc::k_tile_span(p.descriptor, n);
+      const desc::TileSpan keys = key_tile(p, n);
       const int row = k_row0 + keys.begin;
       const int box_elems = Config::kBlockN * Config::kBoxCols;
       wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);

@@ -35,7 +35,7 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
     KeyTileCursor cursor(p.descriptor, *item.row);
     int n, pattern;
     while (cursor.next(n, pattern)) {
-      const desc::TileSpan keys = desc::k_tile_span(p.descriptor, n);
+      const desc::TileSpan keys = key_tile(p, n);
       if (!tile_needs_mask(pattern, keys.size())) continue;
       const desc::Pattern masked_by = tile_pattern(p.descriptor, pattern);
       wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);

@@ -21,7 +21,7 @@ __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
   const desc::Instance& inst = instance_for(p.descriptor, p, b, h);
   const int m = desc::at<uint16_t>(p.descriptor, inst.fwd_order_offset)[rank];
   const desc::TileRow& row = desc::q_tile(p.descriptor, inst, m);
-  const desc::TileSpan rows = desc::q_tile_span(p.descriptor, m);
+  const desc::TileSpan rows = query_tile(p, m);
   const int q_row0 = (p.q_offsets != nullptr ? p.q_offsets[b] : 0) + rows.begin;
   return {b, h, m, rows.begin, rows.size(), q_row0, row.full_count + row.partial_count > 0, &row};
 }

@@ -130,7 +130,25 @@ float softmax_scale(const Problem& a) {
   return a.scale != 0.f ? a.scale : 1.f / std::sqrt(static_cast<float>(a.head_dim));
 }
 
-sm90::ProblemShape problem_shape(const Problem& a, const desc::Header& h) {
+namespace {
+
+// The device address of a tile-start table, or null when its tiles are the uniform ones
+// (ProblemShape::q_starts). Reads the host copy: O(tiles), once per launch.
+const int32_t* tile_starts(const DescriptorView& d, uint32_t offset, int32_t count,
+                           int32_t length) {
+  const int32_t* starts = desc::at<int32_t>(d.host, offset);
+  bool uniform = true;
+  for (int32_t t = 0; t < count && uniform; ++t) {
+    uniform = starts[t] == t * sm90::kKernelTile;
+  }
+  uniform = uniform && starts[count] == length;
+  return uniform ? nullptr : desc::at<int32_t>(d.device, offset);
+}
+
+}  // namespace
+
+sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descriptor) {
+  const desc::Header& h = desc::header(descriptor.host);
   sm90::ProblemShape s{};
   s.batch = a.batch;
   s.heads_q = a.heads_q;
@@ -144,6 +162,8 @@ sm90::ProblemShape problem_shape(const Problem& a, const desc::Header& h) {
   s.desc_heads = h.heads;
   s.q_offsets = a.q_offsets;
   s.k_offsets = a.k_offsets;
+  s.q_starts = tile_starts(descriptor, h.q_starts_offset, h.num_q_tiles, h.nq);
+  s.k_starts = tile_starts(descriptor, h.k_starts_offset, h.num_k_tiles, h.nk);
   return s;
 }
 

@@ -74,7 +74,7 @@ int kernel_head_dim(int32_t head_dim);
 // The scale the kernels apply: Problem::scale, or 1/sqrt(head_dim) for 0.
 float softmax_scale(const Problem& a);
 
-// The kernels' view of a checked problem masked by the descriptor with header h.
-sm90::ProblemShape problem_shape(const Problem& a, const desc::Header& h);
+// The kernels' view of a checked problem masked by a checked descriptor.
+sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descriptor);
 
 }  // namespace cm::cuda::host

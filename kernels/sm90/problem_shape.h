@@ -8,6 +8,8 @@
 
 namespace cm::sm90 {
 
+inline constexpr int kKernelTile = 128;  // the descriptor tiles the sm90 kernels read: 128 x 128
+
 struct ProblemShape {
   int32_t batch, heads_q, heads_kv;
   int32_t nq, nk;
@@ -20,7 +22,26 @@ struct ProblemShape {
   // tensors, and the batch strides are unused. Both are null for the strided layouts.
   const int32_t* q_offsets;
   const int32_t* k_offsets;
+  // The descriptor's tile-start tables (device memory), or null when its tiles along that axis
+  // are the uniform ones (tile t is [128 t, min(n, 128 t + 128))), which the kernels then
+  // compute instead of loading: tiles restart only at block boundaries (descriptor.h).
+  const int32_t* q_starts;
+  const int32_t* k_starts;
 };
+
+// Rows of query tile m.
+CM_HD desc::TileSpan query_tile(const ProblemShape& s, int m) {
+  if (s.q_starts != nullptr) return {s.q_starts[m], s.q_starts[m + 1]};
+  const int begin = m * kKernelTile;
+  return {begin, begin + kKernelTile < s.nq ? begin + kKernelTile : s.nq};
+}
+
+// Columns of key tile n.
+CM_HD desc::TileSpan key_tile(const ProblemShape& s, int n) {
+  if (s.k_starts != nullptr) return {s.k_starts[n], s.k_starts[n + 1]};
+  const int begin = n * kKernelTile;
+  return {begin, begin + kKernelTile < s.nk ? begin + kKernelTile : s.nk};
+}
 
 // Both kernels take their work units (the forward's query tiles, the backward's key tiles) in
 // pairs of instances (the forward's (b, h), the backward's kv slices (b, hk)), one unit of each

@@ -83,10 +83,15 @@ ProblemShape shape_of(const KernelCase& c, int32_t heads_kv) {
   s.heads_kv = heads_kv;
   s.nq = c.nq;
   s.nk = c.nk;
-  s.num_q_tiles = (c.nq + kTile - 1) / kTile;
-  s.num_k_tiles = (c.nk + kTile - 1) / kTile;
+  const desc::Header& h = desc::header(c.descriptor());
+  s.num_q_tiles = h.num_q_tiles;
+  s.num_k_tiles = h.num_k_tiles;
   s.desc_batch = c.batch;
   s.desc_heads = c.heads;
+  // The tables, as the kernels read them when the tiles restart at block boundaries (host
+  // memory here).
+  s.q_starts = desc::at<int32_t>(c.descriptor(), h.q_starts_offset);
+  s.k_starts = desc::at<int32_t>(c.descriptor(), h.k_starts_offset);
   return s;
 }
 
@@ -170,7 +175,6 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
   BwdMainParams p{};
   static_cast<ProblemShape&>(p.shape) = shape_of(c, heads_kv);
   p.shape.rows_padded = p.shape.num_q_tiles * kTile;
-  p.shape.q_starts = desc::at<int32_t>(c.descriptor(), desc::header(c.descriptor()).q_starts_offset);
   p.descriptor = c.descriptor();
   const int group = c.heads / heads_kv;
   for (int b = 0; b < c.batch; ++b) {
@@ -277,6 +281,38 @@ TEST(KernelWalks, PairedOrder) {
       for (int i = 0; i < instances; ++i) EXPECT_EQ(next_rank[i], units) << "instance " << i;
     }
   }
+}
+
+// query_tile and key_tile (problem_shape.h) give the descriptor's spans from its tables and,
+// without them, the uniform spans, which the launch picks only when the tables hold them.
+void check_tile_spans(const KernelCase& c) {
+  SCOPED_TRACE(c.name);
+  ProblemShape tables = shape_of(c, c.heads), computed = tables;
+  computed.q_starts = computed.k_starts = nullptr;
+  const desc::Header& h = desc::header(c.descriptor());
+  bool uniform = true;
+  for (int m = 0; m < h.num_q_tiles; ++m) {
+    const desc::TileSpan want = desc::q_tile_span(c.descriptor(), m);
+    EXPECT_EQ(query_tile(tables, m).begin, want.begin);
+    EXPECT_EQ(query_tile(tables, m).end, want.end);
+    uniform = uniform && query_tile(computed, m).begin == want.begin &&
+              query_tile(computed, m).end == want.end;
+  }
+  for (int n = 0; n < h.num_k_tiles; ++n) {
+    const desc::TileSpan want = desc::k_tile_span(c.descriptor(), n);
+    EXPECT_EQ(key_tile(tables, n).begin, want.begin);
+    EXPECT_EQ(key_tile(tables, n).end, want.end);
+    uniform = uniform && key_tile(computed, n).begin == want.begin &&
+              key_tile(computed, n).end == want.end;
+  }
+  bool restarts = false;  // some tile starts off a multiple of 128
+  for (int m = 0; m < h.num_q_tiles; ++m) restarts |= desc::q_tile_span(c.descriptor(), m).begin % kTile != 0;
+  for (int n = 0; n < h.num_k_tiles; ++n) restarts |= desc::k_tile_span(c.descriptor(), n).begin % kTile != 0;
+  EXPECT_EQ(uniform, !restarts) << "the uniform spans hold exactly when no tile restarts";
+}
+
+TEST(KernelWalks, TileSpans) {
+  kernel_test::for_each_example(check_tile_spans);
 }
 
 TEST(KernelWalks, BundledExamples) {
