@@ -4,7 +4,7 @@
 // through TMA tensor maps, which travel as separate kernel parameters.
 //
 // Workspace (fp32 unless noted), per (b, query head) "bh = b * heads_q + h", with the query
-// rows of each query tile padded to 128 (query_tile below), rows_padded = num_q_tiles * 128:
+// rows of each query tile padded to 128 (BwdShape), rows_padded = num_q_tiles * 128:
 //   lse_log2[bh][rows_padded]   LSE * log2(e); +inf for padding rows and rows that see no key,
 //                               so that P = exp2(S * scale_log2 - lse_log2) is exactly 0 there
 //   dsum[bh][rows_padded]       rowsum(dO * O) - dLSE; 0 for padding rows
@@ -47,7 +47,7 @@ struct BwdWorkspace {
 };
 
 // Shared by the three kernels.
-// Workspace row m * kBwdTile + r is row query_tile(m).begin + r of the sequence
+// Workspace row m * kBwdTile + r is row table_tile(q_starts, m).begin + r of the sequence
 // (problem_shape.h), for r below the tile's size; the tile's other rows are padding.
 struct BwdShape : ProblemShape {
   int32_t rows_padded;  // num_q_tiles * kBwdTile

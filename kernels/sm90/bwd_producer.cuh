@@ -22,7 +22,7 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   const int batch = packed ? 0 : item.b;
   const int q_base = packed ? p.shape.q_offsets[item.b] : 0;
   const int k_row =
-      (packed ? p.shape.k_offsets[item.b] : 0) + key_tile(p.shape, item.n).begin;
+      (packed ? p.shape.k_offsets[item.b] : 0) + table_tile(p.shape.k_starts, item.n).begin;
 
   expect_bytes(ss.kv_full, 2 * Config::kKVBytes);
   for (int c = 0; c < kColBlocks; ++c) {
@@ -36,7 +36,7 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   StepCursor steps(p, item);
   BwdStep step;
   while (steps.next(step)) {
-    const int row = query_tile(p.shape, step.m).begin + step.half * kBwdStepRows;
+    const int row = table_tile(p.shape.q_starts, step.m).begin + step.half * kBwdStepRows;
     const int padded_row = step.m * kBwdTile + step.half * kBwdStepRows;
     const int stage_elems = kBlockM * Config::kHeadDim;
     wait_barrier(ss.step_empty[st.stage], st.phase ^ 1u);

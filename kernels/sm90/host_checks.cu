@@ -132,12 +132,12 @@ float softmax_scale(const Problem& a) {
 
 namespace {
 
-// The device address of a tile-start table, or null when its tiles are the uniform ones
-// (ProblemShape::q_starts). Reads the host copy: O(tiles), once per launch.
-const int32_t* tile_starts(const DescriptorView& d, uint32_t offset, int32_t count,
-                           int32_t length) {
+// The device address of a tile-start table, or, with kWhereRestarted, null when its tiles are
+// the uniform ones (ProblemShape::q_starts). Reads the host copy: O(tiles), once per launch.
+const int32_t* tile_starts(const DescriptorView& d, uint32_t offset, int32_t count, int32_t length,
+                           TileTables tables) {
   const int32_t* starts = desc::at<int32_t>(d.host, offset);
-  bool uniform = true;
+  bool uniform = tables == TileTables::kWhereRestarted;
   for (int32_t t = 0; t < count && uniform; ++t) {
     uniform = starts[t] == t * sm90::kKernelTile;
   }
@@ -147,7 +147,8 @@ const int32_t* tile_starts(const DescriptorView& d, uint32_t offset, int32_t cou
 
 }  // namespace
 
-sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descriptor) {
+sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descriptor,
+                                 TileTables tables) {
   const desc::Header& h = desc::header(descriptor.host);
   sm90::ProblemShape s{};
   s.batch = a.batch;
@@ -162,8 +163,8 @@ sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descrip
   s.desc_heads = h.heads;
   s.q_offsets = a.q_offsets;
   s.k_offsets = a.k_offsets;
-  s.q_starts = tile_starts(descriptor, h.q_starts_offset, h.num_q_tiles, h.nq);
-  s.k_starts = tile_starts(descriptor, h.k_starts_offset, h.num_k_tiles, h.nk);
+  s.q_starts = tile_starts(descriptor, h.q_starts_offset, h.num_q_tiles, h.nq, tables);
+  s.k_starts = tile_starts(descriptor, h.k_starts_offset, h.num_k_tiles, h.nk, tables);
   return s;
 }
 

@@ -74,7 +74,12 @@ int kernel_head_dim(int32_t head_dim);
 // The scale the kernels apply: Problem::scale, or 1/sqrt(head_dim) for 0.
 float softmax_scale(const Problem& a);
 
+// How a kernel gets the tile spans (ProblemShape::q_starts): always from the tables (the
+// backward), or computed where the tiles are uniform (the forward).
+enum class TileTables { kAlways, kWhereRestarted };
+
 // The kernels' view of a checked problem masked by a checked descriptor.
-sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descriptor);
+sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descriptor,
+                                 TileTables tables);
 
 }  // namespace cm::cuda::host
