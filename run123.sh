@@ -1,7 +1,5 @@
 #!/usr/bin/env bash
-# Run 126 (session 19): backward on causal and sliding at 32K, the final code (uniform spans
-# computed) against bd911d4 (spans always loaded from the tables) and 8dca83e (before).
+# Run 127 (session 19): the backward reading the tile tables always: build and backward checks.
 L=/tmp/l; rm -rf $L; mkdir -p $L
-OUT=$L/ab scripts/gpu/ab_checks.sh causal,sliding bd911d4 8dca83e > $L/ab.txt 2>&1; echo "ab exit $?"
-cp $L/ab/ab.md $OUT/
-grep -A3 "^|---" $L/ab/ab.md
+OUT=$L/b scripts/gpu/bwd_checks.sh build test > $L/b.txt 2>&1; echo "bwd exit $?"
+grep -v "ptxas\|bytes stack" $L/b/bwd_summary.txt | grep -v "^    "

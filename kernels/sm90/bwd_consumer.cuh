@@ -73,7 +73,7 @@ struct BwdConsumer {
     const int word = 2 * wg() + tid % 2;
     const int tile_row = step.half * kBwdStepRows + r;
     const desc::TileSpan rows = table_tile(p.shape.q_starts, step.m);
-    const desc::TileSpan keys = table_tile(p.shape.k_starts, item.n);
+    const desc::TileSpan keys = desc::k_tile_span(p.descriptor, item.n);
     const desc::Pattern pattern = tile_pattern(p.descriptor, step.pattern);
     ss.visible[r][word] = tile_row < rows.size()
                               ? row_visibility(p.descriptor, pattern, rows.begin, keys.begin,
@@ -147,7 +147,7 @@ struct BwdConsumer {
     int dq_buffer = 0;
     StepCursor steps(p, item);
     BwdStep step;
-    const int key_width = table_tile(p.shape.k_starts, item.n).size();
+    const int key_width = desc::k_tile_span(p.descriptor, item.n).size();
     while (steps.next(step)) {
       wait_barrier(ss.step_full[st.stage], st.phase);
       // Sᵀ and dPᵀ: element (e, h, j) is key key0 + 8h, step row 8j + col0 + e.
@@ -284,7 +284,7 @@ struct BwdConsumer {
     sync_consumers();
     const bool packed = p.shape.k_offsets != nullptr;
     const int64_t batch = packed ? 0 : item.b;
-    const desc::TileSpan keys = table_tile(p.shape.k_starts, item.n);
+    const desc::TileSpan keys = desc::k_tile_span(p.descriptor, item.n);
     const int64_t row0 = (packed ? p.shape.k_offsets[item.b] : 0) + int64_t{keys.begin};
     Element* dk_out = static_cast<Element*>(p.dk) + batch * p.dk_stride_b + item.hk * p.dk_stride_h;
     Element* dv_out = static_cast<Element*>(p.dv) + batch * p.dv_stride_b + item.hk * p.dv_stride_h;

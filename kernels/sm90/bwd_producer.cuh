@@ -22,7 +22,7 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   const int batch = packed ? 0 : item.b;
   const int q_base = packed ? p.shape.q_offsets[item.b] : 0;
   const int k_row =
-      (packed ? p.shape.k_offsets[item.b] : 0) + table_tile(p.shape.k_starts, item.n).begin;
+      (packed ? p.shape.k_offsets[item.b] : 0) + desc::k_tile_span(p.descriptor, item.n).begin;
 
   expect_bytes(ss.kv_full, 2 * Config::kKVBytes);
   for (int c = 0; c < kColBlocks; ++c) {
