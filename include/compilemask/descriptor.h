@@ -47,8 +47,8 @@ struct Header {
   int32_t nq, nk;         // query and key lengths
   int32_t tile_m, tile_n;
   int32_t num_q_tiles, num_k_tiles;  // entries of the tile-start tables, less one
-  int32_t batch, heads;   // the (b, h) grid the instance map covers
-  int32_t num_instances;  // distinct masks after deduplication across (b, h)
+  int32_t batch, heads;              // the (b, h) grid the instance map covers
+  int32_t num_instances;             // distinct masks after deduplication across (b, h)
   int32_t num_patterns;
   int32_t num_grid_formulas;
   int32_t reserved0;
@@ -56,8 +56,8 @@ struct Header {
   uint32_t instances_offset;      // Instance[num_instances]
   uint32_t patterns_offset;       // Pattern[num_patterns]
   uint32_t grid_formulas_offset;  // GridFormula[num_grid_formulas]
-  uint32_t q_starts_offset;       // int32[num_q_tiles + 1]: query tile m is [q_starts[m], q_starts[m+1])
-  uint32_t k_starts_offset;       // int32[num_k_tiles + 1]: key tile n is [k_starts[n], k_starts[n+1])
+  uint32_t q_starts_offset;  // int32[num_q_tiles + 1]: query tile m is [q_starts[m], q_starts[m+1])
+  uint32_t k_starts_offset;  // int32[num_k_tiles + 1]: key tile n is [k_starts[n], k_starts[n+1])
   uint64_t reserved1;
 };
 static_assert(sizeof(Header) == 96, "descriptor header layout is part of the format");

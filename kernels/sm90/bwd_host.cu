@@ -96,7 +96,8 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   auto* base = static_cast<unsigned char*>(workspace);
 
   sm90::BwdShape shape{};
-  static_cast<sm90::ProblemShape&>(shape) = host::problem_shape(args, descriptor, host::TileTables::kAlways);
+  static_cast<sm90::ProblemShape&>(shape) =
+      host::problem_shape(args, descriptor, host::TileTables::kAlways);
   shape.rows_padded = static_cast<int32_t>(layout.rows_padded);
   sm90::BwdWorkspace ws{};
   ws.lse_log2 = reinterpret_cast<float*>(base + layout.lse_log2);

@@ -26,7 +26,7 @@
 namespace cm::sm90 {
 
 inline constexpr int kBwdTile = kKernelTile;  // descriptor tile_m and tile_n
-inline constexpr int kBwdStepRows = 64;  // query rows per main-loop step (half a query tile)
+inline constexpr int kBwdStepRows = 64;       // query rows per main-loop step (half a query tile)
 // Default mode: the kv slices whose dq_accum the preprocess zeroes; the main kernel's CTAs zero
 // the others, this many slices ahead. It is one pair of the paired dispatch order (bwd_work.cuh),
 // so that a slice's zeroing is done by CTAs of the pair before, all dispatched before its own

@@ -1,10 +1,10 @@
 // The element-wise kernels around the sm90 backward main kernel (bwd_kernel.cuh):
 //   bwd_preprocess   per query row: dsum = rowsum(dO * O) - dLSE, lse_log2 = LSE * log2(e)
 //                    with +inf for rows that see no key (LSE = -inf) and for the padding rows
-//                    of each query tile (bwd_params.h); zeroes, per 64 rows, the deterministic semaphore, per kv slice
-//                    the zeroed count, and the row's dq_accum if its kv slice is one of the
-//                    first BwdPrepParams::zeroed_slices (the main kernel zeroes the others,
-//                    bwd_zeroing.cuh).
+//                    of each query tile (bwd_params.h); zeroes, per 64 rows, the deterministic
+//                    semaphore, per kv slice the zeroed count, and the row's dq_accum if its kv
+//                    slice is one of the first BwdPrepParams::zeroed_slices (the main kernel zeroes
+//                    the others, bwd_zeroing.cuh).
 //   bwd_postprocess  dQ = scale * dq_accum in the element type, for the query tiles' rows
 //                    (not their padding) and the first head_dim columns.
 // Eight threads share a row and read 16-byte vectors; a block of 128 threads covers 16 rows.

@@ -23,8 +23,8 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
   PipeState<Config::kStages> kv;
   for (;;) {
     const int index = atomicAdd(p.work_counter, 1);
-    const WorkItem item = index < p.total_items ? decode_item(p, index)
-                                                : WorkItem{0, 0, 0, 0, 0, 0, false, nullptr};
+    const WorkItem item =
+        index < p.total_items ? decode_item(p, index) : WorkItem{0, 0, 0, 0, 0, 0, false, nullptr};
     wait_barrier(ss.item_empty[item_state.stage], item_state.phase ^ 1u);
     ss.item[item_state.stage] = item;
     arrive_barrier(ss.item_full[item_state.stage]);

@@ -41,9 +41,8 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
       wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);
       int r = first_row;
       for (; r < Config::kBlockM; r += Config::kMaskThreads) {
-        ss.mask[slot.stage][r] =
-            row_visibility(p.descriptor, masked_by, item.q0, keys.begin, r, keys.size(),
-                           QuadColumns());
+        ss.mask[slot.stage][r] = row_visibility(p.descriptor, masked_by, item.q0, keys.begin, r,
+                                                keys.size(), QuadColumns());
       }
       first_row = r - Config::kBlockM;
       arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows

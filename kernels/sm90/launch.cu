@@ -87,7 +87,8 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const bool packed = args.q_offsets != nullptr;
 
   sm90::FwdParams p{};
-  static_cast<sm90::ProblemShape&>(p) = host::problem_shape(args, descriptor, host::TileTables::kWhereRestarted);
+  static_cast<sm90::ProblemShape&>(p) =
+      host::problem_shape(args, descriptor, host::TileTables::kWhereRestarted);
   p.descriptor = descriptor.device;
   p.total_items = h.num_q_tiles * args.batch * args.heads_q;
   p.scale_log2 = host::softmax_scale(args) * 1.4426950408889634f;

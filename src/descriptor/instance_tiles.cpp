@@ -130,7 +130,8 @@ class TileEncoder {
   uint32_t strip_bitmap(const PieceGatherer& gatherer, size_t i, const RowIntervals& rows,
                         int32_t f, int32_t m, int32_t n) {
     if (strips_[static_cast<size_t>(f)] == nullptr) {
-      strips_[static_cast<size_t>(f)] = std::make_unique<FormulaBitmaps>(instance_, f, tiling_, axes_);
+      strips_[static_cast<size_t>(f)] =
+          std::make_unique<FormulaBitmaps>(instance_, f, tiling_, axes_);
     }
     FormulaBitmaps& formula = *strips_[static_cast<size_t>(f)];
     const int32_t id = formula.geometry(m, n);

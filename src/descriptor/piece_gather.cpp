@@ -17,13 +17,11 @@ bool PieceGatherer::steady(const RowIntervals& rows, int32_t q) const {
   for (int64_t j = 0; j < count; ++j) {
     const int32_t lo_step = c[j].lo - b[j].lo, hi_step = c[j].hi - b[j].hi;
     if (lo_step != b[j].lo - a[j].lo || hi_step != b[j].hi - a[j].hi) return false;
-    if (lo_step != 0 &&
-        (static_cast<uint32_t>(lo_step + 128) > 255u ||
-         keys_.tile_of(c[j].lo) != keys_.tile_of(a[j].lo)))
+    if (lo_step != 0 && (static_cast<uint32_t>(lo_step + 128) > 255u ||
+                         keys_.tile_of(c[j].lo) != keys_.tile_of(a[j].lo)))
       return false;
-    if (hi_step != 0 &&
-        (static_cast<uint32_t>(hi_step + 128) > 255u ||
-         keys_.tile_of(c[j].hi - 1) != keys_.tile_of(a[j].hi - 1)))
+    if (hi_step != 0 && (static_cast<uint32_t>(hi_step + 128) > 255u ||
+                         keys_.tile_of(c[j].hi - 1) != keys_.tile_of(a[j].hi - 1)))
       return false;
   }
   return true;
@@ -116,9 +114,9 @@ void PieceGatherer::gather(const RowIntervals& rows, int32_t q0, int32_t q1,
         continue;
       }
       previous_steady = now_steady;
-      pieces = for_each_piece(
-          rows, q, partial, keys_,
-          [&](size_t i, int32_t lo, int32_t hi) { fitters_[i].add(q - q0, lo, hi); });
+      pieces = for_each_piece(rows, q, partial, keys_, [&](size_t i, int32_t lo, int32_t hi) {
+        fitters_[i].add(q - q0, lo, hi);
+      });
     }
   }
   for (size_t i = 0; i < partial.size(); ++i) fitters_[i].finish();

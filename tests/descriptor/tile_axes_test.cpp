@@ -1,6 +1,6 @@
 // Tile axes: restarts at the boundaries of block-diagonal masks (descriptor/tile_axes.h).
-#include "descriptor/build.h"
 #include "descriptor/tile_axes.h"
+#include "descriptor/build.h"
 #include "mask_fixtures.h"
 
 #include <compilemask/descriptor.h>
@@ -96,8 +96,8 @@ TEST(TileAxes, UniformTilesWhereNoBlockBoundaryIsWorthARestart) {
   const Tiling tiling{128, 128};
   // Causal: no boundary. Boundaries within kMinTilesBetweenRestarts tiles of the start: no
   // restart. Blocks on tile boundaries: nothing to restart.
-  for (const Dense& d : {block_causal({1000}), block_causal({100, 100, 50}),
-                         block_causal({512, 256, 384})}) {
+  for (const Dense& d :
+       {block_causal({1000}), block_causal({100, 100, 50}), block_causal({512, 256, 384})}) {
     const TileAxes axes = choose_tile_axes({instance_of(d)}, tiling);
     EXPECT_EQ(axes.q.starts(), TileAxis::uniform(d.nq, 128).starts());
     EXPECT_EQ(axes.k.starts(), TileAxis::uniform(d.nk, 128).starts());
@@ -140,8 +140,8 @@ TEST(TileAxes, EveryInstanceMustSplitAtABoundary) {
   const TileAxes alone = choose_tile_axes({instance_of(blocks)}, {64, 64});
   EXPECT_NE(alone.q.starts(), TileAxis::uniform(900, 64).starts()) << "restarts at 300 and 600";
   // A second instance that is plain causal has no boundary, so nothing restarts.
-  const TileAxes both = choose_tile_axes({instance_of(blocks), instance_of(block_causal({900}))},
-                                         {64, 64});
+  const TileAxes both =
+      choose_tile_axes({instance_of(blocks), instance_of(block_causal({900}))}, {64, 64});
   EXPECT_EQ(both.q.starts(), TileAxis::uniform(900, 64).starts());
   EXPECT_EQ(both.k.starts(), TileAxis::uniform(900, 64).starts());
 }
@@ -157,7 +157,8 @@ TEST(TileAxes, PackedDocumentsComputeFewerPairs) {
       build_descriptor({instance_of(d)}, {0}, 1, 1, Tiling{128, 128}, stats);
   const desc::Header& h = desc::header(blob.data());
   std::set<int32_t> starts;
-  for (int32_t m = 0; m < h.num_q_tiles; ++m) starts.insert(desc::q_tile_span(blob.data(), m).begin);
+  for (int32_t m = 0; m < h.num_q_tiles; ++m)
+    starts.insert(desc::q_tile_span(blob.data(), m).begin);
   int32_t document = 0;
   for (int32_t length : lengths) {
     EXPECT_EQ(starts.count(document), 1u) << "the document at " << document;

@@ -306,8 +306,10 @@ void check_tile_spans(const KernelCase& c) {
               key_tile(computed, n).end == want.end;
   }
   bool restarts = false;  // some tile starts off a multiple of 128
-  for (int m = 0; m < h.num_q_tiles; ++m) restarts |= desc::q_tile_span(c.descriptor(), m).begin % kTile != 0;
-  for (int n = 0; n < h.num_k_tiles; ++n) restarts |= desc::k_tile_span(c.descriptor(), n).begin % kTile != 0;
+  for (int m = 0; m < h.num_q_tiles; ++m)
+    restarts |= desc::q_tile_span(c.descriptor(), m).begin % kTile != 0;
+  for (int n = 0; n < h.num_k_tiles; ++n)
+    restarts |= desc::k_tile_span(c.descriptor(), n).begin % kTile != 0;
   EXPECT_EQ(uniform, !restarts) << "the uniform spans hold exactly when no tile restarts";
 }
 
