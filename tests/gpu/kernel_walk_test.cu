@@ -290,26 +290,24 @@ void check_tile_spans(const KernelCase& c) {
   ProblemShape tables = shape_of(c, c.heads), computed = tables;
   computed.q_starts = computed.k_starts = nullptr;
   const desc::Header& h = desc::header(c.descriptor());
-  bool uniform = true;
-  for (int m = 0; m < h.num_q_tiles; ++m) {
-    const desc::TileSpan want = desc::q_tile_span(c.descriptor(), m);
-    EXPECT_EQ(query_tile(tables, m).begin, want.begin);
-    EXPECT_EQ(query_tile(tables, m).end, want.end);
-    uniform = uniform && query_tile(computed, m).begin == want.begin &&
-              query_tile(computed, m).end == want.end;
-  }
-  for (int n = 0; n < h.num_k_tiles; ++n) {
-    const desc::TileSpan want = desc::k_tile_span(c.descriptor(), n);
-    EXPECT_EQ(key_tile(tables, n).begin, want.begin);
-    EXPECT_EQ(key_tile(tables, n).end, want.end);
-    uniform = uniform && key_tile(computed, n).begin == want.begin &&
-              key_tile(computed, n).end == want.end;
-  }
+  bool uniform = true;    // the computed spans are the descriptor's
   bool restarts = false;  // some tile starts off a multiple of 128
-  for (int m = 0; m < h.num_q_tiles; ++m)
-    restarts |= desc::q_tile_span(c.descriptor(), m).begin % kTile != 0;
-  for (int n = 0; n < h.num_k_tiles; ++n)
-    restarts |= desc::k_tile_span(c.descriptor(), n).begin % kTile != 0;
+  const auto check_axis = [&](int count, auto descriptor_span, auto kernel_span) {
+    for (int t = 0; t < count; ++t) {
+      const desc::TileSpan want = descriptor_span(t);
+      EXPECT_EQ(kernel_span(tables, t).begin, want.begin) << "tile " << t;
+      EXPECT_EQ(kernel_span(tables, t).end, want.end) << "tile " << t;
+      uniform = uniform && kernel_span(computed, t).begin == want.begin &&
+                kernel_span(computed, t).end == want.end;
+      restarts = restarts || want.begin % kTile != 0;
+    }
+  };
+  check_axis(
+      h.num_q_tiles, [&](int m) { return desc::q_tile_span(c.descriptor(), m); },
+      [](const ProblemShape& s, int m) { return query_tile(s, m); });
+  check_axis(
+      h.num_k_tiles, [&](int n) { return desc::k_tile_span(c.descriptor(), n); },
+      [](const ProblemShape& s, int n) { return key_tile(s, n); });
   EXPECT_EQ(uniform, !restarts) << "the uniform spans hold exactly when no tile restarts";
 }
 
