@@ -27,7 +27,8 @@ class TilePainter {
 
   void partial(int32_t m, int32_t n, uint32_t pattern_index) {
     const auto [q0, q1] = desc::q_tile_span(blob_, m);
-    const auto [k0, k1] = desc::k_tile_span(blob_, n);
+    const desc::TileSpan keys = desc::k_tile_span(blob_, n);  // the lambda reads it
+    const int32_t k0 = keys.begin, k1 = keys.end;
     const desc::Pattern& p = desc::pattern(blob_, pattern_index);
     for (int32_t q = q0; q < q1; ++q) {
       desc::for_each_pattern_interval(blob_, p, q0, k0, q - q0, [&](int lo, int hi) {
