@@ -68,7 +68,6 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
   p.shape = shape;
   p.scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(double{1.0} * shape.head_dim);
   p.group = shape.heads_q / shape.heads_kv;
-  p.tile_m = hd.tile_m;
   p.tile_n = hd.tile_n;
   p.num_q_tiles = hd.num_q_tiles;
   p.num_k_tiles = hd.num_k_tiles;

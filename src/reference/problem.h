@@ -13,7 +13,7 @@ struct Problem {
   AttentionShape shape;
   double scale = 0;   // resolved softmax scale, never 0
   int32_t group = 1;  // query heads per kv head
-  int32_t tile_m = 0, tile_n = 0;
+  int32_t tile_n = 0;  // the widest key tile (key tiles restart at block boundaries)
   int32_t num_q_tiles = 0, num_k_tiles = 0;
 
   // Offsets of row 0 of a (b, h) slice of the query-side and key-side tensors, and of the LSE.
