@@ -28,22 +28,34 @@ TileAxis TileAxis::uniform(int32_t length, int32_t size) {
 
 namespace {
 
-// is_boundary[c] for c in [0, n): whether rows and keys split at c as in choose_tile_axes,
-// for one instance's rows (n = min(nq, nk)).
-void mark_boundaries(const RowIntervals& rows, int32_t n, std::vector<uint8_t>& is_boundary) {
-  // below[c]: the largest key + 1 seen by a row < c; at_or_above[c]: the smallest key seen by
-  // a row >= c (rows >= n included, since they must not see keys below c either).
-  std::vector<int32_t> below(static_cast<size_t>(n) + 1, 0);
-  for (int32_t q = 0; q < n; ++q) {
-    const int32_t hi = rows.row_size(q) > 0 ? rows.row(q)[rows.row_size(q) - 1].hi : 0;
-    below[static_cast<size_t>(q) + 1] = std::max(below[static_cast<size_t>(q)], hi);
+// Clears is_boundary[c], c in [1, n), where one instance's rows cross c: a row at or above c
+// (rows >= n included) sees a key below c, or a row below c a key at or above c. Rows are
+// walked up from the last, keeping the smallest key seen: once it is 0, no c >= 1 is left
+// (causal, shared prefixes: one row). Then down from the first row, keeping the largest key,
+// only as far as the last c still marked. Returns that c (0: none is left).
+int32_t mark_boundaries(const RowIntervals& rows, int32_t n, std::vector<uint8_t>& is_boundary) {
+  const int64_t* offsets = rows.offsets.data();
+  const Interval* intervals = rows.intervals.data();
+  const auto has_keys = [&](int32_t q) { return offsets[q + 1] > offsets[q]; };
+  int32_t lowest = std::numeric_limits<int32_t>::max();  // the smallest key seen from row q on
+  int32_t last_marked = 0;
+  int32_t q = rows.nq - 1;
+  for (; q >= 1 && lowest > 0; --q) {
+    if (has_keys(q)) lowest = std::min(lowest, intervals[offsets[q]].lo);
+    if (q >= n) continue;
+    uint8_t& mark = is_boundary[static_cast<size_t>(q)];
+    mark &= static_cast<uint8_t>(lowest >= q);
+    if (mark && last_marked == 0) last_marked = q;
   }
-  int32_t lowest = std::numeric_limits<int32_t>::max();
-  for (int32_t q = rows.nq - 1; q >= 1; --q) {
-    if (rows.row_size(q) > 0) lowest = std::min(lowest, rows.row(q)[0].lo);
-    if (q < n && (below[static_cast<size_t>(q)] > q || lowest < q))
-      is_boundary[static_cast<size_t>(q)] = 0;
+  for (int32_t c = std::min(q, n - 1); c >= 1; --c) {  // the rows the walk did not reach
+    is_boundary[static_cast<size_t>(c)] = 0;
   }
+  int32_t reach = 0;  // the largest key + 1 seen by a row below c
+  for (int32_t c = 0; c < last_marked; ++c) {
+    if (has_keys(c)) reach = std::max(reach, intervals[offsets[c + 1] - 1].hi);
+    is_boundary[static_cast<size_t>(c) + 1] &= static_cast<uint8_t>(reach <= c + 1);
+  }
+  return last_marked;
 }
 
 }  // namespace
@@ -53,10 +65,12 @@ TileAxes choose_tile_axes(const std::vector<InstanceRows>& instances, const Tili
   TileAxes uniform{TileAxis::uniform(nq, tiling.m), TileAxis::uniform(nk, tiling.n)};
   const int32_t n = std::min(nq, nk);
   std::vector<uint8_t> is_boundary(static_cast<size_t>(std::max(n, 0)), 1);
+  int32_t last = n - 1;  // the last c that may still be a boundary
   for (const InstanceRows& instance : instances) {
     if (!instance.formulas.empty()) return uniform;
-    mark_boundaries(instance.all, n, is_boundary);
+    last = std::min(last, mark_boundaries(instance.all, n, is_boundary));
   }
+  if (last < 1) return uniform;
   std::vector<int32_t> q_starts, k_starts;
   const int32_t min_gap = kMinTilesBetweenRestarts * std::max(tiling.m, tiling.n);
   int32_t run = 0;  // where the current uniform tiles started
@@ -64,9 +78,9 @@ TileAxes choose_tile_axes(const std::vector<InstanceRows>& instances, const Tili
     for (int32_t s = run; s < std::min(end, nq); s += tiling.m) q_starts.push_back(s);
     for (int32_t s = run; s < std::min(end, nk); s += tiling.n) k_starts.push_back(s);
   };
-  for (int32_t c = 1; c < n; ++c) {
-    const bool aligned = (c - run) % tiling.m == 0 && (c - run) % tiling.n == 0;
-    if (!is_boundary[static_cast<size_t>(c)] || aligned || c - run < min_gap) continue;
+  for (int32_t c = 1; c <= last; ++c) {
+    if (!is_boundary[static_cast<size_t>(c)] || c - run < min_gap) continue;
+    if ((c - run) % tiling.m == 0 && (c - run) % tiling.n == 0) continue;  // already a start
     add_run(c);
     run = c;
   }
