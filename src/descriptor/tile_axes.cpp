@@ -7,6 +7,14 @@
 #include <limits>
 
 namespace cm::descriptor {
+namespace {
+
+// Appends the starts of uniform tiles of `size` tokens from `from` up to `to` (exclusive).
+void append_uniform(std::vector<int32_t>& starts, int32_t from, int32_t to, int32_t size) {
+  for (int32_t s = from; s < to; s += size) starts.push_back(s);
+}
+
+}  // namespace
 
 TileAxis::TileAxis(std::vector<int32_t> starts, int32_t size)
     : starts_(std::move(starts)), div_(size) {
@@ -21,7 +29,7 @@ TileAxis::TileAxis(std::vector<int32_t> starts, int32_t size)
 
 TileAxis TileAxis::uniform(int32_t length, int32_t size) {
   std::vector<int32_t> starts;
-  for (int32_t s = 0; s < length; s += size) starts.push_back(s);
+  append_uniform(starts, 0, length, size);
   starts.push_back(length);
   return TileAxis(std::move(starts), size);
 }
@@ -75,8 +83,8 @@ TileAxes choose_tile_axes(const std::vector<InstanceRows>& instances, const Tili
   const int32_t min_gap = kMinTilesBetweenRestarts * std::max(tiling.m, tiling.n);
   int32_t run = 0;  // where the current uniform tiles started
   const auto add_run = [&](int32_t end) {
-    for (int32_t s = run; s < std::min(end, nq); s += tiling.m) q_starts.push_back(s);
-    for (int32_t s = run; s < std::min(end, nk); s += tiling.n) k_starts.push_back(s);
+    append_uniform(q_starts, run, std::min(end, nq), tiling.m);
+    append_uniform(k_starts, run, std::min(end, nk), tiling.n);
   };
   for (int32_t c = 1; c <= last; ++c) {
     if (!is_boundary[static_cast<size_t>(c)] || c - run < min_gap) continue;
