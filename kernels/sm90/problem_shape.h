@@ -25,8 +25,10 @@ struct ProblemShape {
   // The descriptor's tile-start tables (device memory). The forward gets null for an axis whose
   // tiles are the uniform ones (tile t is [128 t, min(n, 128 t + 128))) and computes them
   // (query_tile, key_tile); tiles restart only at block boundaries (descriptor.h). The
-  // backward always gets the tables and loads the spans (table_tile): the branch on null in
-  // its step loop cost causal's and sliding's backward 1.5-2.3% against the loads (run 126).
+  // backward always gets the tables and loads the spans: query spans from q_starts
+  // (table_tile), key spans through the descriptor (desc::k_tile_span), as run 124 timed; the
+  // branch on null in its step loop cost causal's and sliding's backward 1.5-2.3% against the
+  // loads (run 126).
   const int32_t* q_starts;
   const int32_t* k_starts;
 };
