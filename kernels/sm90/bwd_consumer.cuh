@@ -74,10 +74,10 @@ struct BwdConsumer {
     const int tile_row = step.half * kBwdStepRows + r;
     const desc::TileSpan rows = table_tile(p.shape.q_starts, step.m);
     const desc::TileSpan keys = desc::k_tile_span(p.descriptor, item.n);
-    const desc::Pattern pattern = tile_pattern(p.descriptor, step.pattern);
+    const TileMask mask = tile_mask(p.descriptor, step.pattern);
     ss.visible[r][word] = tile_row < rows.size()
-                              ? row_visibility(p.descriptor, pattern, rows.begin, keys.begin,
-                                               tile_row, keys.size(), WindowColumns(word))
+                              ? row_visibility(p.descriptor, mask, rows.begin, keys.begin, tile_row,
+                                               keys.size(), WindowColumns(word))
                               : 0u;
   }
 

@@ -12,6 +12,8 @@
 
 namespace cm::sm90 {
 
+inline constexpr int kNoPatternRead = -2;  // below every pattern index (-1: a full tile)
+
 // The mask warps: for every key tile that needs masking, in the loader's order, the visibility
 // of the tile's 128 rows goes into the next mask slot, each row as four words, one per quad
 // thread of the accumulator. Each row's intervals are walked once here, not once per thread
@@ -27,6 +29,10 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kMaskSlots> slot;
   int first_row = t;  // the thread's first row of the next masked tile
+  // The mask of the last pattern read: consecutive masked tiles often share their pattern
+  // (every partial tile of a grid mask), and reading it again costs dependent global loads.
+  TileMask mask;
+  int mask_index = kNoPatternRead;
   for (;;) {
     const WorkItem item = take_item<Config>(ss, item_state);
     if (item.row == nullptr) return;
@@ -37,12 +43,15 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
     while (cursor.next(n, pattern)) {
       const desc::TileSpan keys = key_tile(p, n);
       if (!tile_needs_mask(pattern, keys.size())) continue;
-      const desc::Pattern masked_by = tile_pattern(p.descriptor, pattern);
+      if (pattern != mask_index) {
+        mask = tile_mask(p.descriptor, pattern);
+        mask_index = pattern;
+      }
       wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);
       int r = first_row;
       for (; r < Config::kBlockM; r += Config::kMaskThreads) {
-        ss.mask[slot.stage][r] = row_visibility(p.descriptor, masked_by, item.q0, keys.begin, r,
-                                                keys.size(), QuadColumns());
+        ss.mask[slot.stage][r] =
+            row_visibility(p.descriptor, mask, item.q0, keys.begin, r, keys.size(), QuadColumns());
       }
       first_row = r - Config::kBlockM;
       arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows

@@ -140,24 +140,37 @@ __host__ __device__ inline bool tile_needs_mask(int pattern, int width) {
 // start at 1.
 inline constexpr uint8_t kFullTileKind = 0;
 
-// The pattern of a tile for row_visibility: pattern `index` of the descriptor, or a full tile
-// for a negative index. Load it once per tile (re-reading the descriptor per row costs a
-// global-memory round trip each) and keep it in a local variable: a pointer chosen between
-// two patterns would place them in local memory.
-__host__ __device__ inline desc::Pattern tile_pattern(const void* blob, int index) {
-  if (index >= 0) return desc::pattern(blob, static_cast<uint32_t>(index));
-  desc::Pattern full{};
-  full.kind = kFullTileKind;
-  return full;
+// What masking one tile reads from the descriptor: its pattern and, for the grid kinds, the
+// pattern's formula, both by value. Load it once per tile (or keep it while the pattern index
+// stays the same) in a local variable. Read per row, the chain of dependent global loads from
+// the header to the formula's fields was what limited the forward's mask warps on grid masks
+// (perf-notes, v13); a pointer chosen between two patterns would place them in local memory.
+struct TileMask {
+  desc::Pattern pattern;
+  desc::GridFormula formula;  // meaningful for the grid kinds only
+};
+
+// The mask of a tile for row_visibility: pattern `index` of the descriptor, or a full tile for
+// a negative index.
+__host__ __device__ inline TileMask tile_mask(const void* blob, int index) {
+  TileMask m{};
+  if (index < 0) {
+    m.pattern.kind = kFullTileKind;
+    return m;
+  }
+  m.pattern = desc::pattern(blob, static_cast<uint32_t>(index));
+  if (desc::is_grid_kind(m.pattern.kind)) m.formula = desc::grid_formula(blob, m.pattern.formula);
+  return m;
 }
 
 // Visibility bits, among `cols`, of tile-relative row r of the partial tile at (q0, k0) masked
-// by `p` (from tile_pattern), restricted to key columns below `key_limit` (tile-relative: the
+// by `m` (from tile_mask), restricted to key columns below `key_limit` (tile-relative: the
 // tile's width). A full tile applies only the key limit.
 template <class Columns>
-__host__ __device__ typename Columns::Bits row_visibility(const void* blob, const desc::Pattern& p,
+__host__ __device__ typename Columns::Bits row_visibility(const void* blob, const TileMask& m,
                                                           int q0, int k0, int r, int key_limit,
                                                           const Columns& cols) {
+  const desc::Pattern& p = m.pattern;
   const bool full = p.kind == kFullTileKind;
   typename Columns::Bits visible = Columns::filled(full);
   if (!full) {
@@ -170,9 +183,7 @@ __host__ __device__ typename Columns::Bits row_visibility(const void* blob, cons
         int lo, hi;
         if (desc::band_interval(band, r, lo, hi)) visible |= cols.range(lo, hi);
       }
-      if (desc::is_grid_kind(p.kind)) {
-        add_grid_row_bits(blob, desc::grid_formula(blob, p.formula), q0 + r, k0, cols, visible);
-      }
+      if (desc::is_grid_kind(p.kind)) add_grid_row_bits(blob, m.formula, q0 + r, k0, cols, visible);
     }
   }
   if (key_limit < kMaskTileN) visible &= cols.range(0, key_limit);

@@ -1,6 +1,6 @@
 // The kernels' element masking (kernels/sm90/tile_mask.cuh), run on the host. For every tile
 // that either form of a descriptor lists at the kernels' 128 x 128 tiling, the bits that
-// tile_pattern and row_visibility give each row must equal a dense mask made without the
+// tile_mask and row_visibility give each row must equal a dense mask made without the
 // descriptor, column by column: under the forward's QuadColumns (column 8j + 2q + e is bit
 // 2j + e of quad word q) and under each of the backward's four WindowColumns words (column
 // 32w + i is bit i of word w), with the columns past nk of the last key tile clear. The dense
@@ -45,7 +45,7 @@ class MaskingChecker {
   // Every row of tile (m, n) masked by pattern `index` (negative: a full tile), as both kernels
   // compute it. Returns false, after one failure message, at the first wrong bit.
   bool tile(int32_t m, int32_t n, int index) {
-    const desc::Pattern p = tile_pattern(blob_, index);
+    const TileMask p = tile_mask(blob_, index);
     const desc::TileSpan rows = desc::q_tile_span(blob_, m), keys = desc::k_tile_span(blob_, n);
     const int q0 = rows.begin, k0 = keys.begin;
     const int key_limit = keys.size();
