@@ -384,14 +384,27 @@ struct GridSegment {
   int t, y, x0, x1, first;
 };
 
-// Calls visit(segment) for the segments that cover the grid offsets [a, b) (clipped to the
-// grid), in token order, each cut to [a, b). Stops when visit returns false.
+// The grid offsets [a, b), clipped to the grid, with the cell of a: where a segment walk
+// starts. Kernels compute it once per key tile, not once per row (it costs a division).
+struct GridRange {
+  int a, b;
+  GridCell first;  // grid_cell(a), when a < b
+};
+
+CM_HD GridRange grid_range(const GridFormula& f, int a, int b) {
+  GridRange r{imax(a, 0), imin(b, grid_extent(f)), {0, 0, 0}};
+  if (r.a < r.b) r.first = grid_cell(f, r.a);
+  return r;
+}
+
+// Calls visit(segment) for the segments that cover the grid offsets of `range`, in token
+// order, each cut to the range. Stops when visit returns false.
 template <class Visit>
-CM_HD void for_each_grid_segment(const GridFormula& f, int a, int b, Visit&& visit) {
-  a = imax(a, 0);
-  b = imin(b, grid_extent(f));
+CM_HD void for_each_grid_segment(const GridFormula& f, const GridRange& range, Visit&& visit) {
+  int a = range.a;
+  const int b = range.b;
   if (a >= b) return;
-  GridCell c = grid_cell(f, a);
+  GridCell c = range.first;
   int x0 = strip_start(f, c.x);
   while (true) {
     const int run = imin(x0 + strip_width(f, x0) - c.x, b - a);
@@ -410,14 +423,20 @@ CM_HD void for_each_grid_segment(const GridFormula& f, int a, int b, Visit&& vis
   }
 }
 
-// Calls emit(lo, hi) for the runs of grid offsets [lo, hi) inside [a, b) that a centre at cell
-// c sees, in increasing order. half_width(dt, dy) is the neighbourhood's column half-width at
-// that frame and row offset, or -1 (grid_half_width, or its table in kernels). Walks every
-// segment of [a, b): for short ranges such as one key tile.
+// The same over the grid offsets [a, b) (clipped to the grid).
+template <class Visit>
+CM_HD void for_each_grid_segment(const GridFormula& f, int a, int b, Visit&& visit) {
+  for_each_grid_segment(f, grid_range(f, a, b), visit);
+}
+
+// Calls emit(lo, hi) for the runs of grid offsets [lo, hi) inside `range` that a centre at
+// cell c sees, in increasing order. half_width(dt, dy) is the neighbourhood's column
+// half-width at that frame and row offset, or -1 (grid_half_width, or its table in kernels).
+// Walks every segment of the range: for short ranges such as one key tile.
 template <class HalfWidth, class Emit>
-CM_HD void for_each_visible_run(const GridFormula& f, const GridCell& c, int a, int b,
+CM_HD void for_each_visible_run(const GridFormula& f, const GridCell& c, const GridRange& range,
                                 HalfWidth&& half_width, Emit&& emit) {
-  for_each_grid_segment(f, a, b, [&](const GridSegment& s) {
+  for_each_grid_segment(f, range, [&](const GridSegment& s) {
     const int w = half_width(s.t - c.t, s.y - c.y);
     if (w >= 0) {
       const int first = imax(c.x - w, s.x0), end = imin(c.x + w + 1, s.x1);
@@ -425,6 +444,13 @@ CM_HD void for_each_visible_run(const GridFormula& f, const GridCell& c, int a, 
     }
     return true;
   });
+}
+
+// The same over the grid offsets [a, b).
+template <class HalfWidth, class Emit>
+CM_HD void for_each_visible_run(const GridFormula& f, const GridCell& c, int a, int b,
+                                HalfWidth&& half_width, Emit&& emit) {
+  for_each_visible_run(f, c, grid_range(f, a, b), half_width, emit);
 }
 
 // for_each_visible_run restricted to the strips and rows within the radii: for long ranges

@@ -74,9 +74,10 @@ struct BwdConsumer {
     const int tile_row = step.half * kBwdStepRows + r;
     const desc::TileSpan rows = table_tile(p.shape.q_starts, step.m);
     const desc::TileSpan keys = desc::k_tile_span(p.descriptor, item.n);
-    const TileMask mask = tile_mask(p.descriptor, step.pattern);
+    TileMask mask = tile_mask(p.descriptor, step.pattern);
+    mask.at_keys(keys.begin, WindowColumns(word));
     ss.visible[r][word] = tile_row < rows.size()
-                              ? row_visibility(p.descriptor, mask, rows.begin, keys.begin, tile_row,
+                              ? row_visibility(p.descriptor, mask, rows.begin, tile_row,
                                                keys.size(), WindowColumns(word))
                               : 0u;
   }

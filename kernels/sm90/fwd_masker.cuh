@@ -31,7 +31,7 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
   int first_row = t;  // the thread's first row of the next masked tile
   // The mask of the last pattern read: consecutive masked tiles often share their pattern
   // (every partial tile of a grid mask), and reading it again costs dependent global loads.
-  TileMask mask;
+  TileMask mask{};
   int mask_index = kNoPatternRead;
   for (;;) {
     const WorkItem item = take_item<Config>(ss, item_state);
@@ -47,11 +47,12 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
         mask = tile_mask(p.descriptor, pattern);
         mask_index = pattern;
       }
+      mask.at_keys(keys.begin, QuadColumns());
       wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);
       int r = first_row;
       for (; r < Config::kBlockM; r += Config::kMaskThreads) {
         ss.mask[slot.stage][r] =
-            row_visibility(p.descriptor, mask, item.q0, keys.begin, r, keys.size(), QuadColumns());
+            row_visibility(p.descriptor, mask, item.q0, r, keys.size(), QuadColumns());
       }
       first_row = r - Config::kBlockM;
       arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows

@@ -113,22 +113,6 @@ class WindowColumns {
   int first_;
 };
 
-// Adds to `bits` the visibility bits, among `cols`, of query row q for a grid formula over the
-// key tile starting at k0: the intervals of desc::for_each_grid_interval, with tabulated
-// half-widths, walking only the grid segments under `cols`.
-template <class Columns>
-__host__ __device__ void add_grid_row_bits(const void* blob, const desc::GridFormula& f, int q,
-                                           int k0, const Columns& cols,
-                                           typename Columns::Bits& bits) {
-  desc::GridCell c;
-  if (!desc::grid_center(f, q, c)) return;
-  const int base = f.start - k0;  // tile-relative column of the grid's first token
-  desc::for_each_visible_run(
-      f, c, cols.lo() - base, cols.hi() - base,
-      [&](int dt, int dy) { return desc::grid_half_width_table(blob, f, dt, dy); },
-      [&](int lo, int hi) { bits |= cols.range(base + lo, base + hi); });
-}
-
 // Whether a key tile with pattern `pattern` (-1: full) and `width` keys needs element
 // masking: partial tiles, and tiles narrower than kMaskTileN (cut by nk or by the end of a
 // block, desc::k_tile_span), whose K rows past the width belong to no tile or to the next.
@@ -141,17 +125,32 @@ __host__ __device__ inline bool tile_needs_mask(int pattern, int width) {
 inline constexpr uint8_t kFullTileKind = 0;
 
 // What masking one tile reads from the descriptor: its pattern and, for the grid kinds, the
-// pattern's formula, both by value. Load it once per tile (or keep it while the pattern index
-// stays the same) in a local variable. Read per row, the chain of dependent global loads from
-// the header to the formula's fields was what limited the forward's mask warps on grid masks
-// (perf-notes, v13); a pointer chosen between two patterns would place them in local memory.
+// pattern's formula, both by value, then where the tile's keys lie (at_keys). Load it once per
+// tile (or keep it while the pattern index stays the same) in a local variable. Read per row,
+// the chain of dependent global loads from the header to the formula's fields was what limited
+// the forward's mask warps on grid masks (perf-notes, v13); a pointer chosen between two
+// patterns would place them in local memory.
 struct TileMask {
   desc::Pattern pattern;
-  desc::GridFormula formula;  // meaningful for the grid kinds only
+  desc::GridFormula formula;  // the grid kinds only
+  int k0;                     // the key tile's first key
+  desc::GridRange keys;       // the grid kinds: the grid offsets under the columns
+
+  // Places the mask on the key tile starting at k0, for the columns `cols`. The grid kinds
+  // find the cell where the tile's keys start here, once per tile (a division) instead of once
+  // per row.
+  template <class Columns>
+  __host__ __device__ void at_keys(int first_key, const Columns& cols) {
+    k0 = first_key;
+    if (desc::is_grid_kind(pattern.kind)) {
+      const int base = formula.start - k0;  // tile-relative column of the grid's first token
+      keys = desc::grid_range(formula, cols.lo() - base, cols.hi() - base);
+    }
+  }
 };
 
 // The mask of a tile for row_visibility: pattern `index` of the descriptor, or a full tile for
-// a negative index.
+// a negative index. Place it with at_keys before reading rows.
 __host__ __device__ inline TileMask tile_mask(const void* blob, int index) {
   TileMask m{};
   if (index < 0) {
@@ -163,12 +162,27 @@ __host__ __device__ inline TileMask tile_mask(const void* blob, int index) {
   return m;
 }
 
-// Visibility bits, among `cols`, of tile-relative row r of the partial tile at (q0, k0) masked
-// by `m` (from tile_mask), restricted to key columns below `key_limit` (tile-relative: the
-// tile's width). A full tile applies only the key limit.
+// Adds to `bits` the visibility bits, among `cols` (those of m.at_keys), of query row q for the
+// grid formula of m: the intervals of desc::for_each_grid_interval, with tabulated
+// half-widths, walking only the grid segments under the columns.
+template <class Columns>
+__host__ __device__ void add_grid_row_bits(const void* blob, const TileMask& m, int q,
+                                           const Columns& cols, typename Columns::Bits& bits) {
+  const desc::GridFormula& f = m.formula;
+  desc::GridCell c;
+  if (!desc::grid_center(f, q, c)) return;
+  const int base = f.start - m.k0;
+  desc::for_each_visible_run(
+      f, c, m.keys, [&](int dt, int dy) { return desc::grid_half_width_table(blob, f, dt, dy); },
+      [&](int lo, int hi) { bits |= cols.range(base + lo, base + hi); });
+}
+
+// Visibility bits, among `cols` (those of m.at_keys), of tile-relative row r of the partial
+// tile whose first row is q0, masked by `m`, restricted to key columns below `key_limit`
+// (tile-relative: the tile's width). A full tile applies only the key limit.
 template <class Columns>
 __host__ __device__ typename Columns::Bits row_visibility(const void* blob, const TileMask& m,
-                                                          int q0, int k0, int r, int key_limit,
+                                                          int q0, int r, int key_limit,
                                                           const Columns& cols) {
   const desc::Pattern& p = m.pattern;
   const bool full = p.kind == kFullTileKind;
@@ -183,7 +197,7 @@ __host__ __device__ typename Columns::Bits row_visibility(const void* blob, cons
         int lo, hi;
         if (desc::band_interval(band, r, lo, hi)) visible |= cols.range(lo, hi);
       }
-      if (desc::is_grid_kind(p.kind)) add_grid_row_bits(blob, m.formula, q0 + r, k0, cols, visible);
+      if (desc::is_grid_kind(p.kind)) add_grid_row_bits(blob, m, q0 + r, cols, visible);
     }
   }
   if (key_limit < kMaskTileN) visible &= cols.range(0, key_limit);

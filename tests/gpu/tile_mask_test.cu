@@ -45,15 +45,17 @@ class MaskingChecker {
   // Every row of tile (m, n) masked by pattern `index` (negative: a full tile), as both kernels
   // compute it. Returns false, after one failure message, at the first wrong bit.
   bool tile(int32_t m, int32_t n, int index) {
-    const TileMask p = tile_mask(blob_, index);
+    TileMask p = tile_mask(blob_, index);
     const desc::TileSpan rows = desc::q_tile_span(blob_, m), keys = desc::k_tile_span(blob_, n);
     const int q0 = rows.begin, k0 = keys.begin;
     const int key_limit = keys.size();
     for (int r = 0; r < rows.size(); ++r) {
-      const QuadBits quads = row_visibility(blob_, p, q0, k0, r, key_limit, QuadColumns());
+      p.at_keys(k0, QuadColumns());
+      const QuadBits quads = row_visibility(blob_, p, q0, r, key_limit, QuadColumns());
       uint32_t words[kWords];
       for (int w = 0; w < kWords; ++w) {
-        words[w] = row_visibility(blob_, p, q0, k0, r, key_limit, WindowColumns(w));
+        p.at_keys(k0, WindowColumns(w));
+        words[w] = row_visibility(blob_, p, q0, r, key_limit, WindowColumns(w));
       }
       for (int c = 0; c < kTile; ++c) {
         const bool want = c < key_limit && c_.visible(b_, h_, q0 + r, k0 + c);
