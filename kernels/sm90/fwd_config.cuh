@@ -56,9 +56,10 @@ struct FwdConfig {
   static constexpr int kMaskSlots = 8;  // how many masked tiles the mask warps may run ahead
   // Registers per thread: the producer warpgroup gives what the consumers' accumulators
   // need. setmaxnreg only moves the registers the launch gave (168 per thread at 384 threads);
-  // asking for more blocks the consumers forever.
-  static constexpr int kProducerRegs = 56;
-  static constexpr int kConsumerRegs = 224;
+  // asking for more blocks the consumers forever. The consumers use about 200; at 56 the mask
+  // warps spilled their state and were the limit on grid masks (perf-notes, v13).
+  static constexpr int kProducerRegs = 80;
+  static constexpr int kConsumerRegs = 208;
   static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 168 * kThreads,
                 "register file");
   static constexpr int kItemSlots = 2;
