@@ -17,31 +17,25 @@ namespace cm::sm90 {
 
 inline constexpr int kMaskTileN = 128;  // the key-tile width the masking assumes
 
-// Column c of a tile is bit 2j + e for c = 8j + 2 * quad + e (j < 16, e < 2), quad = lane % 4:
-// the columns a thread holds of a 128-wide wgmma accumulator.
-class ThreadColumns {
- public:
-  __host__ __device__ explicit ThreadColumns(int lane) : first_(2 * (lane % 4)) {}
+// Column c of a tile is bit 2j + e of quad word `quad` for c = 8j + 2 * quad + e (j < 16,
+// e < 2), quad = lane % 4: the columns a thread holds of a 128-wide wgmma accumulator. So the
+// columns of quad q below x (x in [0, kMaskTileN]) are its 2 (x / 8) lowest bits plus those of
+// the last partial group of 8 columns that lie at 2q or 2q + 1.
+__host__ __device__ inline int quad_count_below(int x, int q) {
+  return 2 * (x >> 3) + min(max((x & 7) - 2 * q, 0), 2);
+}
 
-  // The set bits of the thread's columns inside [lo, hi) (tile-relative, any integers).
-  __host__ __device__ uint32_t range(int lo, int hi) const {
-    const int a = count_below(lo), b = count_below(hi);
-    return b > a ? static_cast<uint32_t>((uint64_t{1} << b) - (uint64_t{1} << a)) : 0u;
-  }
+// The n lowest bits, n in [0, 32]: one clamping funnel shift on the device (the mask warps
+// compute 8 per interval, and their instruction count is the forward's limit on grid masks).
+__host__ __device__ inline uint32_t low_bits(int n) {
+#ifdef __CUDA_ARCH__
+  return __funnelshift_lc(~0u, 0u, n);
+#else
+  return n >= 32 ? ~0u : (1u << n) - 1u;
+#endif
+}
 
- private:
-  // How many of the thread's columns are < x.
-  __host__ __device__ int count_below(int x) const {
-    const int y = x - first_;
-    if (y <= 0) return 0;
-    const int count = 2 * (y >> 3) + min(y & 7, 2);
-    return min(count, 2 * kMaskTileN / 8);
-  }
-
-  int first_;
-};
-
-// The 128 columns of a tile row as four ThreadColumns words, word q for the threads with
+// The 128 columns of a tile row as four quad words, word q for the threads with
 // lane % 4 == q: computed once per row, read by each quad thread with one 32-bit load.
 struct QuadBits {
   uint32_t quad[4];
@@ -64,10 +58,15 @@ class QuadColumns {
     const uint32_t w = all ? ~0u : 0u;
     return {{w, w, w, w}};
   }
+  // Columns [lo, hi) (tile-relative, any integers).
   __host__ __device__ Bits range(int lo, int hi) const {
+    lo = min(max(lo, 0), kMaskTileN);
+    hi = min(max(hi, lo), kMaskTileN);
     Bits bits;
     CUTE_UNROLL
-    for (int q = 0; q < 4; ++q) bits.quad[q] = ThreadColumns(q).range(lo, hi);
+    for (int q = 0; q < 4; ++q) {
+      bits.quad[q] = low_bits(quad_count_below(hi, q)) & ~low_bits(quad_count_below(lo, q));
+    }
     return bits;
   }
   __host__ __device__ int lo() const { return 0; }

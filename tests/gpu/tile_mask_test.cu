@@ -28,7 +28,7 @@ using kernel_test::kTile;
 static_assert(kTile == kMaskTileN, "the kernels mask 128-column tiles");
 constexpr int kWords = kTile / 32;
 
-// Column c of a tile as the forward's quad word and bit (see ThreadColumns).
+// Column c of a tile as the forward's quad word and bit (see quad_count_below).
 int quad_of(int c) {
   return (c % 8) / 2;
 }
@@ -115,6 +115,23 @@ class MaskingChecker {
   int32_t b_, h_;
   int64_t rows_checked_ = 0;
 };
+
+// Every column range, including empty, reversed and out-of-tile bounds, as quad words and as
+// window words, against the columns one by one.
+TEST(KernelMasking, ColumnRangesMatchTheirColumns) {
+  for (int lo = -9; lo <= kTile + 9; ++lo) {
+    for (int hi = -9; hi <= kTile + 9; ++hi) {
+      const QuadBits quads = QuadColumns().range(lo, hi);
+      for (int c = 0; c < kTile; ++c) {
+        const bool want = lo <= c && c < hi;
+        const bool quad = (quads.quad[quad_of(c)] >> quad_bit(c)) & 1u;
+        const bool window = (WindowColumns(c / 32).range(lo, hi) >> (c % 32)) & 1u;
+        ASSERT_EQ(quad, want) << "QuadColumns range [" << lo << ", " << hi << ") column " << c;
+        ASSERT_EQ(window, want) << "WindowColumns range [" << lo << ", " << hi << ") column " << c;
+      }
+    }
+  }
+}
 
 TEST(KernelMasking, RandomInstancesMatchTheirDenseMasks) {
   std::mt19937 rng(90);
