@@ -365,8 +365,36 @@ CM_HD int grid_offset(const GridFormula& f, const GridCell& c) {
   return c.t * f.rows * f.cols + x0 * f.rows + c.y * strip_width(f, x0) + (c.x - x0);
 }
 
+// Division of values in [0, 2^31) by a fixed positive divisor d: one multiply-high and one
+// correction instead of an integer division. Kernels keep one for a formula's strip width,
+// since every masked row's centre divides by it (grid_cell).
+struct Divisor {
+  int d;
+  uint32_t magic;  // ceil(2^32 / d) for d >= 2
+};
+
+CM_HD Divisor divisor(int d) {
+  return {d, d >= 2 ? static_cast<uint32_t>(0xFFFFFFFFull / static_cast<uint32_t>(d) + 1) : 0u};
+}
+
+// n / v.d for n in [0, 2^31). magic = (2^32 + e) / d with 0 <= e < d, so n * magic / 2^32 =
+// n / d + n e / (d 2^32) exceeds n / d by less than 1 / 2: the estimate is the quotient or
+// one more.
+CM_HD int divide(int n, const Divisor& v) {
+  if (v.d == 1) return n;
+  const uint32_t u = static_cast<uint32_t>(n);
+#ifdef __CUDA_ARCH__
+  uint32_t q = __umulhi(u, v.magic);
+#else
+  uint32_t q = static_cast<uint32_t>((static_cast<uint64_t>(u) * v.magic) >> 32);
+#endif
+  if (q * static_cast<uint32_t>(v.d) > u) --q;
+  return static_cast<int>(q);
+}
+
 // The cell of the token at offset rel in [0, grid_extent) from the grid's first token.
-CM_HD GridCell grid_cell(const GridFormula& f, int rel) {
+// by_strip, if given, is divisor(f.strip): it replaces the division within full-width strips.
+CM_HD GridCell grid_cell(const GridFormula& f, int rel, const Divisor* by_strip = nullptr) {
   const int plane = f.rows * f.cols;
   const int t = f.frames == 1 ? 0 : rel / plane;
   const int in_frame = rel - t * plane;
@@ -374,7 +402,7 @@ CM_HD GridCell grid_cell(const GridFormula& f, int rel) {
   const int x0 = f.strip == f.cols ? 0 : in_frame / (f.strip * f.rows) * f.strip;
   const int width = strip_width(f, x0);
   const int local = in_frame - x0 * f.rows;
-  const int y = local / width;
+  const int y = by_strip != nullptr && width == f.strip ? divide(local, *by_strip) : local / width;
   return {t, y, x0 + local - y * width};
 }
 
@@ -391,9 +419,9 @@ struct GridRange {
   GridCell first;  // grid_cell(a), when a < b
 };
 
-CM_HD GridRange grid_range(const GridFormula& f, int a, int b) {
+CM_HD GridRange grid_range(const GridFormula& f, int a, int b, const Divisor* by_strip = nullptr) {
   GridRange r{imax(a, 0), imin(b, grid_extent(f)), {0, 0, 0}};
-  if (r.a < r.b) r.first = grid_cell(f, r.a);
+  if (r.a < r.b) r.first = grid_cell(f, r.a, by_strip);
   return r;
 }
 
@@ -471,11 +499,12 @@ CM_HD void for_each_neighbourhood_run(const GridFormula& f, const GridCell& c, i
 }
 
 // The grid cell of query row q's centre, or false when q is outside the formula's query rows
-// or off the grid.
-CM_HD bool grid_center(const GridFormula& f, int q, GridCell& c) {
+// or off the grid. by_strip as for grid_cell.
+CM_HD bool grid_center(const GridFormula& f, int q, GridCell& c,
+                       const Divisor* by_strip = nullptr) {
   const long long rel = static_cast<long long>(q) - f.center_start;
   if (q < f.q_lo || q >= f.q_hi || rel < 0 || rel >= grid_extent(f)) return false;
-  c = grid_cell(f, static_cast<int>(rel));
+  c = grid_cell(f, static_cast<int>(rel), by_strip);
   return true;
 }
 

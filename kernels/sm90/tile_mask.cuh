@@ -132,6 +132,7 @@ inline constexpr uint8_t kFullTileKind = 0;
 struct TileMask {
   desc::Pattern pattern;
   desc::GridFormula formula;  // the grid kinds only
+  desc::Divisor by_strip;     // the grid kinds: divisor(formula.strip), for grid_cell
   int k0;                     // the key tile's first key
   desc::GridRange keys;       // the grid kinds: the grid offsets under the columns
 
@@ -143,7 +144,7 @@ struct TileMask {
     k0 = first_key;
     if (desc::is_grid_kind(pattern.kind)) {
       const int base = formula.start - k0;  // tile-relative column of the grid's first token
-      keys = desc::grid_range(formula, cols.lo() - base, cols.hi() - base);
+      keys = desc::grid_range(formula, cols.lo() - base, cols.hi() - base, &by_strip);
     }
   }
 };
@@ -157,7 +158,10 @@ __host__ __device__ inline TileMask tile_mask(const void* blob, int index) {
     return m;
   }
   m.pattern = desc::pattern(blob, static_cast<uint32_t>(index));
-  if (desc::is_grid_kind(m.pattern.kind)) m.formula = desc::grid_formula(blob, m.pattern.formula);
+  if (desc::is_grid_kind(m.pattern.kind)) {
+    m.formula = desc::grid_formula(blob, m.pattern.formula);
+    m.by_strip = desc::divisor(m.formula.strip);
+  }
   return m;
 }
 
@@ -169,7 +173,7 @@ __host__ __device__ void add_grid_row_bits(const void* blob, const TileMask& m, 
                                            const Columns& cols, typename Columns::Bits& bits) {
   const desc::GridFormula& f = m.formula;
   desc::GridCell c;
-  if (!desc::grid_center(f, q, c)) return;
+  if (!desc::grid_center(f, q, c, &m.by_strip)) return;
   const int base = f.start - m.k0;
   desc::for_each_visible_run(
       f, c, m.keys, [&](int dt, int dy) { return desc::grid_half_width_table(blob, f, dt, dy); },

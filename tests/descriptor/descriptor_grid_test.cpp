@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <random>
 #include <vector>
 
@@ -170,6 +171,34 @@ TEST(DescriptorGrid, HalfWidthTableHoldsTheFormulaAndIsVerified) {
   }
 }
 
+// desc::divide against integer division: every divisor up to 2^12 and powers of two and their
+// neighbours up to 2^31 - 1, each on dividends at the quotients' edges, small values and the
+// largest int32 values.
+TEST(DescriptorGrid, DivisorMatchesIntegerDivision) {
+  std::vector<int64_t> divisors;
+  for (int64_t d = 1; d <= 4096; ++d) divisors.push_back(d);
+  for (int64_t p = 8192; p <= (int64_t{1} << 31); p *= 2) {
+    for (int64_t d : {p - 1, p, p + 1}) {
+      if (d <= INT32_MAX) divisors.push_back(d);
+    }
+  }
+  std::mt19937 rng(7);
+  for (const int64_t d64 : divisors) {
+    const int d = static_cast<int>(d64);
+    const desc::Divisor v = desc::divisor(d);
+    std::vector<int64_t> dividends = {0,       1,         d64 - 1,       d64,
+                                      d64 + 1, INT32_MAX, INT32_MAX - 1, INT32_MAX - d64 + 1};
+    for (int i = 0; i < 16; ++i) {
+      const int64_t q = std::uniform_int_distribution<int64_t>(0, INT32_MAX / d64)(rng);
+      for (int64_t r : {int64_t{0}, d64 - 1}) dividends.push_back(q * d64 + r);
+    }
+    for (const int64_t n : dividends) {
+      if (n < 0 || n > INT32_MAX) continue;
+      ASSERT_EQ(desc::divide(static_cast<int>(n), v), n / d64) << n << " / " << d;
+    }
+  }
+}
+
 // grid_cell, grid_offset, strip_start and for_each_grid_segment against the layout oracle, on
 // every token of grids with one or more frames and every strip width (strip == cols, the
 // row-major layout, takes its own division-free branches).
@@ -185,6 +214,7 @@ TEST(DescriptorGrid, GridGeometryFollowsTheLayout) {
           f.strip = strip;
           const int32_t extent = desc::grid_extent(f);
           ASSERT_EQ(extent, frames * rows * cols);
+          const desc::Divisor by_strip = desc::divisor(strip);
           std::vector<int32_t> covered;
           for (int32_t rel = 0; rel < extent; ++rel) {
             const testing::GridPosition want = testing::walk_grid_cell(rows, cols, strip, rel);
@@ -192,6 +222,9 @@ TEST(DescriptorGrid, GridGeometryFollowsTheLayout) {
             ASSERT_EQ(c.t, want.t) << frames << "x" << rows << "x" << cols << " strip " << strip;
             ASSERT_EQ(c.y, want.y) << frames << "x" << rows << "x" << cols << " strip " << strip;
             ASSERT_EQ(c.x, want.x) << frames << "x" << rows << "x" << cols << " strip " << strip;
+            const desc::GridCell fast = desc::grid_cell(f, rel, &by_strip);  // the kernels' form
+            ASSERT_TRUE(fast.t == c.t && fast.y == c.y && fast.x == c.x)
+                << frames << "x" << rows << "x" << cols << " strip " << strip << " rel " << rel;
             ASSERT_EQ(desc::grid_offset(f, c), rel);
             ASSERT_EQ(desc::strip_start(f, c.x), c.x - c.x % strip);
           }
