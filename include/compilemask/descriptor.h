@@ -367,7 +367,8 @@ CM_HD int grid_offset(const GridFormula& f, const GridCell& c) {
 
 // Division of values in [0, 2^31) by a fixed positive divisor d: one multiply-high and one
 // correction instead of an integer division. Kernels keep one for a formula's strip width,
-// since every masked row's centre divides by it (grid_cell).
+// since every masked row's centre divides by it (grid_cell); the builder one for the tile size
+// (TileAxis::tile_of, in the classification's inner loops).
 struct Divisor {
   int d;
   uint32_t magic;  // ceil(2^32 / d) for d >= 2

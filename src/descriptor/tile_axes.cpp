@@ -17,7 +17,7 @@ void append_uniform(std::vector<int32_t>& starts, int32_t from, int32_t to, int3
 }  // namespace
 
 TileAxis::TileAxis(std::vector<int32_t> starts, int32_t size)
-    : starts_(std::move(starts)), div_(size) {
+    : starts_(std::move(starts)), div_(desc::divisor(size)) {
   const int32_t windows = (length() + size - 1) / size;
   window_tile_.resize(static_cast<size_t>(windows));
   int32_t t = 0;

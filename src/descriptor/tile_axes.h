@@ -4,8 +4,8 @@
 #pragma once
 
 #include <compilemask/compilemask.h>
+#include <compilemask/descriptor.h>
 
-#include "descriptor/tile_div.h"
 #include "specialize/row_intervals.h"
 
 #include <cstdint>
@@ -33,8 +33,8 @@ class TileAxis {
   // Pre: 0 <= k < length(). The tile that holds token k. A window of `size` tokens holds at
   // most two tile starts when restarts are at least a tile apart, so this is a lookup and at
   // most two steps.
-  int32_t tile_of(int64_t k) const {
-    auto t = static_cast<size_t>(window_tile_[static_cast<size_t>(div_(k))]);
+  int32_t tile_of(int32_t k) const {
+    auto t = static_cast<size_t>(window_tile_[static_cast<size_t>(desc::divide(k, div_))]);
     while (starts_[t + 1] <= k) ++t;
     return static_cast<int32_t>(t);
   }
@@ -42,7 +42,7 @@ class TileAxis {
  private:
   std::vector<int32_t> starts_;
   std::vector<int32_t> window_tile_;  // per window [w * size, (w + 1) * size): the tile of w * size
-  TileDiv div_;
+  desc::Divisor div_;  // by size
 };
 
 struct TileAxes {

@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <climits>
 #include <random>
 #include <vector>
 
@@ -167,34 +166,6 @@ TEST(DescriptorGrid, HalfWidthTableHoldsTheFormulaAndIsVerified) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("half-width table entry"), std::string::npos)
           << e.what();
-    }
-  }
-}
-
-// desc::divide against integer division: every divisor up to 2^12 and powers of two and their
-// neighbours up to 2^31 - 1, each on dividends at the quotients' edges, small values and the
-// largest int32 values.
-TEST(DescriptorGrid, DivisorMatchesIntegerDivision) {
-  std::vector<int64_t> divisors;
-  for (int64_t d = 1; d <= 4096; ++d) divisors.push_back(d);
-  for (int64_t p = 8192; p <= (int64_t{1} << 31); p *= 2) {
-    for (int64_t d : {p - 1, p, p + 1}) {
-      if (d <= INT32_MAX) divisors.push_back(d);
-    }
-  }
-  std::mt19937 rng(7);
-  for (const int64_t d64 : divisors) {
-    const int d = static_cast<int>(d64);
-    const desc::Divisor v = desc::divisor(d);
-    std::vector<int64_t> dividends = {0,       1,         d64 - 1,       d64,
-                                      d64 + 1, INT32_MAX, INT32_MAX - 1, INT32_MAX - d64 + 1};
-    for (int i = 0; i < 16; ++i) {
-      const int64_t q = std::uniform_int_distribution<int64_t>(0, INT32_MAX / d64)(rng);
-      for (int64_t r : {int64_t{0}, d64 - 1}) dividends.push_back(q * d64 + r);
-    }
-    for (const int64_t n : dividends) {
-      if (n < 0 || n > INT32_MAX) continue;
-      ASSERT_EQ(desc::divide(static_cast<int>(n), v), n / d64) << n << " / " << d;
     }
   }
 }

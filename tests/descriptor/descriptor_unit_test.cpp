@@ -4,7 +4,6 @@
 
 #include "descriptor/build.h"
 #include "descriptor/decode.h"
-#include "descriptor/tile_div.h"
 #include "mask_fixtures.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <vector>
 
 namespace cm {
 namespace {
@@ -374,17 +374,39 @@ TEST(DescriptorUnit, StatsRenderTheirFields) {
   EXPECT_NE(stats.to_json().find("\"bytes\": 2048"), std::string::npos);
 }
 
-TEST(DescriptorUnit, TileDivMatchesIntegerDivision) {
-  std::mt19937 rng(99);
-  for (int32_t d = 1; d <= 256; ++d) {
-    const descriptor::TileDiv div(d);
-    for (int64_t k : {int64_t{0}, int64_t{d - 1}, int64_t{d}, int64_t{(1ll << 31) - 1},
-                      int64_t{(1ll << 31) - 1 - d}}) {
-      ASSERT_EQ(div(k), k / d) << "k=" << k << " d=" << d;
+// desc::divide (the kernels' grid walks and TileAxis::tile_of) against integer division: every
+// divisor up to 2^12 and powers of two and their neighbours up to 2^31 - 1, each on dividends
+// at the quotients' edges, small values and the largest int32 values, and the tile sizes up to
+// 256 on 2000 random dividends each.
+TEST(DescriptorUnit, DivisorMatchesIntegerDivision) {
+  std::vector<int64_t> divisors;
+  for (int64_t d = 1; d <= 4096; ++d) divisors.push_back(d);
+  for (int64_t p = 8192; p <= (int64_t{1} << 31); p *= 2) {
+    for (int64_t d : {p - 1, p, p + 1}) {
+      if (d <= INT32_MAX) divisors.push_back(d);
     }
+  }
+  std::mt19937 rng(7);
+  for (const int64_t d64 : divisors) {
+    const int d = static_cast<int>(d64);
+    const desc::Divisor v = desc::divisor(d);
+    std::vector<int64_t> dividends = {0,       1,         d64 - 1,       d64,
+                                      d64 + 1, INT32_MAX, INT32_MAX - 1, INT32_MAX - d64 + 1};
+    for (int i = 0; i < 16; ++i) {
+      const int64_t q = std::uniform_int_distribution<int64_t>(0, INT32_MAX / d64)(rng);
+      for (int64_t r : {int64_t{0}, d64 - 1}) dividends.push_back(q * d64 + r);
+    }
+    for (const int64_t n : dividends) {
+      if (n < 0 || n > INT32_MAX) continue;
+      ASSERT_EQ(desc::divide(static_cast<int>(n), v), n / d64) << n << " / " << d;
+    }
+  }
+  std::mt19937 random_dividends(99);
+  for (int d = 1; d <= 256; ++d) {
+    const desc::Divisor v = desc::divisor(d);
     for (int i = 0; i < 2000; ++i) {
-      const int64_t k = std::uniform_int_distribution<int64_t>(0, (1ll << 31) - 1)(rng);
-      ASSERT_EQ(div(k), k / d) << "k=" << k << " d=" << d;
+      const int n = std::uniform_int_distribution<int>(0, INT32_MAX)(random_dividends);
+      ASSERT_EQ(desc::divide(n, v), n / d) << n << " / " << d;
     }
   }
 }
