@@ -236,16 +236,19 @@ struct TileSpan {
   CM_HD int size() const { return end - begin; }
 };
 
+// Tile t of a tile-start table.
+CM_HD TileSpan tile_span(const int32_t* starts, int t) {
+  return {starts[t], starts[t + 1]};
+}
+
 // Rows of query tile m.
 CM_HD TileSpan q_tile_span(const void* blob, int m) {
-  const int32_t* starts = at<int32_t>(blob, header(blob).q_starts_offset);
-  return {starts[m], starts[m + 1]};
+  return tile_span(at<int32_t>(blob, header(blob).q_starts_offset), m);
 }
 
 // Columns of key tile n.
 CM_HD TileSpan k_tile_span(const void* blob, int n) {
-  const int32_t* starts = at<int32_t>(blob, header(blob).k_starts_offset);
-  return {starts[n], starts[n + 1]};
+  return tile_span(at<int32_t>(blob, header(blob).k_starts_offset), n);
 }
 
 // The tile of a tile-start table (count tiles) that holds token x, 0 <= x < starts[count]:

@@ -72,7 +72,7 @@ struct BwdConsumer {
     const int r = (tid % 128) / 2;
     const int word = 2 * wg() + tid % 2;
     const int tile_row = step.half * kBwdStepRows + r;
-    const desc::TileSpan rows = table_tile(p.shape.q_starts, step.m);
+    const desc::TileSpan rows = desc::tile_span(p.shape.q_starts, step.m);
     const desc::TileSpan keys = desc::k_tile_span(p.descriptor, item.n);
     TileMask mask = tile_mask(p.descriptor, step.pattern);
     mask.at_keys(keys.begin, WindowColumns(word));

@@ -47,7 +47,7 @@ struct BwdWorkspace {
 };
 
 // Shared by the three kernels.
-// Workspace row m * kBwdTile + r is row table_tile(q_starts, m).begin + r of the sequence
+// Workspace row m * kBwdTile + r is row desc::tile_span(q_starts, m).begin + r of the sequence
 // (problem_shape.h), for r below the tile's size; the tile's other rows are padding.
 struct BwdShape : ProblemShape {
   int32_t rows_padded;  // num_q_tiles * kBwdTile

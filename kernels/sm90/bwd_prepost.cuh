@@ -49,7 +49,7 @@ __device__ __forceinline__ RowSlot row_slot(const BwdShape& s) {
   RowSlot t;
   t.padded =
       static_cast<int>(blockIdx.x) * kPrepostRows + static_cast<int>(threadIdx.x) / kRowThreads;
-  const desc::TileSpan tile = table_tile(s.q_starts, t.padded / kBwdTile);
+  const desc::TileSpan tile = desc::tile_span(s.q_starts, t.padded / kBwdTile);
   t.row = tile.begin + t.padded % kBwdTile;
   t.valid = t.row < tile.end;
   t.lane = static_cast<int>(threadIdx.x) % kRowThreads;

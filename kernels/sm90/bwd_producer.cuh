@@ -36,7 +36,7 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   StepCursor steps(p, item);
   BwdStep step;
   while (steps.next(step)) {
-    const int row = table_tile(p.shape.q_starts, step.m).begin + step.half * kBwdStepRows;
+    const int row = desc::tile_span(p.shape.q_starts, step.m).begin + step.half * kBwdStepRows;
     const int padded_row = step.m * kBwdTile + step.half * kBwdStepRows;
     const int stage_elems = kBlockM * Config::kHeadDim;
     wait_barrier(ss.step_empty[st.stage], st.phase ^ 1u);

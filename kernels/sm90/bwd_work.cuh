@@ -87,7 +87,7 @@ class QueryTileCursor {
 // walks, as bits (bit h: half h): those that start inside the tile, less those the tile's
 // pattern marks empty (Pattern::empty_halves), whose steps would add nothing.
 __host__ __device__ inline unsigned walked_halves(const BwdMainParams& p, int m, int pattern) {
-  unsigned halves = table_tile(p.shape.q_starts, m).size() > kBwdStepRows ? 3u : 1u;
+  unsigned halves = desc::tile_span(p.shape.q_starts, m).size() > kBwdStepRows ? 3u : 1u;
   if (pattern >= 0) {
     halves &= ~unsigned{desc::pattern(p.descriptor, static_cast<uint32_t>(pattern)).empty_halves};
   }

@@ -26,28 +26,23 @@ struct ProblemShape {
   // tiles are the uniform ones (tile t is [128 t, min(n, 128 t + 128))) and computes them
   // (query_tile, key_tile); tiles restart only at block boundaries (descriptor.h). The
   // backward always gets the tables and loads the spans: query spans from q_starts
-  // (table_tile), key spans through the descriptor (desc::k_tile_span), as run 124 timed; the
+  // (desc::tile_span), key spans through the descriptor (desc::k_tile_span), as run 124 timed; the
   // branch on null in its step loop cost causal's and sliding's backward 1.5-2.3% against the
   // loads (run 126).
   const int32_t* q_starts;
   const int32_t* k_starts;
 };
 
-// Tile t of a tile-start table.
-CM_HD desc::TileSpan table_tile(const int32_t* starts, int t) {
-  return {starts[t], starts[t + 1]};
-}
-
 // Rows of query tile m.
 CM_HD desc::TileSpan query_tile(const ProblemShape& s, int m) {
-  if (s.q_starts != nullptr) return table_tile(s.q_starts, m);
+  if (s.q_starts != nullptr) return desc::tile_span(s.q_starts, m);
   const int begin = m * kKernelTile;
   return {begin, begin + kKernelTile < s.nq ? begin + kKernelTile : s.nq};
 }
 
 // Columns of key tile n.
 CM_HD desc::TileSpan key_tile(const ProblemShape& s, int n) {
-  if (s.k_starts != nullptr) return table_tile(s.k_starts, n);
+  if (s.k_starts != nullptr) return desc::tile_span(s.k_starts, n);
   const int begin = n * kKernelTile;
   return {begin, begin + kKernelTile < s.nk ? begin + kKernelTile : s.nk};
 }
