@@ -95,7 +95,8 @@ struct FwdConfig {
     alignas(1024) Element q[kQStages * kBlockM * kHeadDim];
     alignas(1024) Element k[kStages * kBlockN * kHeadDim];
     alignas(1024) Element v[kStages * kBlockN * kHeadDim];
-    QuadBits mask[kMaskSlots][kBlockM];  // a masked tile's visibility, row by row
+    QuadBits mask[kMaskSlots][kBlockM];   // a masked tile's visibility, row by row
+    QuadBits quad_below[kMaskTileN + 1];  // the mask warps' QuadColumns table
     uint64_t q_full[kQStages], q_empty[kQStages];
     uint64_t k_full[kStages], k_empty[kStages];
     uint64_t v_full[kStages], v_empty[kStages];

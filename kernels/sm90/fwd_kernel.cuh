@@ -61,6 +61,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     cutlass::arch::fence_barrier_init();
   }
+  if (threadIdx.x <= kMaskTileN) ss->quad_below[threadIdx.x] = quad_bits_below(threadIdx.x);
   __syncthreads();
 
   if (warp < 4) {

@@ -33,6 +33,7 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
   // (every partial tile of a grid mask), and reading it again costs dependent global loads.
   TileMask mask{};
   int mask_index = kNoPatternRead;
+  const QuadColumns cols(ss.quad_below);
   for (;;) {
     const WorkItem item = take_item<Config>(ss, item_state);
     if (item.row == nullptr) return;
@@ -47,12 +48,11 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
         mask = tile_mask(p.descriptor, pattern);
         mask_index = pattern;
       }
-      mask.at_keys(keys.begin, QuadColumns());
+      mask.at_keys(keys.begin, cols);
       wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);
       int r = first_row;
       for (; r < Config::kBlockM; r += Config::kMaskThreads) {
-        ss.mask[slot.stage][r] =
-            row_visibility(p.descriptor, mask, item.q0, r, keys.size(), QuadColumns());
+        ss.mask[slot.stage][r] = row_visibility(p.descriptor, mask, item.q0, r, keys.size(), cols);
       }
       first_row = r - Config::kBlockM;
       arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows

@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include <array>
+
 namespace cm::sm90 {
 
 inline constexpr int kMaskTileN = 128;  // the key-tile width the masking assumes
@@ -25,8 +27,7 @@ __host__ __device__ inline int quad_count_below(int x, int q) {
   return 2 * (x >> 3) + min(max((x & 7) - 2 * q, 0), 2);
 }
 
-// The n lowest bits, n in [0, 32]: one clamping funnel shift on the device (the mask warps
-// compute 8 per interval, and their instruction count is the forward's limit on grid masks).
+// The n lowest bits, n in [0, 32]: one clamping funnel shift on the device.
 __host__ __device__ inline uint32_t low_bits(int n) {
 #ifdef __CUDA_ARCH__
   return __funnelshift_lc(~0u, 0u, n);
@@ -37,7 +38,7 @@ __host__ __device__ inline uint32_t low_bits(int n) {
 
 // The 128 columns of a tile row as four quad words, word q for the threads with
 // lane % 4 == q: computed once per row, read by each quad thread with one 32-bit load.
-struct QuadBits {
+struct alignas(16) QuadBits {
   uint32_t quad[4];
   __host__ __device__ QuadBits& operator|=(const QuadBits& o) {
     CUTE_UNROLL
@@ -51,22 +52,45 @@ struct QuadBits {
   }
 };
 
+// The quad words of the columns below x, for x in [0, kMaskTileN]: QuadColumns's table.
+__host__ __device__ inline QuadBits quad_bits_below(int x) {
+  QuadBits bits;
+  CUTE_UNROLL
+  for (int q = 0; q < 4; ++q) bits.quad[q] = low_bits(quad_count_below(x, q));
+  return bits;
+}
+
+// quad_bits_below(x) at index x: the table QuadColumns reads. The forward fills one in shared
+// memory at launch; the host tests use this one.
+inline const QuadBits* host_quad_bits_below() {
+  static const auto table = [] {
+    std::array<QuadBits, kMaskTileN + 1> t;
+    for (int x = 0; x <= kMaskTileN; ++x) t[x] = quad_bits_below(x);
+    return t;
+  }();
+  return table.data();
+}
+
 class QuadColumns {
  public:
   using Bits = QuadBits;
+  // `below`: quad_bits_below(x) at index x for x in [0, kMaskTileN]. A range is then two
+  // 16-byte loads and four and-nots, against about 50 instructions computed (the mask warps
+  // compute one or two ranges per row, and their instruction count limits grid masks).
+  __host__ __device__ explicit QuadColumns(const QuadBits* below) : below_(below) {}
+
   __host__ __device__ static Bits filled(bool all) {
     const uint32_t w = all ? ~0u : 0u;
     return {{w, w, w, w}};
   }
-  // Columns [lo, hi) (tile-relative, any integers).
+  // Columns [lo, hi) (tile-relative, any integers). Columns below hi and not below lo: empty
+  // for hi <= lo, since the table grows with x.
   __host__ __device__ Bits range(int lo, int hi) const {
-    lo = min(max(lo, 0), kMaskTileN);
-    hi = min(max(hi, lo), kMaskTileN);
+    const QuadBits below_hi = below_[min(max(hi, 0), kMaskTileN)];
+    const QuadBits below_lo = below_[min(max(lo, 0), kMaskTileN)];
     Bits bits;
     CUTE_UNROLL
-    for (int q = 0; q < 4; ++q) {
-      bits.quad[q] = low_bits(quad_count_below(hi, q)) & ~low_bits(quad_count_below(lo, q));
-    }
+    for (int q = 0; q < 4; ++q) bits.quad[q] = below_hi.quad[q] & ~below_lo.quad[q];
     return bits;
   }
   __host__ __device__ int lo() const { return 0; }
@@ -89,6 +113,9 @@ class QuadColumns {
     }
     return bits;
   }
+
+ private:
+  const QuadBits* below_;
 };
 
 // Column 32 * word + i is bit i: one word of a row of a 128-column visibility bitmap.

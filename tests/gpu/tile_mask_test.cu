@@ -49,9 +49,10 @@ class MaskingChecker {
     const desc::TileSpan rows = desc::q_tile_span(blob_, m), keys = desc::k_tile_span(blob_, n);
     const int q0 = rows.begin, k0 = keys.begin;
     const int key_limit = keys.size();
+    const QuadColumns quad_columns(host_quad_bits_below());
     for (int r = 0; r < rows.size(); ++r) {
-      p.at_keys(k0, QuadColumns());
-      const QuadBits quads = row_visibility(blob_, p, q0, r, key_limit, QuadColumns());
+      p.at_keys(k0, quad_columns);
+      const QuadBits quads = row_visibility(blob_, p, q0, r, key_limit, quad_columns);
       uint32_t words[kWords];
       for (int w = 0; w < kWords; ++w) {
         p.at_keys(k0, WindowColumns(w));
@@ -119,9 +120,10 @@ class MaskingChecker {
 // Every column range, including empty, reversed and out-of-tile bounds, as quad words and as
 // window words, against the columns one by one.
 TEST(KernelMasking, ColumnRangesMatchTheirColumns) {
+  const QuadColumns quad_columns(host_quad_bits_below());
   for (int lo = -9; lo <= kTile + 9; ++lo) {
     for (int hi = -9; hi <= kTile + 9; ++hi) {
-      const QuadBits quads = QuadColumns().range(lo, hi);
+      const QuadBits quads = quad_columns.range(lo, hi);
       for (int c = 0; c < kTile; ++c) {
         const bool want = lo <= c && c < hi;
         const bool quad = (quads.quad[quad_of(c)] >> quad_bit(c)) & 1u;
