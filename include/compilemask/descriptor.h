@@ -397,8 +397,9 @@ CM_HD int divide(int n, const Divisor& v) {
 }
 
 // The cell of the token at offset rel in [0, grid_extent) from the grid's first token.
-// by_strip, if given, is divisor(f.strip): it replaces the division within full-width strips.
-CM_HD GridCell grid_cell(const GridFormula& f, int rel, const Divisor* by_strip = nullptr) {
+// by_strip, if given (d != 0), is divisor(f.strip): it replaces the division within full-width
+// strips.
+CM_HD GridCell grid_cell(const GridFormula& f, int rel, Divisor by_strip = {0, 0u}) {
   const int plane = f.rows * f.cols;
   const int t = f.frames == 1 ? 0 : rel / plane;
   const int in_frame = rel - t * plane;
@@ -406,7 +407,7 @@ CM_HD GridCell grid_cell(const GridFormula& f, int rel, const Divisor* by_strip 
   const int x0 = f.strip == f.cols ? 0 : in_frame / (f.strip * f.rows) * f.strip;
   const int width = strip_width(f, x0);
   const int local = in_frame - x0 * f.rows;
-  const int y = by_strip != nullptr && width == f.strip ? divide(local, *by_strip) : local / width;
+  const int y = by_strip.d != 0 && width == f.strip ? divide(local, by_strip) : local / width;
   return {t, y, x0 + local - y * width};
 }
 
@@ -423,7 +424,7 @@ struct GridRange {
   GridCell first;  // grid_cell(a), when a < b
 };
 
-CM_HD GridRange grid_range(const GridFormula& f, int a, int b, const Divisor* by_strip = nullptr) {
+CM_HD GridRange grid_range(const GridFormula& f, int a, int b, Divisor by_strip = {0, 0u}) {
   GridRange r{imax(a, 0), imin(b, grid_extent(f)), {0, 0, 0}};
   if (r.a < r.b) r.first = grid_cell(f, r.a, by_strip);
   return r;
@@ -504,8 +505,7 @@ CM_HD void for_each_neighbourhood_run(const GridFormula& f, const GridCell& c, i
 
 // The grid cell of query row q's centre, or false when q is outside the formula's query rows
 // or off the grid. by_strip as for grid_cell.
-CM_HD bool grid_center(const GridFormula& f, int q, GridCell& c,
-                       const Divisor* by_strip = nullptr) {
+CM_HD bool grid_center(const GridFormula& f, int q, GridCell& c, Divisor by_strip = {0, 0u}) {
   const long long rel = static_cast<long long>(q) - f.center_start;
   if (q < f.q_lo || q >= f.q_hi || rel < 0 || rel >= grid_extent(f)) return false;
   c = grid_cell(f, static_cast<int>(rel), by_strip);

@@ -45,7 +45,7 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
       const desc::TileSpan keys = key_tile(p, n);
       if (!tile_needs_mask(pattern, keys.size())) continue;
       if (pattern != mask_index) {
-        mask = tile_mask(p.descriptor, pattern);
+        mask = tile_mask_for_rows(p.descriptor, pattern);
         mask_index = pattern;
       }
       mask.at_keys(keys.begin, cols);

@@ -159,7 +159,7 @@ inline constexpr uint8_t kFullTileKind = 0;
 struct TileMask {
   desc::Pattern pattern;
   desc::GridFormula formula;  // the grid kinds only
-  desc::Divisor by_strip;     // the grid kinds: divisor(formula.strip), for grid_cell
+  desc::Divisor by_strip;     // divisor(formula.strip) from tile_mask_for_rows, else d = 0
   int k0;                     // the key tile's first key
   desc::GridRange keys;       // the grid kinds: the grid offsets under the columns
 
@@ -171,7 +171,7 @@ struct TileMask {
     k0 = first_key;
     if (desc::is_grid_kind(pattern.kind)) {
       const int base = formula.start - k0;  // tile-relative column of the grid's first token
-      keys = desc::grid_range(formula, cols.lo() - base, cols.hi() - base, &by_strip);
+      keys = desc::grid_range(formula, cols.lo() - base, cols.hi() - base, by_strip);
     }
   }
 };
@@ -185,10 +185,16 @@ __host__ __device__ inline TileMask tile_mask(const void* blob, int index) {
     return m;
   }
   m.pattern = desc::pattern(blob, static_cast<uint32_t>(index));
-  if (desc::is_grid_kind(m.pattern.kind)) {
-    m.formula = desc::grid_formula(blob, m.pattern.formula);
-    m.by_strip = desc::divisor(m.formula.strip);
-  }
+  if (desc::is_grid_kind(m.pattern.kind)) m.formula = desc::grid_formula(blob, m.pattern.formula);
+  return m;
+}
+
+// tile_mask for a mask kept over many rows (the forward's mask warps keep it while the pattern
+// stays the same): with the grid kinds' strip divisor, whose one division saves one per row.
+// The backward makes a mask per step for one row per thread, where it would not pay.
+__host__ __device__ inline TileMask tile_mask_for_rows(const void* blob, int index) {
+  TileMask m = tile_mask(blob, index);
+  if (desc::is_grid_kind(m.pattern.kind)) m.by_strip = desc::divisor(m.formula.strip);
   return m;
 }
 
@@ -200,7 +206,7 @@ __host__ __device__ void add_grid_row_bits(const void* blob, const TileMask& m, 
                                            const Columns& cols, typename Columns::Bits& bits) {
   const desc::GridFormula& f = m.formula;
   desc::GridCell c;
-  if (!desc::grid_center(f, q, c, &m.by_strip)) return;
+  if (!desc::grid_center(f, q, c, m.by_strip)) return;
   const int base = f.start - m.k0;
   desc::for_each_visible_run(
       f, c, m.keys, [&](int dt, int dy) { return desc::grid_half_width_table(blob, f, dt, dy); },

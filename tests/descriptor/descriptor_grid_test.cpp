@@ -193,7 +193,7 @@ TEST(DescriptorGrid, GridGeometryFollowsTheLayout) {
             ASSERT_EQ(c.t, want.t) << frames << "x" << rows << "x" << cols << " strip " << strip;
             ASSERT_EQ(c.y, want.y) << frames << "x" << rows << "x" << cols << " strip " << strip;
             ASSERT_EQ(c.x, want.x) << frames << "x" << rows << "x" << cols << " strip " << strip;
-            const desc::GridCell fast = desc::grid_cell(f, rel, &by_strip);  // the kernels' form
+            const desc::GridCell fast = desc::grid_cell(f, rel, by_strip);  // the kernels' form
             ASSERT_TRUE(fast.t == c.t && fast.y == c.y && fast.x == c.x)
                 << frames << "x" << rows << "x" << cols << " strip " << strip << " rel " << rel;
             ASSERT_EQ(desc::grid_offset(f, c), rel);

@@ -45,7 +45,15 @@ class MaskingChecker {
   // Every row of tile (m, n) masked by pattern `index` (negative: a full tile), as both kernels
   // compute it. Returns false, after one failure message, at the first wrong bit.
   bool tile(int32_t m, int32_t n, int index) {
-    TileMask p = tile_mask(blob_, index);
+    // The backward's form, and the forward's with the strip divisor.
+    for (TileMask p : {tile_mask(blob_, index), tile_mask_for_rows(blob_, index)}) {
+      if (!rows_of(p, m, n, index)) return false;
+    }
+    return true;
+  }
+
+  // Every row of tile (m, n) under mask p, as both kernels' column forms compute it.
+  bool rows_of(TileMask& p, int32_t m, int32_t n, int index) {
     const desc::TileSpan rows = desc::q_tile_span(blob_, m), keys = desc::k_tile_span(blob_, n);
     const int q0 = rows.begin, k0 = keys.begin;
     const int key_limit = keys.size();
@@ -64,9 +72,10 @@ class MaskingChecker {
         const bool window = (words[c / 32] >> (c % 32)) & 1u;
         if (quad != want || window != want) {
           ADD_FAILURE() << c_.name << " (b, h) = (" << b_ << ", " << h_ << "): tile (" << m << ", "
-                        << n << ") pattern " << index << " row " << r << " column " << c
-                        << ": visible " << want << ", QuadColumns " << quad << ", WindowColumns "
-                        << window;
+                        << n << ") pattern " << index
+                        << (p.by_strip.d != 0 ? " (strip divisor)" : "") << " row " << r
+                        << " column " << c << ": visible " << want << ", QuadColumns " << quad
+                        << ", WindowColumns " << window;
           return false;
         }
       }
