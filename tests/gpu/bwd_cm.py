@@ -28,12 +28,8 @@ class Backward:
                       + [p, i64p] * 5 + [p, i64p, p] + [p, i64p] * 3
                       + [p, p, i64, i64, i, p, ctypes.c_size_t, p, ctypes.c_char_p, ctypes.c_size_t])
         f.restype = ctypes.c_int
-        # Libraries before descriptor version 5 (A/B runs against older trees) size the
-        # workspace by nq, later ones by the descriptor's query tiles.
-        self._by_descriptor = hasattr(self.lib, "cm_cuda_backward_workspace_bytes_for")
-        w = (self.lib.cm_cuda_backward_workspace_bytes_for if self._by_descriptor
-             else self.lib.cm_cuda_backward_workspace_bytes)
-        w.argtypes = [p, p, i, i, i] if self._by_descriptor else [i, i, i, i]
+        w = self.lib.cm_cuda_backward_workspace_bytes_for  # sized by the descriptor's query tiles
+        w.argtypes = [p, p, i, i, i]
         w.restype = ctypes.c_size_t
         self._workspace_bytes = w
         self._workspace = {}
@@ -42,9 +38,8 @@ class Backward:
         """The workspace for desc's query tiles and this size, kept for later calls."""
         key = (desc.num_q_tiles, desc.nq, batch, heads_q, head_dim)
         if key not in self._workspace:
-            nbytes = (self._workspace_bytes(desc.host_ptr(), desc.device.data_ptr(), batch, heads_q,
-                                            head_dim) if self._by_descriptor
-                      else self._workspace_bytes(batch, heads_q, desc.nq, head_dim))
+            nbytes = self._workspace_bytes(desc.host_ptr(), desc.device.data_ptr(), batch, heads_q,
+                                           head_dim)
             if nbytes == 0:
                 raise KernelError(f"no workspace size for {key}")
             self._workspace[key] = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
