@@ -182,19 +182,31 @@ class Workload:
                                        self.N, self.N)
         self.tiles, self.desc_visible = tile_counts(self.desc)
         order = workload_order(name, prm)
-        self.order = None if order is None else torch.from_numpy(order).cuda()
+        self.order = None if order is None else torch.from_numpy(order).to(torch.int32).cuda()
+        self.inverse = None if order is None else torch.argsort(self.order).to(torch.int32)
 
-    def reordered(self, run, inputs, outputs):
+    def reordered(self, run, inputs, outputs, permute_rows):
         """Calls run(*inputs, *outputs) in our token order: when the workload has one, on the
-        inputs gathered into it and into temporary outputs that are then scattered back, all
-        inside the call (and so inside any timing). Tensors are [B, H, N, ...]."""
+        inputs gathered into it and into temporary outputs that are then gathered back, all
+        inside the call (and so inside any timing), as cm.attention does for a plan with a
+        token order. Tensors are [B, H, N, ...]: permute_rows(src, dst, order) (the library's
+        cm_cuda_permute_rows, Kernel.permute_rows) gathers the [B, H, N, D] ones, index_select
+        the LSE."""
         if self.order is None:
             return run(*inputs, *outputs)
-        gathered = [t.index_select(2, self.order) for t in inputs]
+
+        def gather(src, order, dst):
+            if src.dim() == 4:
+                permute_rows(src, dst, order)
+            else:
+                torch.index_select(src, 2, order, out=dst)
+            return dst
+
+        gathered = [gather(t, self.order, torch.empty_like(t)) for t in inputs]
         results = [torch.empty_like(t) for t in outputs]
         run(*gathered, *results)
         for t, r in zip(outputs, results):
-            t.index_copy_(2, self.order, r)
+            gather(r, self.inverse, t)
 
     def random_inputs(self, seed):
         """q, k, v and dout: fresh standard-normal bf16 [B, H, N, D] tensors from `seed`, the

@@ -44,7 +44,7 @@ def bench_one(name, n0, kernel, flex, workloads, a):
     def ours(mainloop):
         run = lambda q, k, v, out, lse: kernel.forward(desc, q, k, v, out, lse, layout="bhsd",
                                                        mainloop=mainloop)
-        return lambda: w.reordered(run, (q, k, v), (out, lse))
+        return lambda: w.reordered(run, (q, k, v), (out, lse), kernel.permute_rows)
 
     bm = create_block_mask(mm, None, None, N, N, device="cuda")
     flex_out = flex(q, k, v, block_mask=bm)

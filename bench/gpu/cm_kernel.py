@@ -176,9 +176,22 @@ class Kernel:
                       p, p, ctypes.c_int64, ctypes.c_int64, p, ctypes.c_size_t, p,
                       ctypes.c_char_p, ctypes.c_size_t]
         f.restype = ctypes.c_int
+        g = self.lib.cm_cuda_permute_rows
+        g.argtypes = [p, i64p, p, i64p, i, i, i, i, p, p, ctypes.c_char_p, ctypes.c_size_t]
+        g.restype = ctypes.c_int
         self.lib.cm_cuda_forward_workspace_bytes.restype = ctypes.c_size_t
         nbytes = self.lib.cm_cuda_forward_workspace_bytes()
         self.workspace = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+
+    def permute_rows(self, src, dst, order, layout="bhsd"):
+        """dst[.., s, ..] = src[.., order[s], ..] along the sequence axis of [B,S,H,D] (bshd)
+        or [B,H,S,D] (bhsd) 16-bit tensors; order: int32 device tensor."""
+        hidx, sidx = (2, 1) if layout == "bshd" else (1, 2)
+        call_checked(
+            self.lib.cm_cuda_permute_rows, src.data_ptr(), int64_array(strides_bsh(src, layout)),
+            dst.data_ptr(), int64_array(strides_bsh(dst, layout)), src.shape[0],
+            src.shape[hidx], src.shape[sidx], src.shape[3], order.data_ptr(),
+            torch.cuda.current_stream().cuda_stream)
 
     def forward(self, desc, q, k, v, out, lse, layout="bshd", scale=0.0,
                 q_offsets=None, k_offsets=None, mainloop="auto"):

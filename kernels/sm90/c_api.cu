@@ -1,8 +1,10 @@
-// C entry points to the forward and backward kernels for foreign callers (Python ctypes with
-// torch tensors' data pointers, in the same process as other attention kernels). Errors come
-// back as a nonzero return code and a message, never as an exception crossing the C boundary.
+// C entry points to the forward and backward kernels and the row gather of token orders for foreign
+// callers (Python ctypes with torch tensors' data pointers, in the same process as other attention
+// kernels). Errors come back as a nonzero return code and a message, never as an exception crossing
+// the C boundary.
 #include <compilemask/cuda.h>
 #include <compilemask/cuda_backward.h>
+#include <compilemask/cuda_token_order.h>
 
 #include <cstring>
 #include <exception>
@@ -140,6 +142,20 @@ int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device,
             deterministic != 0};
         cm::cuda::backward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,
                            static_cast<cudaStream_t>(stream));
+      },
+      error, error_len);
+}
+
+// Row s of dst is row order[s] of src (cm::cuda::permute_rows): strides are element strides
+// {batch, row, head}; order is device int32[rows]. Returns 0 on success, 1 for rejected sizes
+// or strides (cm::Error), 2 for a CUDA failure.
+int cm_cuda_permute_rows(const void* src, const int64_t* src_strides, void* dst,
+                         const int64_t* dst_strides, int batch, int heads, int rows, int head_dim,
+                         const int32_t* order, void* stream, char* error, size_t error_len) {
+  return return_code(
+      [&] {
+        cm::cuda::permute_rows(tensor(src, src_strides), tensor(dst, dst_strides), batch, heads,
+                               rows, head_dim, order, static_cast<cudaStream_t>(stream));
       },
       error, error_len);
 }

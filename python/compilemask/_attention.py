@@ -79,7 +79,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     offsets would need a host sync). Rows of a jagged q outside every sequence give 0.
 
     The plan must be specialized for these lengths with tile (128, 128), batch 1 or B and heads
-    1 or Hq, and be on q's device (specialize(device=...) or plan.to(device)).
+    1 or Hq, and be on q's device (specialize(device=...) or plan.to(device)). A plan with a
+    token_order (specialize(token_order=...), 4-D inputs only) takes q, k and v in their own
+    order and returns out, the LSE and the gradients in it; the gathers into and out of the
+    mask's order run on the GPU (at about the speed of a copy).
     scale defaults to 1/sqrt(D). Returns out (q's shape and dtype), and with return_lse also
     the float32 natural-log LSE ([B, Hq, Sq], or [Hq, T] for 3-D; -inf where a row sees no
     key).
@@ -152,8 +155,21 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     elif not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
 
+    heads_first = layout == "bhsd"
+    reorder = plan.token_order is not None
+    if reorder and q.dim() != 4:
+        raise ValueError("a plan with a token_order takes 4-D q, k and v ([B, S, H, D] or "
+                         "[B, H, S, D]), not the jagged 3-D layout")
+    if reorder:  # into the mask's order; gradients come back through the gathers
+        q, k, v = (torch.ops.compilemask.permute_rows(x, plan._order_device,
+                                                      plan._inverse_device, heads_first)
+                   for x in (q, k, v))
     out, lse = torch.ops.compilemask.attention_forward(
         q, k, v, plan._desc_host, plan._desc_device, offsets if jagged else None,
-        k_offsets if jagged else None, layout == "bhsd", plan.nq, plan.nk, float(scale),
+        k_offsets if jagged else None, heads_first, plan.nq, plan.nk, float(scale),
         bool(return_lse), deterministic)
+    if reorder:  # back into the tensors' order
+        out = torch.ops.compilemask.permute_rows(out, plan._inverse_device, plan._order_device,
+                                                 heads_first)
+        lse = lse.index_select(-1, plan._inverse_device)
     return (out, lse) if return_lse else out

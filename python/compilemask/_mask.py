@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import _core
 from ._errors import Diagnostic, MaskError
@@ -63,34 +63,49 @@ class Mask:
         heads: int = 1,
         tile: tuple[int, int] = (128, 128),
         device: Any = None,
+        token_order: Any = None,
         **params: Any,
     ) -> Plan:
         """Binds `params` for an nq x nk problem (nk defaults to nq) over batch x heads masks,
         cut into tile = (tile_m, tile_n) tiles. With `device` (a torch CUDA device), the plan
-        is also uploaded for cm.attention. Raises TypeError or ValueError naming the parameter
-        and the rule when a value does not fit."""
+        is also uploaded for cm.attention. With `token_order` (a permutation of range(nq),
+        nq == nk; e.g. compilemask.strip_order), the mask is stated on the tokens in that order:
+        position i of its sequence is token token_order[i] of the tensors cm.attention gets,
+        which gathers q, k and v into it and returns out, the LSE and the gradients in the
+        tensors' own order. Raises TypeError or ValueError naming the parameter and the rule
+        when a value does not fit."""
         ints, arrays, segs = convert(self.params, self.name, params)
         tile_m, tile_n = _tile(tile)
         core = self._core.specialize(
             ints, arrays, segs, _count(nq, "nq"), _count(nq if nk is None else nk, "nk"),
             _count(batch, "batch"), _count(heads, "heads"), tile_m, tile_n,
         )
-        plan = Plan(core, self.name)
+        plan = Plan(core, self.name, token_order)
         return plan if device is None else plan.to(device)
 
 
 class BoundMask:
-    """A Mask with some parameters already given (what the cm.masks helpers return)."""
+    """A Mask with some parameters already given (what the cm.masks helpers return), and
+    optionally a token order made for each specialization (with_token_order)."""
 
-    def __init__(self, mask: Mask, params: dict[str, Any]):
+    def __init__(self, mask: Mask, params: dict[str, Any],
+                 token_order: Callable[[int], Any] | None = None):
         self.mask = mask
         self.bound = params
+        self._token_order = token_order
 
     def __repr__(self) -> str:
-        return f"<compilemask.BoundMask {self.mask.name} bound={sorted(self.bound)}>"
+        order = "" if self._token_order is None else " token_order"
+        return f"<compilemask.BoundMask {self.mask.name} bound={sorted(self.bound)}{order}>"
+
+    def with_token_order(self, order_for: Callable[[int], Any]) -> "BoundMask":
+        """This mask, specializing with token_order=order_for(nq) unless given one."""
+        return BoundMask(self.mask, self.bound, order_for)
 
     def specialize(self, **kwargs: Any) -> Plan:
         """Mask.specialize with the bound parameters added (a parameter given again wins)."""
+        if self._token_order is not None and "token_order" not in kwargs and "nq" in kwargs:
+            kwargs["token_order"] = self._token_order(kwargs["nq"])
         return self.mask.specialize(**{**self.bound, **kwargs})
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from ._layout import checked_token_order
 
 
 class Plan:
@@ -14,18 +15,27 @@ class Plan:
     `specialize(device=...)`) the device tensors cm.attention reads.
 
     Attributes: mask_name, nq, nk, batch, heads, tile (tile_m, tile_n), device (None or a
-    torch.device)."""
+    torch.device), token_order (None, or the int64 permutation from specialize: position i of
+    the mask's sequence is token token_order[i] of the tensors given to cm.attention)."""
 
-    def __init__(self, core: _core.Plan, mask_name: str):
+    def __init__(self, core: _core.Plan, mask_name: str, token_order: Any = None):
         self._core = core
         self.mask_name = mask_name
+        if token_order is not None and core.nq != core.nk:
+            raise ValueError(f"token_order needs nq == nk (one order for q, k and v), got "
+                             f"nq={core.nq}, nk={core.nk}")
+        self.token_order = (None if token_order is None else
+                            checked_token_order(token_order, core.nq))
         self.nq, self.nk = core.nq, core.nk
         self.batch, self.heads = core.batch, core.heads
         self.tile = (core.tile_m, core.tile_n)
         self.device = None
-        # Set by compilemask._torch_plan.attach: the descriptor in host and device memory.
+        # Set by compilemask._torch_plan.attach: the descriptor in host and device memory, and
+        # with a token order, it and its inverse as int32 device tensors.
         self._desc_host = None
         self._desc_device = None
+        self._order_device = None
+        self._inverse_device = None
 
     # ---- inspection ------------------------------------------------------------------------
 
@@ -58,10 +68,11 @@ class Plan:
     def __repr__(self) -> str:
         s = self.stats()
         where = "host" if self.device is None else str(self.device)
+        order = "" if self.token_order is None else " token_order"
         return (
             f"<compilemask.Plan {self.mask_name} nq={self.nq} nk={self.nk} batch={self.batch} "
             f"heads={self.heads} tile={self.tile[0]}x{self.tile[1]} density={s['density']:.4f} "
-            f"bytes={s['bytes']} on {where}>"
+            f"bytes={s['bytes']}{order} on {where}>"
         )
 
     # ---- devices ---------------------------------------------------------------------------
@@ -71,6 +82,6 @@ class Plan:
         once, outside CUDA graph capture and torch.compile regions."""
         from . import _torch_plan
 
-        moved = Plan(self._core, self.mask_name)
+        moved = Plan(self._core, self.mask_name, self.token_order)
         _torch_plan.attach(moved, device)
         return moved

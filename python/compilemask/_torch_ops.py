@@ -1,7 +1,8 @@
 """The torch operators over the sm90 kernels: compilemask::attention_forward (out, lse) and
 compilemask::attention_backward (dq, dk, dv), torch.library custom ops with fake (meta)
 implementations joined by autograd, so that torch.compile traces the forward and the backward
-without a graph break.
+without a graph break; and compilemask::permute_rows, the gather into a plan's token order,
+whose gradient is the gather back.
 
 All arguments are tensors or plain numbers, and the plan's descriptor travels as tensors, so
 a new plan of the same shape is new data to a compiled graph, not a new graph. Nothing here
@@ -230,4 +231,43 @@ def _backward(ctx, dout, dlse):
 
 torch.library.register_autograd(
     "compilemask::attention_forward", _backward, setup_context=_setup_context
+)
+
+
+@torch.library.custom_op("compilemask::permute_rows", mutates_args=(), device_types="cuda")
+def permute_rows(x: Tensor, order: Tensor, inverse: Tensor, heads_first: bool) -> Tensor:
+    """x [B, S, H, D] (heads_first=False) or [B, H, S, D] with its rows gathered: row s of the
+    result is row order[s] of x. order and inverse are int32 permutations of range(S), inverse
+    order's inverse (the gradient gathers with it). Checked by compilemask._attention and the
+    plan (the permutation)."""
+    x = _kernel_layout(x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    heads, rows = (x.shape[1], x.shape[2]) if heads_first else (x.shape[2], x.shape[1])
+    with torch.cuda.device(x.device):
+        _cuda.permute_rows(x.data_ptr(), _bsh_strides(x, heads_first, False), y.data_ptr(),
+                           _bsh_strides(y, heads_first, False),
+                           (x.shape[0], heads, rows, x.shape[3]), order.data_ptr(),
+                           _current_stream(x.device))
+    return y
+
+
+@permute_rows.register_fake
+def _permute_rows_fake(x, order, inverse, heads_first):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _permute_rows_setup_context(ctx, inputs, output):
+    _, order, inverse, heads_first = inputs
+    ctx.save_for_backward(order, inverse)
+    ctx.heads_first = heads_first
+
+
+def _permute_rows_backward(ctx, grad):
+    order, inverse = ctx.saved_tensors
+    back = torch.ops.compilemask.permute_rows(grad, inverse, order, ctx.heads_first)
+    return back, None, None, None
+
+
+torch.library.register_autograd(
+    "compilemask::permute_rows", _permute_rows_backward, setup_context=_permute_rows_setup_context
 )

@@ -18,7 +18,8 @@ def _mark_dynamic(tensor: torch.Tensor) -> None:
 
 def attach(plan: Plan, device: Any) -> None:
     """Sets plan.device, plan._desc_host (CPU) and plan._desc_device (uint8 descriptor bytes) on
-    `device`, which must be a CUDA device."""
+    `device`, which must be a CUDA device, and with a token order plan._order_device and
+    plan._inverse_device (int32)."""
     device = torch.device(device)
     if device.type != "cuda":
         raise ValueError(f"device must be a CUDA device, got '{device}'")
@@ -29,4 +30,8 @@ def attach(plan: Plan, device: Any) -> None:
     plan._desc_host = host
     plan._desc_device = host.to(device)
     _mark_dynamic(plan._desc_device)
+    if plan.token_order is not None:
+        order = torch.from_numpy(plan.token_order.astype(np.int32))
+        plan._order_device = order.to(device)
+        plan._inverse_device = torch.argsort(order).to(torch.int32).to(device)
     plan.device = device

@@ -10,6 +10,7 @@ import functools
 from importlib import resources
 from typing import Any
 
+from ._layout import strip_order
 from ._mask import BoundMask, Mask, compile
 from ._params import segments
 
@@ -66,9 +67,18 @@ def hstu(offsets: Any, ctx: Any = 0, targets: Any = 1) -> BoundMask:
     )
 
 
-def clear(text: int, side: int, radius: int, strip: int | None = None) -> BoundMask:
+def clear(text: int, side: int, radius: int, strip: int | None = None,
+          reorder: bool = False) -> BoundMask:
     """CLEAR: `text` global text tokens, then a side x side image whose tokens see the image
     tokens within Euclidean distance `radius`. The image tokens are row-major, or with `strip`
-    in strips of that many columns (reorder them with compilemask.strip_order(text, side, side,
-    strip, text + side * side)); strips about `radius` wide compute about half the tiles."""
-    return program("clear").bind(text=text, s=side, r=radius, strip=side if strip is None else strip)
+    in strips of that many columns; strips about `radius` wide compute about half the tiles.
+    With reorder=True the tensors keep their row-major image: the plans get the strip order as
+    their token_order, and cm.attention reorders into it and back (compilemask.strip_order).
+    Without it, tokens must come in strip order."""
+    if reorder and strip is None:
+        raise ValueError("clear: reorder=True needs a strip width (strip=16 suits radius 16)")
+    bound = program("clear").bind(text=text, s=side, r=radius,
+                                  strip=side if strip is None else strip)
+    if not reorder:
+        return bound
+    return bound.with_token_order(lambda nq: strip_order(text, side, side, strip, nq))

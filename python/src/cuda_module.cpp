@@ -1,9 +1,10 @@
 // compilemask._cuda: the sm90 forward and backward kernels (include/compilemask/cuda.h,
-// cuda_backward.h) for the torch operators in compilemask/_torch_ops.py, which pass tensors as
-// data pointers and element strides so that this module needs no torch headers. cm::Error
-// becomes ValueError, CudaError RuntimeError.
+// cuda_backward.h) and the row gather of token orders (cuda_token_order.h) for the torch operators
+// in compilemask/_torch_ops.py, which pass tensors as data pointers and element strides so that
+// this module needs no torch headers. cm::Error becomes ValueError, CudaError RuntimeError.
 #include <compilemask/cuda.h>
 #include <compilemask/cuda_backward.h>
+#include <compilemask/cuda_token_order.h>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/array.h>
@@ -100,6 +101,15 @@ void backward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims
                      workspace_bytes, pointer<CUstream_st>(stream));
 }
 
+// Row s of dst is row order[s] of src, for tensors of `dims` = (batch, heads, rows, head_dim).
+void permute_rows(uintptr_t src, const Strides3& src_strides, uintptr_t dst,
+                  const Strides3& dst_strides, std::array<int, 4> dims, uintptr_t order,
+                  uintptr_t stream) {
+  cm::cuda::permute_rows(tensor(src, src_strides), tensor(dst, dst_strides), dims[0], dims[1],
+                         dims[2], dims[3], pointer<const int32_t>(order),
+                         pointer<CUstream_st>(stream));
+}
+
 }  // namespace
 
 NB_MODULE(_cuda, m) {
@@ -127,4 +137,6 @@ NB_MODULE(_cuda, m) {
         nb::arg("lse_strides"), nb::arg("dlse"), nb::arg("q_offsets"), nb::arg("k_offsets"),
         nb::arg("total_q"), nb::arg("total_k"), nb::arg("deterministic"), nb::arg("workspace"),
         nb::arg("workspace_bytes"), nb::arg("stream"));
+  m.def("permute_rows", &permute_rows, nb::arg("src"), nb::arg("src_strides"), nb::arg("dst"),
+        nb::arg("dst_strides"), nb::arg("dims"), nb::arg("order"), nb::arg("stream"));
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The forward kernel's GPU work, in stages: build, the C++ test against
-# the CPU reference, the dense-reference sweep (both mainloops), compute-sanitizer memcheck,
-# racecheck and synccheck on small shapes, and the forward benchmark. Logs and tables go to
+# the CPU reference, the dense-reference sweep (both mainloops) and the row gather of token
+# orders (gpu_permute_rows_test), compute-sanitizer memcheck, racecheck and synccheck on small
+# shapes (and memcheck of the row gather), and the forward benchmark. Logs and tables go to
 # $OUT (default ./out). Before the call, run scripts/gpu/prepare_carry.sh here and carry
 # third_party/.
 #
@@ -15,11 +16,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
 
 OUT="${OUT:-${ROOT}/out}"
 CPP_TEST="${BUILD}/tests/gpu/gpu_forward_test"
+PERMUTE_TEST="${BUILD}/tests/gpu/gpu_permute_rows_test"
 SUMMARY="${OUT}/summary.txt"
 start_summary "fwd_checks: $(date -u '+%Y-%m-%d %H:%M:%S UTC') stages: ${STAGES[*]}"
 
 if wants build; then
-  build_stage "${OUT}/build.log" compilemask_cli compilemask_cuda gpu_forward_test
+  build_stage "${OUT}/build.log" compilemask_cli compilemask_cuda gpu_forward_test \
+    gpu_permute_rows_test
 fi
 
 if wants test; then
@@ -35,6 +38,8 @@ if wants test; then
       >> "${OUT}/test_dense.log" 2>&1
     note "test ${mainloop} (dense workloads): exit $? $(tail -1 "${OUT}/test_dense.log")"
   done
+  timeout 120 "${PERMUTE_TEST}" > "${OUT}/test_permute.log" 2>&1
+  note "test permute_rows (token orders): exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "${OUT}/test_permute.log" | tr '\n' ' ')"
   note "test: $(elapsed "${start}")"
   grep -E "FAILED|Failure" "${OUT}/test_cpp.log" | sort | uniq | head -20
   grep FAIL "${OUT}/test_dense.log" | head -30
@@ -44,6 +49,7 @@ if wants sanitize; then
   sanitize "${OUT}/sanitizer.log" "${CPP_TEST}" \
     'Examples/*/0:Examples/*/1:Examples/*/17:Examples/*/22:Examples/*/23:Examples/*/29:Examples/*/30:TwoCtas/*/34:TwoCtas/*/35:Examples/*/38:Examples/*/41' \
     memcheck racecheck synccheck
+  sanitize "${OUT}/sanitizer_permute.log" "${PERMUTE_TEST}" '*' memcheck
 fi
 
 if wants bench; then

@@ -55,7 +55,7 @@ def bench_one(name, n0, kernel, bwd, flex, workloads, a):
 
     def ours(deterministic=False):
         run = lambda *t: fwd_bwd(*t, deterministic=deterministic)
-        w.reordered(run, (q, k, v, dout), (out, lse, dq, dk, dv))
+        w.reordered(run, (q, k, v, dout), (out, lse, dq, dk, dv), kernel.permute_rows)
 
     bm = create_block_mask(mm, None, None, N, N, device="cuda")
     qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))

@@ -316,6 +316,39 @@ def test_reference_attention_argument_errors():
         cm.reference_attention(x, x, x, plan, backward=x, backward_lse=np.zeros((1, 8)))
 
 
+def test_a_token_order_is_kept_checked_and_carried_by_the_plan():
+    mask = cm.masks.clear(4, 3, 2, strip=2)
+    order = cm.strip_order(4, 3, 3, 2, 13)
+    plan = mask.specialize(nq=13, token_order=order)
+    np.testing.assert_array_equal(plan.token_order, order)
+    assert plan.token_order.dtype == np.int64 and not plan.token_order.flags.writeable
+    assert "token_order" in repr(plan)
+    assert mask.specialize(nq=13).token_order is None
+    cases = [
+        (order[:-1], ValueError, "token_order must have shape \\(13,\\)"),
+        (order.astype(np.float32), TypeError, "array of integers"),
+        (np.where(order == 5, 13, order), ValueError, "token_order\\[5\\] = 13 is outside"),
+        (np.where(order == 5, 4, order), ValueError, "token 5 is missing"),
+    ]
+    for bad, error, message in cases:
+        with pytest.raises(error, match=message):
+            mask.specialize(nq=13, token_order=bad)
+    with pytest.raises(ValueError, match="token_order needs nq == nk"):
+        cm.masks.causal().specialize(nq=13, nk=14, token_order=order)
+
+
+def test_clear_with_reorder_gives_its_plans_the_strip_order():
+    mask = cm.masks.clear(4, 3, 2, strip=2, reorder=True)
+    assert "token_order" in repr(mask)
+    for n in (13, 20):  # each specialization gets the order of its own length
+        np.testing.assert_array_equal(mask.specialize(nq=n).token_order,
+                                      cm.strip_order(4, 3, 3, 2, n))
+    given = np.arange(13)
+    np.testing.assert_array_equal(mask.specialize(nq=13, token_order=given).token_order, given)
+    with pytest.raises(ValueError, match="reorder=True needs a strip width"):
+        cm.masks.clear(4, 3, 2, reorder=True)
+
+
 def test_strip_order_is_the_strip_layout_and_checks_its_input():
     order = cm.strip_order(2, 3, 5, 2, 18)
     # Rows of 5 from token 2; strips of columns {0, 1}, {2, 3}, {4}; token 17 stays.

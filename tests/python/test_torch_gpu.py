@@ -113,6 +113,49 @@ def test_forward_and_backward_match_float64(mask, layout, dtype, dim):
     torch.testing.assert_close(lse[finite].double(), exact[1][finite], atol=1e-3, rtol=1e-4)
 
 
+TOKEN_ORDERS = {
+    # clear_strips' image in 6-column strips, the tensors' image row-major.
+    "strips": lambda n: cm.masks.clear(n - 20 * 20, 20, 5, strip=6, reorder=True),
+    "random": lambda n: MASKS["doc_causal"](n).with_token_order(
+        lambda nq: np.random.default_rng(5).permutation(nq)),
+}
+
+
+@pytest.mark.parametrize("order", sorted(TOKEN_ORDERS))
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_a_plan_with_a_token_order_attends_in_the_tensors_order(order, layout):
+    """Row i of the mask's sequence is token order[i] of q, k and v: the mask in the tensors'
+    order is the plan's with rows and columns at the inverse positions."""
+    torch.manual_seed(1)
+    n, batch, heads_q, heads_kv, dim = 700, 2, 4, 2, 128
+    plan = TOKEN_ORDERS[order](n).specialize(nq=n, device=DEVICE)
+    token_order = plan.token_order
+    shape_q = (batch, n, heads_q, dim) if layout == "bshd" else (batch, heads_q, n, dim)
+    shape_k = (batch, n, heads_kv, dim) if layout == "bshd" else (batch, heads_kv, n, dim)
+    q, k, v = (torch.randn(shape, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+               for shape in (shape_q, shape_k, shape_k))
+    out, lse = cm.attention(q, k, v, plan, return_lse=True, layout=layout)
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    position = torch.from_numpy(np.argsort(token_order)).to(DEVICE)  # of each token
+    visible = visible_of(plan)[..., position, :][..., position]
+    assert not torch.equal(visible, visible_of(plan)), "the order must change the mask"
+    got = [to_bhsd(x, layout) for x in (out, q.grad, k.grad, v.grad)]
+    exact = check_against_references(got, *(to_bhsd(x, layout) for x in (q, k, v)), visible,
+                                     1 / math.sqrt(dim), to_bhsd(dout, layout))
+    finite = torch.isfinite(exact[1])
+    assert torch.equal(torch.isfinite(lse), finite)
+    torch.testing.assert_close(lse[finite].double(), exact[1][finite], atol=1e-3, rtol=1e-4)
+
+
+def test_a_token_order_plan_rejects_jagged_inputs():
+    n = 256
+    plan = cm.masks.causal().specialize(nq=n, token_order=np.arange(n)[::-1], device=DEVICE)
+    x = torch.randn(n, 2, 64, device=DEVICE, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="token_order takes 4-D"):
+        cm.attention(x, x, x, plan)
+
+
 @pytest.mark.parametrize("layout", ["bshd", "bhsd", "jagged"])
 def test_the_lse_gradient_matches_float64(layout):
     torch.manual_seed(4)
