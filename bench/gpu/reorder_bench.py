@@ -73,8 +73,9 @@ def main():
     write_table(a.out, "reorder.md",
                 f"A {TOKENS}-token bf16 tensor with H={H}, D={D} "
                 f"({TOKENS * H * D * 2 / 1e6:.0f} MB), its sequence axis permuted; ms per call.",
-                ["layout", "B", "S", "gather: permute_rows (ours)", "gather: index_select", "gather: x[..., order]",
-                 "back: index_copy_", "back: y[..., order] =", "back: index_select(inverse)"],
+                ["layout", "B", "S", "gather: permute_rows (ours)", "gather: index_select",
+                 "gather: x[..., order]", "back: index_copy_", "back: y[..., order] =",
+                 "back: index_select(inverse)"],
                 rows)
 
 
