@@ -1,7 +1,8 @@
 """GPU tests of cm.attention (torch, CUDA, sm90 forward and backward kernels): forward and
-autograd (including the LSE's gradient) against a float64 dense reference, bitwise
-determinism, every argument error, torch.compile(fullgraph=True) of forward and backward
-without recompiles for new parameter values, and CUDA graph replay of forward and backward.
+autograd (including the LSE's gradient) against a float64 dense reference, also through
+plans with a token order, bitwise determinism, every argument error, torch.compile(fullgraph=
+True) of forward and backward without recompiles for new parameter values, and CUDA graph
+replay of forward and backward.
 Skipped without torch, a GPU or a build with the CUDA kernels."""
 from __future__ import annotations
 
@@ -394,6 +395,26 @@ def test_torch_compile_fullgraph_does_not_recompile_for_new_parameter_values():
     assert counter.frame_count == 1, f"compiled {counter.frame_count} times for 4 plans"
 
 
+def test_torch_compile_fullgraph_runs_plans_with_a_token_order():
+    torch._dynamo.reset()
+
+    @torch.compile(fullgraph=True)
+    def layer(q, k, v, plan):
+        return cm.attention(q, k, v, plan).float().square().sum()
+
+    n = 20 * 20 + 112
+    q, k, v = (torch.randn(1, n, 2, 64, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    for radius in (3, 5):
+        plan = cm.masks.clear(112, 20, radius, strip=6, reorder=True).specialize(
+            nq=n, device=DEVICE)
+        grads = torch.autograd.grad(layer(q, k, v, plan), (q, k, v))
+        eager = torch.autograd.grad(cm.attention(q, k, v, plan).float().square().sum(),
+                                    (q, k, v))
+        for g, e in zip(grads, eager):
+            torch.testing.assert_close(g, e, rtol=2e-2, atol=2e-2)
+
+
 def test_torch_compile_traces_the_backward_kernel_into_the_graph():
     from torch._dynamo.testing import AotEagerAndRecordGraphs
 
@@ -419,9 +440,13 @@ def test_torch_compile_traces_the_backward_kernel_into_the_graph():
     assert "compilemask.attention_backward" not in backend.fw_graphs[0].code
 
 
-def test_cuda_graph_replay_with_new_inputs():
+@pytest.mark.parametrize("order", ["tensors' own", "random token order"])
+def test_cuda_graph_replay_with_new_inputs(order):
     n = 640
-    plan = MASKS["doc_causal"](n).specialize(nq=n, device=DEVICE)
+    mask = MASKS["doc_causal"](n)
+    if order == "random token order":
+        mask = mask.with_token_order(lambda nq: np.random.default_rng(2).permutation(nq))
+    plan = mask.specialize(nq=n, device=DEVICE)
     static = [torch.randn(2, n, 4, 128, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
               for _ in range(3)]
     static_dout = torch.randn_like(static[0])
