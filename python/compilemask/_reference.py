@@ -1,7 +1,7 @@
 """The CPU reference attention (the C++ oracle of the GPU kernels) on numpy arrays."""
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -40,28 +40,44 @@ def reference_attention(
     layout (q: [B, Hq, Nq, D]; k, v: [B, Hkv, Nk, D], Hq a multiple of Hkv). Inputs are
     converted to float32; `accumulate` is "float32" or "float64". With `backward=dout`, also
     returns dq, dk, dv; `backward_lse=dlse` ([B, Hq, Nq]) adds the gradient of a loss that
-    uses the LSE too. scale defaults to 1/sqrt(D)."""
+    uses the LSE too. scale defaults to 1/sqrt(D). A plan with a token order takes and returns
+    rows in the arrays' own order, as cm.attention does: they are gathered into the mask's
+    order and back."""
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be a compilemask.Plan, got {type(plan).__name__}")
+    into = _row_gather(plan.token_order)
+    back = _row_gather(None if plan.token_order is None else np.argsort(plan.token_order))
     if accumulate not in ("float32", "float64"):
         raise ValueError(f"accumulate must be 'float32' or 'float64', got {accumulate!r}")
     if scale is not None and not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be finite and > 0, got {scale}")
-    q32, k32, v32 = _float32("q", q), _float32("k", k), _float32("v", v)
+    q32, k32, v32 = (into(_float32(name, x)) for name, x in (("q", q), ("k", k), ("v", v)))
     scale32 = 0.0 if scale is None else float(scale)
     wide = accumulate == "float64"
     out, lse = _core.reference_forward(plan._core, q32, k32, v32, scale32, wide)
     if backward is None:
         if backward_lse is not None:
             raise ValueError("backward_lse needs backward (the output's gradient) too")
-        return ReferenceResult(out, lse)
-    dout = _float32("backward (dout)", backward)
+        return ReferenceResult(back(out), back(lse))
+    dout = into(_float32("backward (dout)", backward))
     dlse = None
     if backward_lse is not None:
         dlse = np.ascontiguousarray(backward_lse, dtype=np.float32)
         if dlse.shape != lse.shape:
             raise ValueError(f"backward_lse must have the LSE's shape {lse.shape}, got "
                              f"{dlse.shape}")
+        dlse = into(dlse)
     dq, dk, dv = _core.reference_backward(plan._core, q32, k32, v32, out, dout, lse, dlse,
                                           scale32, wide)
-    return ReferenceResult(out, lse, dq, dk, dv)
+    return ReferenceResult(*(back(x) for x in (out, lse, dq, dk, dv)))
+
+
+def _row_gather(order: Optional[np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """x with its rows (axis 2) gathered into `order`. Arrays whose axis 2 does not have
+    len(order) rows pass unchanged, for the core to name the length that does not fit; all
+    pass unchanged without an order."""
+    def gather(x: np.ndarray) -> np.ndarray:
+        if order is None or x.ndim < 3 or x.shape[2] != len(order):
+            return x
+        return np.take(x, order, axis=2)
+    return gather

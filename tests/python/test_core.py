@@ -349,6 +349,28 @@ def test_clear_with_reorder_gives_its_plans_the_strip_order():
         cm.masks.clear(4, 3, 2, reorder=True)
 
 
+def test_the_reference_takes_a_token_order_plans_rows_in_the_arrays_order():
+    n = 4 + 5 * 5
+    order = cm.strip_order(4, 5, 5, 2, n)
+    mask = cm.masks.clear(4, 5, 2, strip=2)
+    plain = mask.specialize(nq=n, heads=2)
+    ordered = mask.specialize(nq=n, heads=2, token_order=order)
+    rng = np.random.default_rng(4)
+    q, k, v, dout = (rng.standard_normal((1, 2, n, 8)) for _ in range(4))
+    dlse = rng.standard_normal((1, 2, n))
+    got = cm.reference_attention(q, k, v, ordered, backward=dout, backward_lse=dlse,
+                                 accumulate="float64")
+    # The same rows gathered by hand into the mask's order, the results put back.
+    gathered = cm.reference_attention(*(x[:, :, order] for x in (q, k, v)), plain,
+                                      backward=dout[:, :, order],
+                                      backward_lse=dlse[:, :, order], accumulate="float64")
+    position = np.argsort(order)
+    for name, g, w in zip(cm.ReferenceResult._fields, got, gathered):
+        np.testing.assert_allclose(g, w[:, :, position], rtol=1e-12, atol=1e-12, err_msg=name)
+    unordered = cm.reference_attention(q, k, v, plain, accumulate="float64")
+    assert not np.allclose(unordered.out, got.out), "the order must change the result"
+
+
 def test_strip_order_is_the_strip_layout_and_checks_its_input():
     order = cm.strip_order(2, 3, 5, 2, 18)
     # Rows of 5 from token 2; strips of columns {0, 1}, {2, 3}, {4}; token 17 stays.
