@@ -24,6 +24,14 @@ void LaunchChecks::cuda(cudaError_t status, const char* what) const {
   }
 }
 
+int LaunchChecks::multiprocessors() const {
+  int device = 0, sms = 0;
+  cuda(cudaGetDevice(&device), "cudaGetDevice");
+  cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+       "reading the multiprocessor count");
+  return sms;
+}
+
 const desc::Header& LaunchChecks::descriptor(const DescriptorView& d, int tile) const {
   require(d.host != nullptr && d.device != nullptr,
           "descriptor host and device pointers must be set");

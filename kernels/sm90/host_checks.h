@@ -29,6 +29,9 @@ class LaunchChecks {
   // Throws CudaError "<entry>: <what>: <CUDA message>" unless status is cudaSuccess.
   void cuda(cudaError_t status, const char* what) const;
 
+  // The current device's multiprocessor count (CudaError if it cannot be read).
+  int multiprocessors() const;
+
   // Host and device pointers set, a CompileMask descriptor of the supported version with
   // tile x tile tiles. Returns its header.
   const desc::Header& descriptor(const DescriptorView& d, int tile) const;

@@ -110,10 +110,7 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const CUtensorMap v = host::make_tile_map(check, args.v, args.dtype, args.head_dim, k_rows,
                                             args.heads_kv, args.batch, packed, kTile);
 
-  int device = 0, sms = 0;
-  check.cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check.cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-             "reading the multiprocessor count");
+  const int sms = check.multiprocessors();
   const int ctas = args.max_ctas > 0 ? std::min(sms, args.max_ctas) : sms;
   const int grid = static_cast<int>(std::min<int64_t>(ctas, p.total_items));
 

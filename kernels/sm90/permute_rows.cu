@@ -69,10 +69,7 @@ void permute_rows(const TensorRef& src, const TensorRef& dst, int32_t batch, int
               rows,
               head_dim / kChunkElements,
               int64_t{batch} * rows * heads * (head_dim / kChunkElements)};
-  int device = 0, sms = 0;
-  check.cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check.cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-             "cudaDeviceGetAttribute");
+  const int sms = check.multiprocessors();
   // Enough blocks to fill every SM several times over; each thread then strides.
   const int64_t wanted = (g.chunks + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(std::min<int64_t>(wanted, int64_t{sms} * 16));

@@ -157,10 +157,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
 
     heads_first = layout == "bhsd"
     reorder = plan.token_order is not None
-    if reorder and q.dim() != 4:
-        raise ValueError("a plan with a token_order takes 4-D q, k and v ([B, S, H, D] or "
-                         "[B, H, S, D]), not the jagged 3-D layout")
     if reorder:  # into the mask's order; gradients come back through the gathers
+        if q.dim() != 4:
+            raise ValueError("a plan with a token_order takes 4-D q, k and v ([B, S, H, D] or "
+                             "[B, H, S, D]), not the jagged 3-D layout")
         q, k, v = (torch.ops.compilemask.permute_rows(x, plan._order_device,
                                                       plan._inverse_device, heads_first)
                    for x in (q, k, v))
