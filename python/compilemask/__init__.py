@@ -16,7 +16,7 @@ from typing import Any
 from . import masks
 from ._errors import Diagnostic, MaskError
 from ._layout import strip_order
-from ._mask import BoundMask, Mask, compile
+from ._mask import BoundMask, Mask, PlanChoice, compile
 from ._params import Segments, segments
 from ._plan import Plan
 from ._reference import ReferenceResult, reference_attention
@@ -27,6 +27,7 @@ __all__ = [
     "Mask",
     "MaskError",
     "Plan",
+    "PlanChoice",
     "ReferenceResult",
     "Segments",
     "attention",

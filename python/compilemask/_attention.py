@@ -160,7 +160,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     if reorder:  # into the mask's order; gradients come back through the gathers
         if q.dim() != 4:
             raise ValueError("a plan with a token_order takes 4-D q, k and v ([B, S, H, D] or "
-                             "[B, H, S, D]), not the jagged 3-D layout")
+                             "[B, H, S, D]), not the jagged 3-D layout; specialize a mask "
+                             "without one (for cm.masks.clear: strip=None)")
         q, k, v = (torch.ops.compilemask.permute_rows(x, plan._order_device,
                                                       plan._inverse_device, heads_first)
                    for x in (q, k, v))

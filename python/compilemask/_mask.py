@@ -98,6 +98,11 @@ class BoundMask:
         order = "" if self._token_order is None else " token_order"
         return f"<compilemask.BoundMask {self.mask.name} bound={sorted(self.bound)}{order}>"
 
+    @property
+    def has_token_order(self) -> bool:
+        """Whether specialize gives its plans a token order (with_token_order)."""
+        return self._token_order is not None
+
     def with_token_order(self, order_for: Callable[[int], Any]) -> "BoundMask":
         """This mask, specializing with token_order=order_for(nq) unless given one."""
         return BoundMask(self.mask, self.bound, order_for)
@@ -121,3 +126,38 @@ def _tile(tile: Any) -> tuple[int, int]:
     except (TypeError, ValueError):
         raise TypeError(f"tile must be a (tile_m, tile_n) pair, got {tile!r}") from None
     return _count(tile_m, "tile[0]"), _count(tile_n, "tile[1]")
+
+
+class PlanChoice:
+    """Masks that mean the same attention on the caller's tensors, such as a row-major plan and
+    a strip plan carrying its token order (what cm.masks.clear returns by default). specialize
+    makes each candidate's plan and returns the one whose forward is estimated fastest
+    (Plan.estimated_forward_seconds; the first on a tie). Candidates with a token order need
+    nq == nk and are left out of cross-attention shapes."""
+
+    def __init__(self, *candidates: BoundMask):
+        if not candidates:
+            raise ValueError("PlanChoice needs at least one candidate mask")
+        for i, candidate in enumerate(candidates):
+            if not isinstance(candidate, BoundMask):
+                raise TypeError(f"PlanChoice candidate {i} must be a BoundMask (e.g. from "
+                                f"Mask.bind), got {type(candidate).__name__}")
+        self.candidates = candidates
+
+    def __repr__(self) -> str:
+        return f"<compilemask.PlanChoice of {', '.join(map(repr, self.candidates))}>"
+
+    def specialize(self, *, device: Any = None, **kwargs: Any) -> Plan:
+        """The fastest candidate's plan for these arguments (BoundMask.specialize's)."""
+        if "token_order" in kwargs:
+            raise TypeError("PlanChoice.specialize takes no token_order: the candidates bring "
+                            "theirs; specialize one candidate to give your own")
+        nq, nk = kwargs.get("nq"), kwargs.get("nk")
+        cross = nk is not None and nk != nq
+        fitting = [c for c in self.candidates if not (cross and c.has_token_order)]
+        if not fitting:
+            raise ValueError(f"PlanChoice: every candidate has a token order, which needs "
+                             f"nq == nk, got nq={nq}, nk={nk}")
+        plans = [candidate.specialize(**kwargs) for candidate in fitting]
+        fastest = min(plans, key=lambda plan: plan.estimated_forward_seconds())
+        return fastest if device is None else fastest.to(device)

@@ -1,12 +1,14 @@
 """Plan: a mask bound to parameters, lengths and tiling, with its descriptor and stats."""
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any
 
 import numpy as np
 
 from . import _core
+from ._cost import estimated_forward_seconds
 from ._layout import checked_token_order
 
 
@@ -49,6 +51,11 @@ class Plan:
         computed_pairs, bytes, instances, patterns, grid_formulas, build_seconds."""
         return self._core.stats()
 
+    def estimated_forward_seconds(self) -> float:
+        """The forward's expected time on an H200 at head dim 128, token-order gathers
+        included (compilemask._cost): for choosing between plans of one meaning."""
+        return estimated_forward_seconds(self)
+
     def to_dense(self, b: int = 0, h: int = 0) -> np.ndarray:
         """The [nq, nk] boolean visibility of mask (b, h). For small sizes (at most 2^26
         elements)."""
@@ -82,6 +89,6 @@ class Plan:
         once, outside CUDA graph capture and torch.compile regions."""
         from . import _torch_plan
 
-        moved = Plan(self._core, self.mask_name, self.token_order)
+        moved = copy.copy(self)  # the token order was checked when this plan was made
         _torch_plan.attach(moved, device)
         return moved

@@ -11,7 +11,7 @@ from importlib import resources
 from typing import Any
 
 from ._layout import strip_order
-from ._mask import BoundMask, Mask, compile
+from ._mask import BoundMask, Mask, PlanChoice, compile
 from ._params import segments
 
 
@@ -67,14 +67,24 @@ def hstu(offsets: Any, ctx: Any = 0, targets: Any = 1) -> BoundMask:
     )
 
 
-def clear(text: int, side: int, radius: int, strip: int | None = None,
-          reorder: bool = False) -> BoundMask:
+def clear(text: int, side: int, radius: int, strip: int | str | None = "auto",
+          reorder: bool | None = None) -> BoundMask | PlanChoice:
     """CLEAR: `text` global text tokens, then a side x side image whose tokens see the image
-    tokens within Euclidean distance `radius`. The image tokens are row-major, or with `strip`
-    in strips of that many columns; strips about `radius` wide compute about half the tiles.
-    With reorder=True the tensors keep their row-major image: the plans get the strip order as
-    their token_order, and cm.attention reorders into it and back (compilemask.strip_order).
-    Without it, tokens must come in strip order."""
+    tokens within Euclidean distance `radius`. The tensors' image tokens are row-major (strip
+    None), or in strips of `strip` columns; strips about `radius` wide compute about half the
+    tiles. With an int strip and reorder=True the tensors keep their row-major image: the plans
+    get the strip order as their token_order, and cm.attention reorders into it and back
+    (compilemask.strip_order). With strip="auto" (the default) the tensors are row-major and
+    each specialization takes the row-major plan or the plan in strips `radius` wide with its
+    token order, whichever is estimated faster (PlanChoice): strips at 16K tokens and more for
+    radius 16, row-major at 4K and less."""
+    if strip == "auto":
+        if reorder is not None:
+            raise ValueError("clear: strip='auto' chooses the token order itself; reorder "
+                             "goes with an int strip")
+        return PlanChoice(clear(text, side, radius, strip=None),
+                          clear(text, side, radius, strip=max(1, min(radius, side)),
+                                reorder=True))
     if reorder and strip is None:
         raise ValueError("clear: reorder=True needs a strip width (strip=16 suits radius 16)")
     bound = program("clear").bind(text=text, s=side, r=radius,

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds and installs the compilemask Python package with the CUDA kernels on the GPU machine
-# (offline) and runs the Python tests (CPU and GPU) and examples/train_hstu.py. Logs go to
-# $OUT (default ./out): python_build.log, python_pytest.log, train_hstu.log, python_summary.txt.
+# (offline) and runs the Python tests (CPU and GPU) and examples/train_hstu.py; with the
+# argument `bench`, also bench/gpu/bench_python.py (cm.attention on the helpers' default plans
+# against Flex; lengths from BENCH_LENS, default 32768). Logs go to $OUT (default ./out):
+# python_build.log, python_pytest.log, train_hstu.log, python_summary.txt, and bench_python.md
+# and .json.
 #
 # Needs, carried with the tree: .whl/ holding the pinned build tools (nanobind==3.1.0 and
 # scikit-build-core==1.1.2 wheels; see docs/python.md), third_party/cutlass (or network for
@@ -44,4 +47,10 @@ grep -E "^(FAILED|ERROR)|SKIPPED" "${OUT}/python_pytest.log" | head -30
 start=$(date +%s)
 timeout 300 python3 examples/train_hstu.py > "${OUT}/train_hstu.log" 2>&1
 note "train_hstu: exit $? in $(( $(date +%s) - start )) s: $(tail -2 "${OUT}/train_hstu.log" | tr '\n' ' ')"
+if [[ "${1:-}" == "bench" ]]; then
+  start=$(date +%s)
+  python3 bench/gpu/bench_python.py --workloads "${CM_WORKLOADS}" --out "${OUT}" \
+    --lens "${BENCH_LENS:-32768}" > "${OUT}/bench_python.log" 2>&1
+  note "bench_python: exit $? in $(( $(date +%s) - start )) s"
+fi
 cat "${SUMMARY}"

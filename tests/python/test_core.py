@@ -224,7 +224,8 @@ def helper_plans(workloads, n):
     yield "shared_prefix", plan, workloads.dense(fn, n)
     fn, p = workloads.clear(n, r=5, text=40)
     m = p["N"]
-    plan = cm.masks.clear(p["text"], p["grid"][0], p["r"]).specialize(nq=m, tile=(64, 64))
+    plan = cm.masks.clear(p["text"], p["grid"][0], p["r"], strip=None).specialize(
+        nq=m, tile=(64, 64))
     yield "clear", plan, workloads.dense(fn, m)
     # Strip order: the row-major predicate on reordered tokens.
     order = cm.strip_order(p["text"], p["grid"][0], p["grid"][1], 6, m)
@@ -346,7 +347,61 @@ def test_clear_with_reorder_gives_its_plans_the_strip_order():
     given = np.arange(13)
     np.testing.assert_array_equal(mask.specialize(nq=13, token_order=given).token_order, given)
     with pytest.raises(ValueError, match="reorder=True needs a strip width"):
+        cm.masks.clear(4, 3, 2, strip=None, reorder=True)
+    with pytest.raises(ValueError, match="strip='auto' chooses the token order itself"):
         cm.masks.clear(4, 3, 2, reorder=True)
+
+
+@pytest.mark.parametrize("n", [32768, 16384, 4096, 1024])
+def test_clear_by_default_takes_strips_where_they_are_estimated_faster(workloads, n):
+    """The benchmark's clear shapes (B * N = 32768, 16 heads): strips 16 columns wide with their
+    token order at 16K and 32K, row-major below, as run 143 measured them
+    (docs/results/bench_fwd.md: clear against clear_strips)."""
+    _, p = workloads.clear(n)
+    text, side, radius, m = p["text"], p["grid"][0], p["r"], p["N"]
+    shape = dict(nq=m, batch=32768 // n, heads=16)
+    chosen = cm.masks.clear(text, side, radius).specialize(**shape)
+    row_major = cm.masks.clear(text, side, radius, strip=None).specialize(**shape)
+    strips = cm.masks.clear(text, side, radius, strip=16, reorder=True).specialize(**shape)
+    if n >= 16384:
+        np.testing.assert_array_equal(chosen.token_order, strips.token_order)
+        np.testing.assert_array_equal(chosen.descriptor, strips.descriptor)
+    else:
+        assert chosen.token_order is None
+        np.testing.assert_array_equal(chosen.descriptor, row_major.descriptor)
+    assert chosen.estimated_forward_seconds() == min(
+        row_major.estimated_forward_seconds(), strips.estimated_forward_seconds())
+
+
+def test_the_estimate_counts_tiles_per_mask_and_the_gathers_of_a_token_order():
+    mask = cm.masks.causal()
+    one = mask.specialize(nq=4096)
+    assert mask.specialize(nq=4096, heads=8, batch=2).estimated_forward_seconds() == \
+        pytest.approx(16 * one.estimated_forward_seconds())
+    assert mask.specialize(nq=8192).estimated_forward_seconds() > \
+        3.9 * one.estimated_forward_seconds()
+    gathered = mask.specialize(nq=4096, token_order=np.arange(4096))
+    assert gathered.estimated_forward_seconds() > one.estimated_forward_seconds()
+    assert cm.masks.sliding(256).specialize(nq=4096).estimated_forward_seconds() < \
+        one.estimated_forward_seconds()
+
+
+def test_a_plan_choice_takes_the_fastest_candidate_that_fits_the_shape():
+    reverse = cm.masks.causal().with_token_order(lambda nq: np.arange(nq)[::-1])
+    choice = cm.PlanChoice(reverse, cm.masks.sliding(64), cm.masks.causal())
+    assert choice.specialize(nq=1024).mask_name == "sliding_window"
+    # A tie goes to the first; cross-attention leaves out the candidates with a token order.
+    assert choice.specialize(nq=64).mask_name == "sliding_window"
+    cross = cm.PlanChoice(reverse, cm.masks.causal()).specialize(nq=300, nk=500)
+    assert cross.mask_name == "causal" and cross.token_order is None
+    with pytest.raises(ValueError, match="every candidate has a token order"):
+        cm.PlanChoice(reverse).specialize(nq=300, nk=500)
+    with pytest.raises(TypeError, match="takes no token_order"):
+        choice.specialize(nq=64, token_order=np.arange(64))
+    with pytest.raises(ValueError, match="at least one candidate"):
+        cm.PlanChoice()
+    with pytest.raises(TypeError, match="candidate 1 must be a BoundMask"):
+        cm.PlanChoice(reverse, cm.masks.program("causal"))
 
 
 def test_the_reference_takes_a_token_order_plans_rows_in_the_arrays_order():

@@ -39,7 +39,7 @@ MASKS = {
     "doc_causal": lambda n: cm.masks.doc_causal(offsets([n // 3, n // 2, n - n // 3 - n // 2])),
     "hstu": lambda n: hstu(n, [n // 4, n // 4, n - 2 * (n // 4)]),
     "shared_prefix": lambda n: cm.masks.shared_prefix(n // 4, [n // 4, n // 4, n - 3 * (n // 4)]),
-    "clear": lambda n: cm.masks.clear(n - 20 * 20, 20, 5),
+    "clear": lambda n: cm.masks.clear(n - 20 * 20, 20, 5, strip=None),
     "clear_strips": lambda n: cm.masks.clear(n - 20 * 20, 20, 5, strip=6),
 }
 
@@ -147,6 +147,25 @@ def test_a_plan_with_a_token_order_attends_in_the_tensors_order(order, layout):
     finite = torch.isfinite(exact[1])
     assert torch.equal(torch.isfinite(lse), finite)
     torch.testing.assert_close(lse[finite].double(), exact[1][finite], atol=1e-3, rtol=1e-4)
+
+
+def test_clear_by_default_reorders_where_strips_are_faster_and_means_the_same():
+    """At 6416 tokens (an 80 x 80 image, radius 16) cm.masks.clear's default takes the strip
+    plan with its token order; on row-major tensors it computes the row-major mask."""
+    torch.manual_seed(2)
+    text, side, radius, dim = 16, 80, 16, 64
+    n = text + side * side
+    plan = cm.masks.clear(text, side, radius).specialize(nq=n, device=DEVICE)
+    assert plan.token_order is not None, "strips are estimated faster at this size"
+    row_major = cm.masks.clear(text, side, radius, strip=None).specialize(nq=n)
+    q, k, v = (torch.randn(1, n, heads, dim, device=DEVICE, dtype=torch.bfloat16,
+                           requires_grad=True) for heads in (2, 1, 1))
+    out = cm.attention(q, k, v, plan)
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    got = [x.transpose(1, 2) for x in (out, q.grad, k.grad, v.grad)]
+    check_against_references(got, *(x.transpose(1, 2) for x in (q, k, v)), visible_of(row_major),
+                             1 / math.sqrt(dim), dout.transpose(1, 2))
 
 
 def test_a_token_order_plan_rejects_jagged_inputs():
