@@ -133,6 +133,11 @@ def strides_bsh(t, layout):
     raise ValueError(layout)
 
 
+def row_and_head_axes(layout):
+    """The sequence and head axes of a [B,S,H,D] (bshd) or [B,H,S,D] (bhsd) tensor."""
+    return (1, 2) if layout == "bshd" else (2, 1)
+
+
 def problem_shape(q, k, lse, layout, q_offsets):
     """(batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k) of a kernel call on
     q [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd: batch from q_offsets, lse [H,T]); lse
@@ -140,7 +145,7 @@ def problem_shape(q, k, lse, layout, q_offsets):
     if layout == "thd":
         return (q_offsets.numel(), q.shape[1], k.shape[1], q.shape[2], (0, lse.stride(0)),
                 q.shape[0], k.shape[0])
-    hidx = 2 if layout == "bshd" else 1
+    _, hidx = row_and_head_axes(layout)
     return (q.shape[0], q.shape[hidx], k.shape[hidx], q.shape[3], (lse.stride(0), lse.stride(1)),
             0, 0)
 
@@ -186,7 +191,7 @@ class Kernel:
     def permute_rows(self, src, dst, order, layout="bhsd"):
         """dst[.., s, ..] = src[.., order[s], ..] along the sequence axis of [B,S,H,D] (bshd)
         or [B,H,S,D] (bhsd) 16-bit tensors; order: int32 device tensor."""
-        hidx, sidx = (2, 1) if layout == "bshd" else (1, 2)
+        sidx, hidx = row_and_head_axes(layout)
         call_checked(
             self.lib.cm_cuda_permute_rows, src.data_ptr(), int64_array(strides_bsh(src, layout)),
             dst.data_ptr(), int64_array(strides_bsh(dst, layout)), src.shape[0],

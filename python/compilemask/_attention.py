@@ -80,9 +80,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
 
     The plan must be specialized for these lengths with tile (128, 128), batch 1 or B and heads
     1 or Hq, and be on q's device (specialize(device=...) or plan.to(device)). A plan with a
-    token_order (specialize(token_order=...), 4-D inputs only) takes q, k and v in their own
-    order and returns out, the LSE and the gradients in it; the gathers into and out of the
-    mask's order run on the GPU (at about the speed of a copy).
+    token_order (specialize(token_order=...)) takes q, k and v in their own order and returns
+    out, the LSE and the gradients in it; the gathers into and out of the mask's order run on
+    the GPU (4-D: at about the speed of a copy; jagged: each sequence's rows gathered by torch
+    into a [B, S, H, D] batch, and out and the LSE put back).
     scale defaults to 1/sqrt(D). Returns out (q's shape and dtype), and with return_lse also
     the float32 natural-log LSE ([B, Hq, Sq], or [Hq, T] for 3-D; -inf where a row sees no
     key).
@@ -157,11 +158,17 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
 
     heads_first = layout == "bhsd"
     reorder = plan.token_order is not None
-    if reorder:  # into the mask's order; gradients come back through the gathers
-        if q.dim() != 4:
-            raise ValueError("a plan with a token_order takes 4-D q, k and v ([B, S, H, D] or "
-                             "[B, H, S, D]), not the jagged 3-D layout; specialize a mask "
-                             "without one (for cm.masks.clear: strip=None)")
+    sequence_rows = None
+    if reorder and q.dim() == 3:  # gather each sequence in the mask's order: a [B, S, H, D] batch
+        starts = offsets if jagged else torch.zeros(1, dtype=torch.int32, device=q.device)
+        sequence_rows = _rows_in_order(starts, plan._order_device)
+        same = k_offsets is None or k_offsets is offsets
+        k_rows = sequence_rows if same else _rows_in_order(k_offsets, plan._order_device)
+        packed_q = q
+        q = q.index_select(0, sequence_rows).unflatten(0, (-1, plan.nq))
+        k, v = (x.index_select(0, k_rows).unflatten(0, (-1, plan.nk)) for x in (k, v))
+        jagged = heads_first = False
+    elif reorder:  # into the mask's order; gradients come back through the gathers
         q, k, v = (torch.ops.compilemask.permute_rows(x, plan._order_device,
                                                       plan._inverse_device, heads_first)
                    for x in (q, k, v))
@@ -169,8 +176,19 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         q, k, v, plan._desc_host, plan._desc_device, offsets if jagged else None,
         k_offsets if jagged else None, heads_first, plan.nq, plan.nk, float(scale),
         bool(return_lse), deterministic)
-    if reorder:  # back into the tensors' order
+    if sequence_rows is not None:  # back to the packed rows; rows outside every sequence: 0
+        out = torch.zeros_like(packed_q).index_copy(0, sequence_rows, out.flatten(0, 1))
+        lse = torch.full((packed_q.shape[1], packed_q.shape[0]), float("-inf"),
+                         device=lse.device).index_copy(1, sequence_rows,
+                                                       lse.transpose(0, 1).flatten(1))
+    elif reorder:  # back into the tensors' order
         out = torch.ops.compilemask.permute_rows(out, plan._inverse_device, plan._order_device,
                                                  heads_first)
         lse = lse.index_select(-1, plan._inverse_device)
     return (out, lse) if return_lse else out
+
+
+def _rows_in_order(starts: Tensor, order: Tensor) -> Tensor:
+    """Row starts[b] + order[i] of a packed [T, H, D] tensor for each sequence b and position i,
+    flattened (int64): sequence b's rows in the mask's token order."""
+    return (starts.long()[:, None] + order.long()[None, :]).flatten()

@@ -168,12 +168,45 @@ def test_clear_by_default_reorders_where_strips_are_faster_and_means_the_same():
                              1 / math.sqrt(dim), dout.transpose(1, 2))
 
 
-def test_a_token_order_plan_rejects_jagged_inputs():
-    n = 256
-    plan = cm.masks.causal().specialize(nq=n, token_order=np.arange(n)[::-1], device=DEVICE)
-    x = torch.randn(n, 2, 64, device=DEVICE, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="token_order takes 4-D"):
-        cm.attention(x, x, x, plan)
+@pytest.mark.parametrize("packing", ["offsets", "k_offsets", "one sequence"])
+def test_a_token_order_plan_takes_jagged_inputs_as_the_batch_they_pack(packing):
+    """Jagged q, k and v holding the sequences of a [B, S, H, D] batch, with rows between them
+    that no sequence owns, give that batch's out, LSE and (deterministic) gradients bit for bit,
+    0 and -inf on the rows outside, and no gradient there."""
+    torch.manual_seed(3)
+    n, heads_q, heads_kv, dim, gap = 300, 4, 2, 64, 5
+    batch = 1 if packing == "one sequence" else 2
+    plan = TOKEN_ORDERS["random"](n).specialize(nq=n, device=DEVICE)
+    q4, k4, v4 = (torch.randn(batch, n, heads, dim, device=DEVICE, dtype=torch.bfloat16)
+                  for heads in (heads_q, heads_kv, heads_kv))
+    dout4, dlse4 = torch.randn_like(q4), torch.randn(batch, heads_q, n, device=DEVICE)
+    stride = n + (0 if packing == "one sequence" else gap)
+    starts = torch.arange(batch, device=DEVICE, dtype=torch.int32) * stride
+    rows = (starts.long()[:, None] + torch.arange(n, device=DEVICE)[None, :]).flatten()
+
+    def packed(x, fill):  # the batch's sequences at `starts`, `fill` between them
+        t = torch.full((batch * stride, *x.shape[2:]), fill, device=DEVICE, dtype=x.dtype)
+        return t.index_copy(0, rows, x.flatten(0, 1))
+
+    want = [x.detach().requires_grad_() for x in (q4, k4, v4)]
+    got = [packed(x, 7.0).requires_grad_() for x in (q4, k4, v4)]
+    kwargs = {"offsets": starts} if packing == "offsets" else {}
+    if packing == "k_offsets":
+        kwargs = {"offsets": starts, "k_offsets": starts.clone()}
+    out4, lse4 = cm.attention(*want, plan, return_lse=True, deterministic=True)
+    torch.autograd.backward([out4, lse4], [dout4, dlse4])
+    out, lse = cm.attention(*got, plan, return_lse=True, deterministic=True, **kwargs)
+    torch.autograd.backward([out, lse], [packed(dout4, 0.0), packed(dlse4.transpose(1, 2),
+                                                                  0.0).transpose(0, 1)])
+    outside = torch.ones(batch * stride, dtype=torch.bool, device=DEVICE)
+    outside[rows] = False
+    assert torch.equal(out.index_select(0, rows), out4.flatten(0, 1))
+    assert torch.equal(lse.index_select(1, rows), lse4.transpose(0, 1).flatten(1))
+    for g, w in zip(got, want):
+        assert torch.equal(g.grad.index_select(0, rows), w.grad.flatten(0, 1))
+        assert not g.grad[outside].any()
+    assert not out[outside].any() and bool((lse[:, outside] == float("-inf")).all())
+    assert (packing == "one sequence") == (not outside.any())
 
 
 @pytest.mark.parametrize("layout", ["bshd", "bhsd", "jagged"])
