@@ -22,18 +22,20 @@ TILE = 128
 TOKENS = 32768  # B * N
 
 
-def argument_parser(lens, budget):
-    """--cli, --lib, --examples, --workloads, --out, --lens, --masks, --dim and --budget, with
-    the benchmark's default lengths (comma-separated) and time budget in seconds."""
+def argument_parser(lens, budget, kernels=True,
+                    masks="causal,hstu,shared_prefix,clear,clear_strips,doc_causal,sliding"):
+    """--cli, --lib and --examples (with kernels: the benchmarks that call the kernels through
+    ctypes on CLI descriptors), --workloads, --out, --lens, --masks, --dim and --budget, with the
+    benchmark's default lengths and masks (comma-separated) and time budget in seconds."""
     p = argparse.ArgumentParser()
-    p.add_argument("--cli", required=True)
-    p.add_argument("--lib", required=True)
-    p.add_argument("--examples", required=True)
+    if kernels:
+        p.add_argument("--cli", required=True)
+        p.add_argument("--lib", required=True)
+        p.add_argument("--examples", required=True)
     p.add_argument("--workloads", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--lens", default=lens)
-    p.add_argument("--masks",
-                   default="causal,hstu,shared_prefix,clear,clear_strips,doc_causal,sliding")
+    p.add_argument("--masks", default=masks)
     p.add_argument("--dim", type=int, default=128, help="head dim D")
     p.add_argument("--budget", type=float, default=budget, help="stop starting new rows after this")
     return p
@@ -112,6 +114,15 @@ def out_dir_argument():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     return p.parse_args().out
+
+
+def write_results(out_dir, name, env, rows, md):
+    """Writes out_dir/name.json (env and the rows) and out_dir/name.md (md), creating out_dir."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, name + ".json"), "w") as f:
+        json.dump({"env": env, "rows": rows}, f, indent=1)
+    with open(os.path.join(out_dir, name + ".md"), "w") as f:
+        f.write(md)
 
 
 def write_table(out_dir, name, caption, columns, rows):

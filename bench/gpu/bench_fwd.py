@@ -14,7 +14,6 @@ Usage: bench_fwd.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcom
        --examples examples --workloads DIR --out OUTDIR [--lens 1024,4096] [--masks causal,...]
 Writes OUTDIR/bench_fwd.json, OUTDIR/bench_fwd.md and OUTDIR/bench_fwd.png.
 """
-import json
 import os
 import sys
 
@@ -26,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_common import (H, Workload, argument_parser, compiled_flex,  # noqa: E402
                           cudnn_cells, cudnn_only, environment, interleaved_median_ms,
-                          record_peers, run_line, run_rows)
+                          record_peers, run_line, run_rows, write_results)
 from cm_kernel import Kernel  # noqa: E402
 
 
@@ -125,12 +124,8 @@ def main():
     kernel = Kernel(a.lib)
     env = environment()
     rows = run_rows(a, lambda name, n0: bench_one(name, n0, kernel, flex, workloads, a))
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "bench_fwd.json"), "w") as f:
-        json.dump({"env": env, "rows": rows}, f, indent=1)
     md = markdown(rows, env, a.dim)
-    with open(os.path.join(a.out, "bench_fwd.md"), "w") as f:
-        f.write(md)
+    write_results(a.out, "bench_fwd", env, rows, md)
     plot(rows, os.path.join(a.out, "bench_fwd.png"), a.dim)
     print(md)
 

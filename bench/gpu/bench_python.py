@@ -5,7 +5,9 @@ process, on every workload of workloads.py.
 Where bench_fwd.py and bwd_bench.py time the kernels through ctypes on CLI descriptors, this
 times what a PyTorch user gets: the torch operator (autograd, allocation of out and the LSE)
 and the plan each helper chooses, such as cm.masks.clear's strip plan with its token order
-where it is estimated faster (PlanChoice; the "plan" column says which was taken). Shapes,
+where it is estimated faster (PlanChoice; the "plan" column says which was taken). A grid
+workload NAME:row-major times the row-major plan instead, NAME:strips the strip plan. Besides
+workloads.py's masks it knows "natten" and "video", grid neighbourhoods defined here. Shapes,
 timing and FLOP counts are bench_fwd.py's and bwd_bench.py's: B*N = 32768 tokens, 16 heads,
 head dim --dim, bf16, [B, H, N, D] tensors (layout "bhsd"); fwd+bwd FLOPs are 3.5 times the
 forward's. Plans and BlockMasks are built before timing.
@@ -14,8 +16,7 @@ Usage: bench_python.py --workloads DIR --out OUTDIR [--lens 32768] [--masks caus
 Writes OUTDIR/bench_python.json and OUTDIR/bench_python.md. Needs the compilemask package
 built with its CUDA kernels.
 """
-import argparse
-import json
+import math
 import os
 import sys
 
@@ -25,8 +26,9 @@ import torch
 import compilemask as cm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (H, TOKENS, compiled_flex, environment,  # noqa: E402
-                          interleaved_median_ms, record_peer, run_line, run_rows)
+from bench_common import (H, TOKENS, argument_parser, compiled_flex,  # noqa: E402
+                          environment, interleaved_median_ms, record_peer, run_line, run_rows,
+                          write_results)
 
 BWD_FACTOR = 3.5  # fwd+bwd FLOPs over forward FLOPs
 
@@ -35,8 +37,34 @@ def offsets(lengths):
     return np.concatenate([[0], np.cumsum(lengths)]).tolist()
 
 
-def helper_mask(name, prm):
-    """The cm.masks helper call, with its defaults, that states workloads.py's `name`."""
+def natten(N, xp=None, device=None):
+    """NATTEN-style neighbourhoods (not in workloads.py): the largest square image in N tokens,
+    row-major, each token seeing the 17 x 17 box around it; workloads.py's signature."""
+    side, r = math.isqrt(N), 8
+    return ((lambda b, h, q, k: (abs(q // side - k // side) <= r) &
+             (abs(q % side - k % side) <= r)), {"N": side * side, "side": side, "r": r})
+
+
+def video(N, xp=None, device=None):
+    """Video neighbourhoods (not in workloads.py): N tokens as 8 square frames, row-major, each
+    token seeing the ellipsoid of radii 2 frames, 8 rows, 8 columns around it."""
+    frames, (rt, r) = 8, (2, 8)
+    side = math.isqrt(N // frames)
+    plane = side * side
+
+    def mask_mod(b, h, q, k):
+        dt, dy = q // plane - k // plane, q % plane // side - k % plane // side
+        dx = q % side - k % side
+        return dt * dt * r * r * r * r + (dy * dy + dx * dx) * rt * rt * r * r < (rt * r * r) ** 2
+    return mask_mod, {"N": frames * plane, "frames": frames, "side": side, "rt": rt, "r": r}
+
+
+EXTRA_WORKLOADS = {"natten": natten, "video": video}
+
+
+def helper_mask(name, prm, order):
+    """The cm.masks helper call that states workload `name`, with its defaults; `order`: the
+    grid helpers' strip and reorder arguments (none: their default choice)."""
     if name == "causal":
         return cm.masks.causal()
     if name == "sliding":
@@ -48,15 +76,26 @@ def helper_mask(name, prm):
     if name == "hstu":
         return cm.masks.hstu(offsets(prm["lens"]), ctx=prm["ctx"], targets=prm["targets"])
     if name == "clear":
-        return cm.masks.clear(prm["text"], prm["grid"][0], prm["r"])
+        return cm.masks.clear(prm["text"], prm["grid"][0], prm["r"], **order)
+    if name == "natten":
+        return cm.masks.neighbourhood_2d(prm["side"], prm["side"], prm["r"], prm["r"], **order)
+    if name == "video":
+        return cm.masks.video_neighbourhood(prm["frames"], prm["side"], prm["side"], prm["rt"],
+                                            prm["r"], prm["r"], **order)
     raise KeyError(name)
 
 
 def bench_one(name, n0, flex, workloads, dim):
+    """One row; `name` is a workload, or a grid workload with ":row-major" (strip=None) or
+    ":strips" (strips as wide as the radius, with their token order)."""
     from torch.nn.attention.flex_attention import create_block_mask
-    mm, prm = workloads.WORKLOADS[name](n0, xp=torch, device="cuda")
+    base, _, variant = name.partition(":")
+    make = EXTRA_WORKLOADS.get(base) or workloads.WORKLOADS[base]
+    mm, prm = make(n0, xp=torch, device="cuda")
     N, B = prm["N"], max(1, TOKENS // n0)
-    plan = helper_mask(name, prm).specialize(nq=N, batch=B, heads=H, device="cuda")
+    order = {"": {}, "row-major": {"strip": None},
+             "strips": {"strip": prm.get("r"), "reorder": True}}[variant]
+    plan = helper_mask(base, prm, order).specialize(nq=N, batch=B, heads=H, device="cuda")
     visible = workloads.visible_pairs(mm, N, xp=torch, device="cuda")
     row = {"workload": name, "N": N, "B": B, "H": H, "D": dim,
            "plan": "row-major" if plan.token_order is None else "token order",
@@ -104,25 +143,15 @@ def markdown(rows, env, dim):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--workloads", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--lens", default="32768")
-    p.add_argument("--masks", default="causal,hstu,shared_prefix,clear,doc_causal,sliding")
-    p.add_argument("--dim", type=int, default=128, help="head dim D")
-    p.add_argument("--budget", type=float, default=300, help="stop starting new rows after this")
-    a = p.parse_args()
+    a = argument_parser(lens="32768", budget=300, kernels=False,
+                        masks="causal,hstu,shared_prefix,clear,doc_causal,sliding").parse_args()
     sys.path.insert(0, a.workloads)
     import workloads
     flex = compiled_flex()
     env = environment()
     rows = run_rows(a, lambda name, n0: bench_one(name, n0, flex, workloads, a.dim))
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "bench_python.json"), "w") as f:
-        json.dump({"env": env, "rows": rows}, f, indent=1)
     md = markdown(rows, env, a.dim)
-    with open(os.path.join(a.out, "bench_python.md"), "w") as f:
-        f.write(md)
+    write_results(a.out, "bench_python", env, rows, md)
     print(md)
 
 

@@ -70,25 +70,60 @@ def hstu(offsets: Any, ctx: Any = 0, targets: Any = 1) -> BoundMask:
 def clear(text: int, side: int, radius: int, strip: int | str | None = "auto",
           reorder: bool | None = None) -> BoundMask | PlanChoice:
     """CLEAR: `text` global text tokens, then a side x side image whose tokens see the image
-    tokens within Euclidean distance `radius`. The tensors' image tokens are row-major (strip
-    None), or in strips of `strip` columns; strips about `radius` wide compute about half the
-    tiles. With an int strip and reorder=True the tensors keep their row-major image: the plans
-    get the strip order as their token_order, and cm.attention reorders into it and back
-    (compilemask.strip_order). With strip="auto" (the default) the tensors are row-major and
-    each specialization takes the row-major plan or the plan in strips `radius` wide with its
-    token order, whichever is estimated faster (PlanChoice): strips at 16K tokens and more for
-    radius 16, row-major at 4K and less."""
+    tokens within Euclidean distance `radius`. `strip` and `reorder` give the image's token
+    order (_in_strips): by default the tensors are row-major and each specialization takes the
+    row-major plan or the plan in strips `radius` wide, whichever is estimated faster (strips
+    at 16K tokens and more for radius 16, row-major at 4K and less)."""
+    return _in_strips("clear", {"text": text, "s": side, "r": radius},
+                      (text, 1, side, side), radius, strip, reorder)
+
+
+def neighbourhood_2d(rows: int, cols: int, ry: int, rx: int, shape: str = "box",
+                     strip: int | str | None = "auto",
+                     reorder: bool | None = None) -> BoundMask | PlanChoice:
+    """NATTEN-style neighbourhoods on a rows x cols image: each token sees the tokens in the
+    box |dy| <= ry, |dx| <= rx around it (shape="box") or in the ellipse
+    dy²/ry² + dx²/rx² < 1 (shape="ellipse"). `strip` and `reorder` as for clear (_in_strips),
+    strips rx wide by default."""
+    if shape not in ("box", "ellipse"):
+        raise ValueError(f"neighbourhood_2d: shape must be 'box' or 'ellipse', got {shape!r}")
+    params = {"rows": rows, "cols": cols, "ry": ry, "rx": rx, "shape": int(shape == "ellipse")}
+    return _in_strips("neighbourhood_2d", params, (0, 1, rows, cols), rx, strip, reorder)
+
+
+def video_neighbourhood(frames: int, rows: int, cols: int, rt: int, ry: int, rx: int,
+                        strip: int | str | None = "auto",
+                        reorder: bool | None = None) -> BoundMask | PlanChoice:
+    """Each token of a frames x rows x cols video sees the tokens in the ellipsoid
+    dt²/rt² + dy²/ry² + dx²/rx² < 1 around it. `strip` and `reorder` as for clear
+    (_in_strips: each frame in strips), strips rx wide by default."""
+    params = {"frames": frames, "rows": rows, "cols": cols, "rt": rt, "ry": ry, "rx": rx}
+    return _in_strips("video_neighbourhood", params, (0, frames, rows, cols), rx, strip, reorder)
+
+
+def _in_strips(name: str, params: dict[str, Any], grid: tuple[int, int, int, int],
+               auto_width: int, strip: int | str | None,
+               reorder: bool | None) -> BoundMask | PlanChoice:
+    """Bundled program `name`, whose last parameter `strip` orders the tokens of its grid
+    (start, frames, rows, cols) in strips of that many columns (docs/language.md, strip order).
+    strip=None: the tensors' grid is row-major. An int strip: the tensors' grid is in that
+    strip order; with reorder=True it stays row-major instead, and the plans carry the strip
+    order as their token_order, which cm.attention reorders into and back. strip="auto": the
+    tensors' grid is row-major, and specialize takes the row-major plan or the plan in strips
+    `auto_width` wide with its token order, whichever is estimated faster (PlanChoice)."""
+    start, frames, rows, cols = grid
     if strip == "auto":
         if reorder is not None:
-            raise ValueError("clear: strip='auto' chooses the token order itself; reorder "
+            raise ValueError(f"{name}: strip='auto' chooses the token order itself; reorder "
                              "goes with an int strip")
-        return PlanChoice(clear(text, side, radius, strip=None),
-                          clear(text, side, radius, strip=max(1, min(radius, side)),
-                                reorder=True))
+        return PlanChoice(_in_strips(name, params, grid, auto_width, None, None),
+                          _in_strips(name, params, grid, auto_width,
+                                     max(1, min(auto_width, cols)), True))
     if reorder and strip is None:
-        raise ValueError("clear: reorder=True needs a strip width (strip=16 suits radius 16)")
-    bound = program("clear").bind(text=text, s=side, r=radius,
-                                  strip=side if strip is None else strip)
+        raise ValueError(f"{name}: reorder=True needs a strip width (about the neighbourhood's "
+                         "column radius)")
+    bound = program(name).bind(**params, strip=cols if strip is None else strip)
     if not reorder:
         return bound
-    return bound.with_token_order(lambda nq: strip_order(text, side, side, strip, nq))
+    return bound.with_token_order(
+        lambda nq: strip_order(start, rows, cols, strip, nq, frames=frames))

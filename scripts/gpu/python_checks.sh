@@ -2,7 +2,8 @@
 # Builds and installs the compilemask Python package with the CUDA kernels on the GPU machine
 # (offline) and runs the Python tests (CPU and GPU) and examples/train_hstu.py; with the
 # argument `bench`, also bench/gpu/bench_python.py (cm.attention on the helpers' default plans
-# against Flex; lengths from BENCH_LENS, default 32768). Logs go to $OUT (default ./out):
+# against Flex; lengths from BENCH_LENS, default 32768, masks from BENCH_MASKS, default
+# workloads.py's). Logs go to $OUT (default ./out):
 # python_build.log, python_pytest.log, train_hstu.log, python_summary.txt, and bench_python.md
 # and .json.
 #
@@ -50,7 +51,8 @@ note "train_hstu: exit $? in $(( $(date +%s) - start )) s: $(tail -2 "${OUT}/tra
 if [[ "${1:-}" == "bench" ]]; then
   start=$(date +%s)
   python3 bench/gpu/bench_python.py --workloads "${CM_WORKLOADS}" --out "${OUT}" \
-    --lens "${BENCH_LENS:-32768}" > "${OUT}/bench_python.log" 2>&1
+    --lens "${BENCH_LENS:-32768}" ${BENCH_MASKS:+--masks "${BENCH_MASKS}"} \
+    > "${OUT}/bench_python.log" 2>&1
   note "bench_python: exit $? in $(( $(date +%s) - start )) s"
 fi
 cat "${SUMMARY}"

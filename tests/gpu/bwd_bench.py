@@ -16,7 +16,6 @@ Usage: bwd_bench.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcom
        --examples examples --workloads DIR --out OUTDIR [--lens ...] [--masks ...] [--budget S]
 Writes OUTDIR/bench_bwd.json and OUTDIR/bench_bwd.md.
 """
-import json
 import os
 import sys
 
@@ -28,7 +27,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
 from bench_common import (H, Workload, argument_parser, compiled_flex,  # noqa: E402
                           cudnn_cells, cudnn_only, environment, interleaved_median_ms, median_ms,
-                          record_peers, run_line, run_rows)
+                          record_peers, run_line, run_rows, write_results)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 
@@ -111,13 +110,9 @@ def main():
     flex = compiled_flex()
     kernel, bwd = Kernel(a.lib), Backward(a.lib)
     env = environment()
-    os.makedirs(a.out, exist_ok=True)
 
     def write_tables(rows):  # after every row, so that a run cut short still leaves its tables
-        with open(os.path.join(a.out, "bench_bwd.json"), "w") as f:
-            json.dump({"env": env, "rows": rows}, f, indent=1)
-        with open(os.path.join(a.out, "bench_bwd.md"), "w") as f:
-            f.write(markdown(rows, env, a.dim))
+        write_results(a.out, "bench_bwd", env, rows, markdown(rows, env, a.dim))
 
     rows = run_rows(a, lambda name, n0: bench_one(name, n0, kernel, bwd, flex, workloads, a),
                     write_tables)

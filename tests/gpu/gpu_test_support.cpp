@@ -70,7 +70,9 @@ std::vector<Case> example_cases() {
       {"rows", int64_t{15}}, {"cols", int64_t{20}}, {"ry", int64_t{3}}, {"rx", int64_t{4}}};
   cm::Params box = grid, ellipse = grid;
   box["shape"] = int64_t{0};
+  box["strip"] = int64_t{20};  // row-major
   ellipse["shape"] = int64_t{1};
+  ellipse["strip"] = int64_t{6};  // strips, the last one narrower
   const cm::Params hstu = {{"seqs", segs({100, 120, 80})},
                            {"ctx", std::vector<int64_t>{4, 8, 2}},
                            {"targets", std::vector<int64_t>{10, 15, 8}}};
@@ -128,13 +130,14 @@ std::vector<Case> example_cases() {
        4,
        2,
        B::kBFloat16},
-      {"video_neighbourhood",
+      {"video_neighbourhood",  // each frame in strips
        {{"frames", int64_t{3}},
         {"rows", int64_t{10}},
         {"cols", int64_t{10}},
         {"rt", int64_t{2}},
         {"ry", int64_t{3}},
-        {"rx", int64_t{4}}},
+        {"rx", int64_t{4}},
+        {"strip", int64_t{4}}},
        300,
        300,
        128,

@@ -182,7 +182,7 @@ TEST(Examples, Neighbourhood2d) {
   for (int64_t shape : {0, 1}) {
     for (const auto& radii : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 3}, {2, 2}}) {
       const int64_t ry = radii.first, rx = radii.second;
-      expect_mask(p, {rows, cols, ry, rx, shape}, rows * cols, rows * cols,
+      expect_mask(p, {rows, cols, ry, rx, shape, cols}, rows * cols, rows * cols,
                   [&](int64_t q, int64_t k) {
                     const int64_t dy = q / cols - k / cols, dx = q % cols - k % cols;
                     if (shape == 0) return std::abs(dy) <= ry && std::abs(dx) <= rx;
@@ -198,7 +198,7 @@ TEST(Examples, VideoNeighbourhood) {
   const int64_t plane = rows * cols, n = frames * plane;
   for (const auto& radii : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {2, 3, 2}, {1, 2, 4}}) {
     const int64_t rt = radii[0], ry = radii[1], rx = radii[2];
-    expect_mask(p, {frames, rows, cols, rt, ry, rx}, n, n, [&](int64_t q, int64_t k) {
+    expect_mask(p, {frames, rows, cols, rt, ry, rx, cols}, n, n, [&](int64_t q, int64_t k) {
       const int64_t dt = q / plane - k / plane;
       const int64_t dy = q % plane / cols - k % plane / cols, dx = q % cols - k % cols;
       return dt * dt * ry * ry * rx * rx + dy * dy * rt * rt * rx * rx +

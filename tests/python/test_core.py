@@ -426,6 +426,52 @@ def test_the_reference_takes_a_token_order_plans_rows_in_the_arrays_order():
     assert not np.allclose(unordered.out, got.out), "the order must change the result"
 
 
+def neighbourhood_visible(shape, radii, grid_shape):
+    """The dense [n, n] visibility of a row-major grid's box or ellipse neighbourhoods (numpy,
+    independent of the compiler)."""
+    coords = np.stack(np.unravel_index(np.arange(np.prod(grid_shape)), grid_shape), axis=1)
+    delta = np.abs(coords[:, None, :] - coords[None, :, :])
+    if shape == "box":
+        return (delta <= np.array(radii)).all(-1)
+    return ((delta / np.array(radii, dtype=np.float64)) ** 2).sum(-1) < 1 - 1e-12
+
+
+@pytest.mark.parametrize("helper, args, shape, grid_shape, radii", [
+    (cm.masks.neighbourhood_2d, (9, 11, 2, 3, "box"), "box", (9, 11), (2, 3)),
+    (cm.masks.neighbourhood_2d, (9, 11, 3, 2, "ellipse"), "ellipse", (9, 11), (3, 2)),
+    (cm.masks.video_neighbourhood, (3, 6, 7, 2, 2, 3), "ellipse", (3, 6, 7), (2, 2, 3)),
+])
+def test_neighbourhood_helpers_in_every_token_order(helper, args, shape, grid_shape, radii):
+    n = int(np.prod(grid_shape))
+    want = neighbourhood_visible(shape, radii, grid_shape)
+    row_major = helper(*args, strip=None).specialize(nq=n, tile=(16, 16))
+    np.testing.assert_array_equal(row_major.to_dense(), want)
+    frames = grid_shape[0] if len(grid_shape) == 3 else 1
+    order = cm.strip_order(0, grid_shape[-2], grid_shape[-1], 3, n, frames=frames)
+    in_strips = helper(*args, strip=3).specialize(nq=n, tile=(16, 16))
+    np.testing.assert_array_equal(in_strips.to_dense(), want[order][:, order])
+    reordered = helper(*args, strip=3, reorder=True).specialize(nq=n, tile=(16, 16))
+    np.testing.assert_array_equal(reordered.token_order, order)
+    np.testing.assert_array_equal(reordered.descriptor, in_strips.descriptor)
+
+
+def test_neighbourhood_helpers_take_strips_on_large_images_only():
+    large = cm.masks.neighbourhood_2d(181, 181, 8, 8).specialize(nq=181 * 181, heads=16)
+    assert large.token_order is not None
+    np.testing.assert_array_equal(large.token_order, cm.strip_order(0, 181, 181, 8, 181 * 181))
+    small = cm.masks.neighbourhood_2d(64, 64, 3, 3).specialize(nq=64 * 64, heads=16)
+    assert small.token_order is None
+    video = cm.masks.video_neighbourhood(4, 90, 90, 2, 12, 12).specialize(nq=4 * 90 * 90)
+    np.testing.assert_array_equal(video.token_order,
+                                  cm.strip_order(0, 90, 90, 12, 4 * 90 * 90, frames=4))
+    with pytest.raises(ValueError, match="shape must be 'box' or 'ellipse'"):
+        cm.masks.neighbourhood_2d(9, 9, 2, 2, shape="disk")
+    with pytest.raises(ValueError, match="video_neighbourhood: strip='auto' chooses"):
+        cm.masks.video_neighbourhood(2, 9, 9, 1, 2, 2, reorder=False)
+    with pytest.raises(ValueError, match="neighbourhood_2d: reorder=True needs a strip width"):
+        cm.masks.neighbourhood_2d(9, 9, 2, 2, strip=None, reorder=True)
+
+
 def test_strip_order_is_the_strip_layout_and_checks_its_input():
     order = cm.strip_order(2, 3, 5, 2, 18)
     # Rows of 5 from token 2; strips of columns {0, 1}, {2, 3}, {4}; token 17 stays.

@@ -41,6 +41,8 @@ MASKS = {
     "shared_prefix": lambda n: cm.masks.shared_prefix(n // 4, [n // 4, n // 4, n - 3 * (n // 4)]),
     "clear": lambda n: cm.masks.clear(n - 20 * 20, 20, 5, strip=None),
     "clear_strips": lambda n: cm.masks.clear(n - 20 * 20, 20, 5, strip=6),
+    "neighbourhood_2d": lambda n: cm.masks.neighbourhood_2d(20, n // 20, 3, 4, "ellipse",
+                                                            strip=None),
 }
 
 
@@ -117,6 +119,9 @@ def test_forward_and_backward_match_float64(mask, layout, dtype, dim):
 TOKEN_ORDERS = {
     # clear_strips' image in 6-column strips, the tensors' image row-major.
     "strips": lambda n: cm.masks.clear(n - 20 * 20, 20, 5, strip=6, reorder=True),
+    # Each of 7 frames of 10 x 10 tokens in 4-column strips.
+    "video_strips": lambda n: cm.masks.video_neighbourhood(7, 10, n // 70, 2, 3, 4, strip=4,
+                                                           reorder=True),
     "random": lambda n: MASKS["doc_causal"](n).with_token_order(
         lambda nq: np.random.default_rng(5).permutation(nq)),
 }
