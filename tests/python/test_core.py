@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import compilemask as cm
+from compilemask._cost import estimated_backward_seconds
 from conftest import REPO, dense_attention64
 
 SLIDING = "mask w(W: int) { q in all: k in (diag - W, diag] }"
@@ -352,15 +353,17 @@ def test_clear_with_reorder_gives_its_plans_the_strip_order():
         cm.masks.clear(4, 3, 2, reorder=True)
 
 
+@pytest.mark.parametrize("objective", ["training", "forward"])
 @pytest.mark.parametrize("n", [32768, 16384, 4096, 1024])
-def test_clear_by_default_takes_strips_where_they_are_estimated_faster(workloads, n):
+def test_clear_takes_strips_where_they_were_measured_faster(workloads, n, objective):
     """The benchmark's clear shapes (B * N = 32768, 16 heads): strips 16 columns wide with their
-    token order at 16K and 32K, row-major below, as run 143 measured them
-    (docs/results/bench_fwd.md: clear against clear_strips)."""
+    token order at 16K and 32K, row-major below, the faster plans forward and forward +
+    backward in runs 143 and 150 (bench_fwd.md and bench_bwd.md: clear against clear_strips;
+    at 4K forward + backward the two are within 1.5%)."""
     _, p = workloads.clear(n)
     text, side, radius, m = p["text"], p["grid"][0], p["r"], p["N"]
     shape = dict(nq=m, batch=32768 // n, heads=16)
-    chosen = cm.masks.clear(text, side, radius).specialize(**shape)
+    chosen = cm.masks.clear(text, side, radius).specialize(objective=objective, **shape)
     row_major = cm.masks.clear(text, side, radius, strip=None).specialize(**shape)
     strips = cm.masks.clear(text, side, radius, strip=16, reorder=True).specialize(**shape)
     if n >= 16384:
@@ -369,8 +372,17 @@ def test_clear_by_default_takes_strips_where_they_are_estimated_faster(workloads
     else:
         assert chosen.token_order is None
         np.testing.assert_array_equal(chosen.descriptor, row_major.descriptor)
-    assert chosen.estimated_forward_seconds() == min(
-        row_major.estimated_forward_seconds(), strips.estimated_forward_seconds())
+
+
+def test_video_neighbourhoods_take_strips_for_training_and_row_major_for_inference():
+    """Run 150 at 32K (8 frames of 64 x 64, radii 2, 8, 8): row-major 1.329 ms forward against
+    1.425 in strips, but 6.113 ms forward + backward against 4.699: the backward skips the
+    64-row halves that see nothing, and strips leave more of them empty."""
+    video = cm.masks.video_neighbourhood(8, 64, 64, 2, 8, 8)
+    n = 8 * 64 * 64
+    assert video.specialize(nq=n, heads=16, objective="forward").token_order is None
+    np.testing.assert_array_equal(video.specialize(nq=n, heads=16).token_order,
+                                  cm.strip_order(0, 64, 64, 8, n, frames=8))
 
 
 def test_the_estimate_counts_tiles_per_mask_and_the_gathers_of_a_token_order():
@@ -382,6 +394,14 @@ def test_the_estimate_counts_tiles_per_mask_and_the_gathers_of_a_token_order():
         3.9 * one.estimated_forward_seconds()
     gathered = mask.specialize(nq=4096, token_order=np.arange(4096))
     assert gathered.estimated_forward_seconds() > one.estimated_forward_seconds()
+    # The backward counts 64-row halves: causal's diagonal halves above the diagonal are empty.
+    halves = mask.specialize(nq=4096, tile=(64, 128))
+    backward = estimated_backward_seconds(one, halves)
+    assert backward > 2 * one.estimated_forward_seconds()
+    assert estimated_backward_seconds(gathered, halves) > backward
+    full = cm.compile("mask all_keys() { q in all: k in all }")
+    assert estimated_backward_seconds(full.specialize(nq=4096), full.specialize(
+        nq=4096, tile=(64, 128))) > 1.8 * backward
     assert cm.masks.sliding(256).specialize(nq=4096).estimated_forward_seconds() < \
         one.estimated_forward_seconds()
 
@@ -396,6 +416,9 @@ def test_a_plan_choice_takes_the_fastest_candidate_that_fits_the_shape():
     assert cross.mask_name == "causal" and cross.token_order is None
     with pytest.raises(ValueError, match="every candidate has a token order"):
         cm.PlanChoice(reverse).specialize(nq=300, nk=500)
+    assert choice.specialize(nq=1024, objective="forward").mask_name == "sliding_window"
+    with pytest.raises(ValueError, match="objective must be 'training' or 'forward'"):
+        choice.specialize(nq=64, objective="inference")
     with pytest.raises(TypeError, match="takes no token_order"):
         choice.specialize(nq=64, token_order=np.arange(64))
     with pytest.raises(ValueError, match="at least one candidate"):
