@@ -137,7 +137,13 @@ class Oracle {
 
  private:
   // Direct definition: both tokens on the grid, and the offset inside the shape.
+  // A radius below the shape's least (0 for a box, 1 for an ellipse) makes the neighbourhood
+  // empty without placing a cell on the grid, so its grid's extents and strip go unchecked,
+  // as in the compiler.
   bool in_neighbourhood(const ir::GridNeighbourhood& g, int64_t k) const {
+    const int64_t rt = eval(g.rt), ry = eval(g.ry), rx = eval(g.rx);
+    const int64_t least_radius = g.shape == ir::GridShape::kBox ? 0 : 1;
+    if (rt < least_radius || ry < least_radius || rx < least_radius) return false;
     const int64_t frames = eval(g.frames), rows = eval(g.rows), cols = eval(g.cols);
     const int64_t size = rows * cols * frames;
     const int64_t strip = g.strip == ir::kNone ? cols : eval(g.strip);
@@ -148,11 +154,9 @@ class Oracle {
     const GridPosition centre = walk_grid_cell(rows, cols, strip, c);
     const GridPosition key = walk_grid_cell(rows, cols, strip, kk);
     const int64_t dt = key.t - centre.t, dy = key.y - centre.y, dx = key.x - centre.x;
-    const int64_t rt = eval(g.rt), ry = eval(g.ry), rx = eval(g.rx);
     if (g.shape == ir::GridShape::kBox) {
       return std::abs(dt) <= rt && std::abs(dy) <= ry && std::abs(dx) <= rx;
     }
-    if (rt < 1 || ry < 1 || rx < 1) return false;  // a radius of 0 or less: empty
     // dt²/rt² + dy²/ry² + dx²/rx² < 1, in exact rational arithmetic.
     const long double lhs = static_cast<long double>(dt * dt) * ry * ry * rx * rx +
                             static_cast<long double>(dy * dy) * rt * rt * rx * rx +
