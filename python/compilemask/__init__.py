@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from . import masks
+from ._choice import PlanChoice
 from ._errors import Diagnostic, MaskError
 from ._layout import strip_order
-from ._mask import BoundMask, Mask, PlanChoice, compile
+from ._mask import BoundMask, Mask, compile
 from ._params import Segments, segments
 from ._plan import Plan
 from ._reference import ReferenceResult, reference_attention

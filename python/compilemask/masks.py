@@ -10,8 +10,9 @@ import functools
 from importlib import resources
 from typing import Any
 
+from ._choice import PlanChoice
 from ._layout import strip_order
-from ._mask import BoundMask, Mask, PlanChoice, compile
+from ._mask import BoundMask, Mask, compile
 from ._params import segments
 
 
