@@ -126,4 +126,3 @@ def _tile(tile: Any) -> tuple[int, int]:
     except (TypeError, ValueError):
         raise TypeError(f"tile must be a (tile_m, tile_n) pair, got {tile!r}") from None
     return _count(tile_m, "tile[0]"), _count(tile_n, "tile[1]")
-
