@@ -161,9 +161,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     sequence_rows = None
     if reorder and q.dim() == 3:  # gather each sequence in the mask's order: a [B, S, H, D] batch
         starts = offsets if jagged else torch.zeros(1, dtype=torch.int32, device=q.device)
-        sequence_rows = _rows_in_order(starts, plan._order_device)
-        same = k_offsets is None or k_offsets is offsets
-        k_rows = sequence_rows if same else _rows_in_order(k_offsets, plan._order_device)
+        sequence_rows = _rows_in_order(starts, plan._order_device, q.shape[0])
+        same = (k_offsets is None or k_offsets is offsets) and k.shape[0] == q.shape[0]
+        k_rows = sequence_rows if same else _rows_in_order(
+            starts if k_offsets is None else k_offsets, plan._order_device, k.shape[0])
         packed_q = q
         q = q.index_select(0, sequence_rows).unflatten(0, (-1, plan.nq))
         k, v = (x.index_select(0, k_rows).unflatten(0, (-1, plan.nk)) for x in (k, v))
@@ -188,7 +189,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     return (out, lse) if return_lse else out
 
 
-def _rows_in_order(starts: Tensor, order: Tensor) -> Tensor:
-    """Row starts[b] + order[i] of a packed [T, H, D] tensor for each sequence b and position i,
-    flattened (int64): sequence b's rows in the mask's token order."""
-    return (starts.long()[:, None] + order.long()[None, :]).flatten()
+def _rows_in_order(starts: Tensor, order: Tensor, total: int) -> Tensor:
+    """Row starts[b] + order[i] of a packed [T, H, D] tensor (T = total) for each sequence b and
+    position i, flattened (int64): sequence b's rows in the mask's token order. Offsets whose
+    sequences do not fit in T cannot be checked without a host sync; their rows are clamped
+    into [0, T) so that the gathers stay in bounds."""
+    return (starts.long()[:, None] + order.long()[None, :]).flatten().clamp_(0, total - 1)
