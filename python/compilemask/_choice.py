@@ -58,7 +58,9 @@ class PlanChoice:
         seconds = estimated_forward_seconds(plan)
         if objective == "training":  # the backward's work is counted in 64-row halves
             tile_m, tile_n = plan.tile
-            halves = candidate.specialize(**{**kwargs, "tile": (max(16, tile_m // 32 * 16),
-                                                                 tile_n)})
+            # Only the halves' tile counts are read, and they do not depend on the token order:
+            # token_order=None spares building and checking the order a second time.
+            halves = candidate.specialize(**{**kwargs, "token_order": None,
+                                             "tile": (max(16, tile_m // 32 * 16), tile_n)})
             seconds += estimated_backward_seconds(plan, halves)
         return seconds, plan
