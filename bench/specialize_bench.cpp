@@ -1,6 +1,7 @@
-// Times Mask::specialize (parameter binding, row evaluation and descriptor building) through
-// the public API for the bundled examples, at N = 32768 and 262144 with 128 x 128 tiles.
-// Parameters follow ../shared/reference/workloads.py (see workload_params.h).
+// Times Mask::specialize (parameter binding, row evaluation and descriptor building) and
+// Mask::count_tiles (the same without the descriptor) through the public API for the bundled
+// examples, at N = 32768 and 262144 with 128 x 128 tiles. Parameters follow
+// ../shared/reference/workloads.py (see workload_params.h).
 #include <compilemask/compilemask.h>
 
 #include "workload_params.h"
@@ -71,14 +72,30 @@ void specialize(benchmark::State& state, const std::string& example, int64_t n) 
   state.counters["partial_tiles"] = static_cast<double>(stats.partial_tiles);
 }
 
+// Mask::count_tiles: what a plan choice pays per candidate it does not build.
+void count_tiles(benchmark::State& state, const std::string& example, int64_t n) {
+  const Mask mask = compile_example(example == "clear_strips" ? "clear" : example);
+  const auto [params, length] = example_params(example, n);
+  const Dims dims{.nq = length, .nk = length};
+  TileCounts counts;
+  for (auto _ : state) {
+    counts = mask.count_tiles(params, dims, Tiling{128, 128});
+    benchmark::DoNotOptimize(counts);
+  }
+  state.counters["partial_tiles"] = static_cast<double>(counts.partial_tiles);
+}
+
 const bool registered = [] {
   for (const char* example : {"causal", "sliding_window", "doc_causal", "shared_prefix", "hstu",
                               "clear", "clear_strips"}) {
     for (int64_t n : {int64_t{32768}, int64_t{262144}}) {
-      benchmark::RegisterBenchmark(
-          ("specialize/" + std::string(example) + "/" + std::to_string(n)).c_str(), specialize,
-          std::string(example), n)
-          ->Unit(benchmark::kMicrosecond);
+      using Run = void (*)(benchmark::State&, const std::string&, int64_t);
+      for (const auto& [name, run] : {std::pair<std::string, Run>{"specialize/", specialize},
+                                      std::pair<std::string, Run>{"count_tiles/", count_tiles}}) {
+        benchmark::RegisterBenchmark((name + example + "/" + std::to_string(n)).c_str(), run,
+                                     std::string(example), n)
+            ->Unit(benchmark::kMicrosecond);
+      }
     }
   }
   return true;

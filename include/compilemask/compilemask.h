@@ -73,18 +73,25 @@ struct Tiling {
   int32_t n = 128;  // key columns per tile
 };
 
-struct PlanStats {
-  int64_t bytes = 0;       // descriptor size, forward and transposed forms together
-  int32_t instances = 0;   // distinct masks across (b, h)
-  int64_t full_tiles = 0;  // summed over instances
+// A plan's tiles and pairs, summed over its distinct masks: what Mask::count_tiles finds
+// without building a descriptor, and part of PlanStats.
+struct TileCounts {
+  int32_t instances = 0;  // distinct masks across (b, h)
+  int64_t full_tiles = 0;
   int64_t partial_tiles = 0;
   int64_t empty_tiles = 0;
+  int64_t visible_pairs = 0;
+  int64_t computed_pairs = 0;  // pairs inside full and partial tiles
+
+  bool operator==(const TileCounts&) const = default;
+};
+
+struct PlanStats : TileCounts {
+  int64_t bytes = 0;  // descriptor size, forward and transposed forms together
   int32_t patterns = 0;
   int32_t grid_formulas = 0;
-  int64_t visible_pairs = 0;   // summed over instances
-  int64_t computed_pairs = 0;  // pairs inside full and partial tiles, summed over instances
-  double density = 0;          // visible / (nq * nk * instances)
-  double build_seconds = 0;    // wall time of specialize
+  double density = 0;        // visible / (nq * nk * instances)
+  double build_seconds = 0;  // wall time of specialize
 
   std::string format() const;  // human-readable, multi-line
   std::string to_json() const;
@@ -128,9 +135,19 @@ class Mask {
   // Binds parameters and builds the descriptor. Throws cm::Error on bad input.
   Plan specialize(const Params& params, const Dims& dims, const Tiling& tiling = {}) const;
 
+  // The tile counts specialize's plan would report (PlanStats' TileCounts part), found without
+  // building the descriptor: what a cost estimate needs, at a fraction of specialize's cost
+  // for masks with many distinct partial tiles (grid neighbourhoods in strips). Throws as
+  // specialize does.
+  TileCounts count_tiles(const Params& params, const Dims& dims, const Tiling& tiling = {}) const;
+
   const ir::Program& program() const { return *program_; }
 
  private:
+  // The distinct row sets of the (b, h) masks and, per (b, h) (b-major), its index among them.
+  struct Instances;
+  Instances evaluate_instances(const Params& params, const Dims& dims) const;
+
   std::shared_ptr<const ir::Program> program_;
   std::shared_ptr<const MaskCode> code_;
 };

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._cost import estimated_backward_seconds, estimated_forward_seconds
+from . import _cost
 from ._mask import BoundMask
 from ._plan import Plan
 
@@ -12,9 +12,9 @@ from ._plan import Plan
 class PlanChoice:
     """Masks that mean the same attention on the caller's tensors, such as a row-major plan and
     a strip plan carrying its token order (what cm.masks.clear returns by default). specialize
-    makes each candidate's plan and returns the one estimated fastest (compilemask._cost; the
-    first on a tie). Candidates with a token order need nq == nk and are left out of
-    cross-attention shapes."""
+    prices each candidate from its tile counts (Mask.count_tiles, compilemask._cost), builds
+    the plan of the one estimated fastest (the first on a tie) and returns it. Candidates with
+    a token order need nq == nk and are left out of cross-attention shapes."""
 
     OBJECTIVES = ("training", "forward")
 
@@ -47,20 +47,22 @@ class PlanChoice:
         if not fitting:
             raise ValueError(f"PlanChoice: every candidate has a token order, which needs "
                              f"nq == nk, got nq={nq}, nk={nk}")
-        costed = [self._costed(candidate, objective, kwargs) for candidate in fitting]
-        fastest = min(costed, key=lambda pair: pair[0])[1]
-        return fastest if device is None else fastest.to(device)
+        fastest = fitting[0] if len(fitting) == 1 else min(
+            fitting, key=lambda candidate: self._seconds(candidate, objective, kwargs))
+        return fastest.specialize(device=device, **kwargs)
 
     @staticmethod
-    def _costed(candidate: BoundMask, objective: str, kwargs: dict[str, Any]) -> tuple:
-        """(estimated seconds, plan) of one candidate."""
-        plan = candidate.specialize(**kwargs)
-        seconds = estimated_forward_seconds(plan)
+    def _seconds(candidate: BoundMask, objective: str, kwargs: dict[str, Any]) -> float:
+        """The estimated seconds of one candidate's plan, from its tile counts."""
+        tile = kwargs.get("tile", (128, 128))
+        batch, heads = kwargs.get("batch", 1), kwargs.get("heads", 1)
+        seconds = _cost.forward_seconds(candidate.count_tiles(**kwargs), tile, batch * heads)
+        passes = 1
         if objective == "training":  # the backward's work is counted in 64-row halves
-            tile_m, tile_n = plan.tile
-            # Only the halves' tile counts are read, and they do not depend on the token order:
-            # token_order=None spares building and checking the order a second time.
-            halves = candidate.specialize(**{**kwargs, "token_order": None,
-                                             "tile": (max(16, tile_m // 32 * 16), tile_n)})
-            seconds += estimated_backward_seconds(plan, halves)
-        return seconds, plan
+            halves_tile = _cost.halves_tile(tile)
+            halves = candidate.count_tiles(**{**kwargs, "tile": halves_tile})
+            seconds += _cost.backward_seconds(halves, halves_tile, batch * heads)
+            passes = 2
+        if candidate.has_token_order:
+            seconds += passes * _cost.gather_seconds(batch, kwargs["nq"], heads)
+        return seconds

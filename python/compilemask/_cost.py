@@ -30,31 +30,37 @@ GATHERS_PER_PASS = 4  # forward: q, k, v in, out back; backward: d(out) in, dq, 
 HEAD_DIM_BYTES = 128 * 2  # head dim 128 in bf16
 
 
-def estimated_forward_seconds(plan: Any) -> float:
-    """Seconds for one forward of `plan` (a Plan) over its batch x heads masks."""
-    stats = plan.stats()
-    tiles = FULL_TILE_SECONDS * stats["full_tiles"] + PARTIAL_TILE_SECONDS * stats["partial_tiles"]
-    scale = plan.tile[0] * plan.tile[1] / (128 * 128)
-    return tiles * scale * _masks_per_instance(plan, stats) / SMS + _gathers(plan)
+def forward_seconds(counts: dict[str, Any], tile: tuple[int, int], masks: int) -> float:
+    """Seconds for the forward's tiles: `counts` as Plan.stats() or Mask.count_tiles give them,
+    at tile = (tile_m, tile_n), over `masks` = batch x heads masks."""
+    tiles = FULL_TILE_SECONDS * counts["full_tiles"] + PARTIAL_TILE_SECONDS * counts["partial_tiles"]
+    scale = tile[0] * tile[1] / (128 * 128)
+    return tiles * scale * masks / counts["instances"] / SMS
 
 
-def estimated_backward_seconds(plan: Any, halves: Any) -> float:
-    """Seconds for one backward of `plan` (a Plan with tile (128, n)); `halves` is the same mask
-    specialized with tile (64, n), whose full and partial tiles are the halves the backward
+def backward_seconds(halves: dict[str, Any], tile: tuple[int, int], masks: int) -> float:
+    """Seconds for the backward's work: `halves` are the tile counts of the mask at tile =
+    halves_tile(the plan's tile), whose full and partial tiles are the halves the backward
     computes."""
-    stats = halves.stats()
-    tiles = FULL_HALF_SECONDS * stats["full_tiles"] + PARTIAL_HALF_SECONDS * stats["partial_tiles"]
-    scale = halves.tile[0] * halves.tile[1] / (64 * 128)
-    return tiles * scale * _masks_per_instance(halves, stats) / SMS + _gathers(plan)
+    tiles = FULL_HALF_SECONDS * halves["full_tiles"] + PARTIAL_HALF_SECONDS * halves["partial_tiles"]
+    scale = tile[0] * tile[1] / (64 * 128)
+    return tiles * scale * masks / halves["instances"] / SMS
 
 
-def _masks_per_instance(plan: Any, stats: dict[str, Any]) -> float:
-    # The stats sum over the distinct masks (instances); each stands for an equal share.
-    return plan.batch * plan.heads / stats["instances"]
+def gather_seconds(batch: int, nq: int, heads: int) -> float:
+    """Seconds for one pass's gathers into a token order and back (GATHERS_PER_PASS)."""
+    return GATHERS_PER_PASS * batch * nq * heads * HEAD_DIM_BYTES * GATHER_SECONDS_PER_BYTE
 
 
-def _gathers(plan: Any) -> float:
-    if plan.token_order is None:
-        return 0.0
-    tensor_bytes = plan.batch * plan.nq * plan.heads * HEAD_DIM_BYTES
-    return GATHERS_PER_PASS * tensor_bytes * GATHER_SECONDS_PER_BYTE
+def halves_tile(tile: tuple[int, int]) -> tuple[int, int]:
+    """The tile whose counts are the backward's halves of `tile`'s tiles."""
+    return max(16, tile[0] // 32 * 16), tile[1]
+
+
+def estimated_forward_seconds(plan: Any) -> float:
+    """Seconds for one forward of `plan` (a Plan) over its batch x heads masks, its token
+    order's gathers included."""
+    seconds = forward_seconds(plan.stats(), plan.tile, plan.batch * plan.heads)
+    if plan.token_order is not None:
+        seconds += gather_seconds(plan.batch, plan.nq, plan.heads)
+    return seconds

@@ -74,14 +74,33 @@ class Mask:
         which gathers q, k and v into it and returns out, the LSE and the gradients in the
         tensors' own order. Raises TypeError or ValueError naming the parameter and the rule
         when a value does not fit."""
-        ints, arrays, segs = convert(self.params, self.name, params)
-        tile_m, tile_n = _tile(tile)
-        core = self._core.specialize(
-            ints, arrays, segs, _count(nq, "nq"), _count(nq if nk is None else nk, "nk"),
-            _count(batch, "batch"), _count(heads, "heads"), tile_m, tile_n,
-        )
+        core = self._core.specialize(*self._core_args(nq, nk, batch, heads, tile, params))
         plan = Plan(core, self.name, token_order)
         return plan if device is None else plan.to(device)
+
+    def count_tiles(
+        self,
+        *,
+        nq: int,
+        nk: int | None = None,
+        batch: int = 1,
+        heads: int = 1,
+        tile: tuple[int, int] = (128, 128),
+        **params: Any,
+    ) -> dict[str, int]:
+        """The tile counts specialize's plan would report in stats() (instances, tiles,
+        full_tiles, partial_tiles, empty_tiles, visible_pairs, computed_pairs), found without
+        building its descriptor: what cost estimates need (PlanChoice). A token order does not
+        change them. Raises as specialize does."""
+        return self._core.count_tiles(*self._core_args(nq, nk, batch, heads, tile, params))
+
+    def _core_args(self, nq: Any, nk: Any, batch: Any, heads: Any, tile: Any,
+                   params: dict[str, Any]) -> tuple:
+        """The checked arguments of _core.Mask.specialize and count_tiles."""
+        ints, arrays, segs = convert(self.params, self.name, params)
+        tile_m, tile_n = _tile(tile)
+        return (ints, arrays, segs, _count(nq, "nq"), _count(nq if nk is None else nk, "nk"),
+                _count(batch, "batch"), _count(heads, "heads"), tile_m, tile_n)
 
 
 class BoundMask:
@@ -112,6 +131,10 @@ class BoundMask:
         if self._token_order is not None and "token_order" not in kwargs and "nq" in kwargs:
             kwargs["token_order"] = self._token_order(kwargs["nq"])
         return self.mask.specialize(**{**self.bound, **kwargs})
+
+    def count_tiles(self, **kwargs: Any) -> dict[str, int]:
+        """Mask.count_tiles with the bound parameters added (a parameter given again wins)."""
+        return self.mask.count_tiles(**{**self.bound, **kwargs})
 
 
 def _count(value: Any, name: str) -> int:

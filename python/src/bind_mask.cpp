@@ -38,18 +38,18 @@ std::pair<std::optional<Mask>, std::vector<DiagnosticTuple>> compile_source(
   return {std::move(result.mask), std::move(diagnostics)};
 }
 
-Plan specialize(const Mask& mask, const std::map<std::string, int64_t>& ints,
-                const std::map<std::string, IntArray>& arrays,
-                const std::map<std::string, std::pair<IntArray, IntArray>>& segments,
-                const Dims& dims, const Tiling& tiling) {
+using IntParams = std::map<std::string, int64_t>;
+using ArrayParams = std::map<std::string, IntArray>;
+using SegmentParams = std::map<std::string, std::pair<IntArray, IntArray>>;
+
+Params to_params(const IntParams& ints, const ArrayParams& arrays, const SegmentParams& segments) {
   Params params;
   for (const auto& [name, value] : ints) params[name] = value;
   for (const auto& [name, value] : arrays) params[name] = to_vector(value);
   for (const auto& [name, value] : segments) {
     params[name] = Segments{to_vector(value.first), to_vector(value.second)};
   }
-  nb::gil_scoped_release unlocked;
-  return mask.specialize(params, dims, tiling);
+  return params;
 }
 
 using SegmentArrays = std::pair<nb::ndarray<nb::numpy, int64_t>, nb::ndarray<nb::numpy, int64_t>>;
@@ -89,12 +89,27 @@ void bind_mask(nb::module_& m) {
            })
       .def(
           "specialize",
-          [](const Mask& self, const std::map<std::string, int64_t>& ints,
-             const std::map<std::string, IntArray>& arrays,
-             const std::map<std::string, std::pair<IntArray, IntArray>>& segments, int64_t nq,
-             int64_t nk, int32_t batch, int32_t heads, int32_t tile_m, int32_t tile_n) {
-            return specialize(self, ints, arrays, segments, Dims{nq, nk, batch, heads},
-                              Tiling{tile_m, tile_n});
+          [](const Mask& self, const IntParams& ints, const ArrayParams& arrays,
+             const SegmentParams& segments, int64_t nq, int64_t nk, int32_t batch, int32_t heads,
+             int32_t tile_m, int32_t tile_n) {
+            const Params params = to_params(ints, arrays, segments);
+            nb::gil_scoped_release unlocked;
+            return self.specialize(params, Dims{nq, nk, batch, heads}, Tiling{tile_m, tile_n});
+          },
+          nb::arg("ints"), nb::arg("arrays"), nb::arg("segments"), nb::arg("nq"), nb::arg("nk"),
+          nb::arg("batch"), nb::arg("heads"), nb::arg("tile_m"), nb::arg("tile_n"))
+      .def(
+          "count_tiles",
+          [](const Mask& self, const IntParams& ints, const ArrayParams& arrays,
+             const SegmentParams& segments, int64_t nq, int64_t nk, int32_t batch, int32_t heads,
+             int32_t tile_m, int32_t tile_n) {
+            const Params params = to_params(ints, arrays, segments);
+            TileCounts counts;
+            {
+              nb::gil_scoped_release unlocked;
+              counts = self.count_tiles(params, Dims{nq, nk, batch, heads}, Tiling{tile_m, tile_n});
+            }
+            return tile_counts_dict(counts);
           },
           nb::arg("ints"), nb::arg("arrays"), nb::arg("segments"), nb::arg("nq"), nb::arg("nk"),
           nb::arg("batch"), nb::arg("heads"), nb::arg("tile_m"), nb::arg("tile_n"));

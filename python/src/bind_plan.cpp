@@ -19,23 +19,28 @@ namespace {
 
 nb::dict stats_dict(const Plan& plan) {
   const PlanStats& s = plan.stats();
-  nb::dict d;
+  nb::dict d = tile_counts_dict(s);
   d["bytes"] = s.bytes;
-  d["instances"] = s.instances;
-  d["full_tiles"] = s.full_tiles;
-  d["partial_tiles"] = s.partial_tiles;
-  d["empty_tiles"] = s.empty_tiles;
-  d["tiles"] = s.full_tiles + s.partial_tiles + s.empty_tiles;
   d["patterns"] = s.patterns;
   d["grid_formulas"] = s.grid_formulas;
-  d["visible_pairs"] = s.visible_pairs;
-  d["computed_pairs"] = s.computed_pairs;
   d["density"] = s.density;
   d["build_seconds"] = s.build_seconds;
   return d;
 }
 
 }  // namespace
+
+nb::dict tile_counts_dict(const TileCounts& counts) {
+  nb::dict d;
+  d["instances"] = counts.instances;
+  d["full_tiles"] = counts.full_tiles;
+  d["partial_tiles"] = counts.partial_tiles;
+  d["empty_tiles"] = counts.empty_tiles;
+  d["tiles"] = counts.full_tiles + counts.partial_tiles + counts.empty_tiles;
+  d["visible_pairs"] = counts.visible_pairs;
+  d["computed_pairs"] = counts.computed_pairs;
+  return d;
+}
 
 void bind_plan(nb::module_& m) {
   nb::class_<Plan>(m, "Plan")

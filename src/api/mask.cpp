@@ -3,6 +3,7 @@
 #include <compilemask/compilemask.h>
 
 #include "descriptor/build.h"
+#include "descriptor/hash.h"
 #include "specialize/bind.h"
 #include "specialize/evaluator.h"
 #include "specialize/rows.h"
@@ -15,15 +16,9 @@ namespace cm {
 namespace {
 
 uint64_t hash_rows(const InstanceRows& rows) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the interval bounds
-  auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull; };
-  for (const Interval& i : rows.all.intervals) {
-    mix(i.lo);
-    mix(i.hi);
-  }
-  for (int64_t o : rows.all.offsets) mix(o);
-  for (int32_t f : rows.row_formula) mix(f);
-  return h;
+  uint64_t h = descriptor::hash_values(rows.all.intervals, 0);
+  h = descriptor::hash_values(rows.all.offsets, h);
+  return descriptor::hash_values(rows.row_formula, h);
 }
 
 }  // namespace
@@ -50,14 +45,18 @@ std::vector<ParamInfo> Mask::params() const {
   return out;
 }
 
-Plan Mask::specialize(const Params& params, const Dims& dims, const Tiling& tiling) const {
-  const auto started = std::chrono::steady_clock::now();
+struct Mask::Instances {
+  std::vector<InstanceRows> rows;
+  std::vector<int32_t> map;
+};
+
+Mask::Instances Mask::evaluate_instances(const Params& params, const Dims& dims) const {
   const Bindings bindings = bind(*program_, params, dims);
   const std::vector<RegionCode>& regions = code_->regions;
   // Only the dimensions the mask reads get separate instances.
   const int32_t batches = program_->uses_batch ? dims.batch : 1;
   const int32_t heads = program_->uses_head ? dims.heads : 1;
-  std::vector<InstanceRows> instances;
+  Instances out;
   std::unordered_multimap<uint64_t, int32_t> seen;
   std::vector<int32_t> distinct(static_cast<size_t>(batches) * static_cast<size_t>(heads));
   for (int32_t b = 0; b < batches; ++b) {
@@ -66,30 +65,39 @@ Plan Mask::specialize(const Params& params, const Dims& dims, const Tiling& tili
       const uint64_t key = hash_rows(rows);
       int32_t index = -1;
       for (auto [it, end] = seen.equal_range(key); it != end && index < 0; ++it) {
-        if (instances[static_cast<size_t>(it->second)] == rows) index = it->second;
+        if (out.rows[static_cast<size_t>(it->second)] == rows) index = it->second;
       }
       if (index < 0) {
-        index = static_cast<int32_t>(instances.size());
-        instances.push_back(std::move(rows));
+        index = static_cast<int32_t>(out.rows.size());
+        out.rows.push_back(std::move(rows));
         seen.emplace(key, index);
       }
       distinct[static_cast<size_t>(b * heads + h)] = index;
     }
   }
-  std::vector<int32_t> instance_map(static_cast<size_t>(dims.batch) *
-                                    static_cast<size_t>(dims.heads));
+  out.map.resize(static_cast<size_t>(dims.batch) * static_cast<size_t>(dims.heads));
   for (int32_t b = 0; b < dims.batch; ++b) {
     for (int32_t h = 0; h < dims.heads; ++h) {
       const int32_t source = (program_->uses_batch ? b : 0) * heads + (program_->uses_head ? h : 0);
-      instance_map[static_cast<size_t>(b * dims.heads + h)] = distinct[static_cast<size_t>(source)];
+      out.map[static_cast<size_t>(b * dims.heads + h)] = distinct[static_cast<size_t>(source)];
     }
   }
+  return out;
+}
+
+Plan Mask::specialize(const Params& params, const Dims& dims, const Tiling& tiling) const {
+  const auto started = std::chrono::steady_clock::now();
+  const Instances instances = evaluate_instances(params, dims);
   PlanStats stats;
   std::vector<uint64_t> blob =
-      build_descriptor(instances, instance_map, dims.batch, dims.heads, tiling, stats);
+      build_descriptor(instances.rows, instances.map, dims.batch, dims.heads, tiling, stats);
   stats.build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return Plan(std::move(blob), stats, dims, tiling);
+}
+
+TileCounts Mask::count_tiles(const Params& params, const Dims& dims, const Tiling& tiling) const {
+  return cm::count_tiles(evaluate_instances(params, dims).rows, tiling);
 }
 
 }  // namespace cm

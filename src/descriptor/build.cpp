@@ -4,6 +4,7 @@
 
 #include "descriptor/blob_writer.h"
 #include "descriptor/half_widths.h"
+#include "descriptor/hash.h"
 #include "descriptor/input_checks.h"
 #include "descriptor/instance_tiles.h"
 #include "descriptor/pattern_table.h"
@@ -20,29 +21,13 @@ namespace {
 using descriptor::BlobWriter;
 using descriptor::RunForm;
 
-// Word-wise hash of a vector of plain values; equal vectors hash equally.
-template <class T>
-uint64_t hash_words(const std::vector<T>& values, uint64_t h) {
-  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
-  const size_t size = values.size() * sizeof(T);
-  size_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    uint64_t word;
-    std::memcpy(&word, bytes + i, 8);
-    h = (h ^ word) * 0x9E3779B97F4A7C15ull;
-    h ^= h >> 29;
-  }
-  for (; i < size; ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
-  return h ^ size;
-}
-
 uint64_t hash_instance(const InstanceRows& instance) {
-  uint64_t h = hash_words(instance.all.offsets, 1);
-  h = hash_words(instance.all.intervals, h);
-  h = hash_words(instance.formulas, h);
-  h = hash_words(instance.row_formula, h);
-  h = hash_words(instance.residual.offsets, h);
-  return hash_words(instance.residual.intervals, h);
+  uint64_t h = descriptor::hash_values(instance.all.offsets, 1);
+  h = descriptor::hash_values(instance.all.intervals, h);
+  h = descriptor::hash_values(instance.formulas, h);
+  h = descriptor::hash_values(instance.row_formula, h);
+  h = descriptor::hash_values(instance.residual.offsets, h);
+  return descriptor::hash_values(instance.residual.intervals, h);
 }
 
 // InstanceRows' defaulted operator== is deleted (GridFormula has none), so compare by parts.
@@ -112,17 +97,50 @@ uint32_t place_formulas(BlobWriter& writer, const std::vector<desc::GridFormula>
   return writer.append(std::span<const desc::GridFormula>(placed));
 }
 
-}  // namespace
-
-std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instances,
-                                       const std::vector<int32_t>& instance_map, int32_t batch,
-                                       int32_t heads, const Tiling& tiling, PlanStats& stats) {
+// The checks both building and counting start with; returns nq and nk.
+std::pair<int32_t, int32_t> check_inputs(const std::vector<InstanceRows>& instances,
+                                         const Tiling& tiling) {
   if (instances.empty()) throw Error("descriptor: at least one mask instance is needed");
   const int32_t nq = instances.front().listed().nq;
   const int32_t nk = instances.front().listed().nk;
   descriptor::check_tiling(tiling, nq, nk);
-  descriptor::check_instance_map(instance_map, batch, heads, instances.size());
   for (size_t i = 0; i < instances.size(); ++i) descriptor::check_instance(instances[i], nq, nk, i);
+  return {nq, nk};
+}
+
+// Sets the counts' instances and empty tiles from their full and partial ones.
+void complete_counts(TileCounts& counts, size_t instances, const descriptor::TileAxes& axes) {
+  counts.instances = static_cast<int32_t>(instances);
+  counts.empty_tiles = int64_t{axes.q.count()} * axes.k.count() * static_cast<int64_t>(instances) -
+                       counts.full_tiles - counts.partial_tiles;
+}
+
+void add_counts(TileCounts& total, const TileCounts& instance) {
+  total.full_tiles += instance.full_tiles;
+  total.partial_tiles += instance.partial_tiles;
+  total.visible_pairs += instance.visible_pairs;
+  total.computed_pairs += instance.computed_pairs;
+}
+
+}  // namespace
+
+TileCounts count_tiles(const std::vector<InstanceRows>& instances, const Tiling& tiling) {
+  check_inputs(instances, tiling);
+  const descriptor::TileAxes axes = descriptor::choose_tile_axes(instances, tiling);
+  const DistinctInstances unique = find_distinct(instances);
+  TileCounts counts;
+  for (size_t index : unique.distinct) {
+    add_counts(counts, descriptor::count_instance_tiles(instances[index], axes));
+  }
+  complete_counts(counts, unique.distinct.size(), axes);
+  return counts;
+}
+
+std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instances,
+                                       const std::vector<int32_t>& instance_map, int32_t batch,
+                                       int32_t heads, const Tiling& tiling, PlanStats& stats) {
+  const auto [nq, nk] = check_inputs(instances, tiling);
+  descriptor::check_instance_map(instance_map, batch, heads, instances.size());
 
   const descriptor::TileAxes axes = descriptor::choose_tile_axes(instances, tiling);
   const int32_t num_q_tiles = axes.q.count();
@@ -162,13 +180,9 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
     inst.k_tiles_offset = bwd.rows_offset;
     inst.fwd_order_offset = fwd.order_offset;
     inst.bwd_order_offset = bwd.order_offset;
-    inst.visible_pairs = static_cast<uint64_t>(e.visible_pairs);
+    inst.visible_pairs = static_cast<uint64_t>(e.counts.visible_pairs);
     writer.write(instances_offset + static_cast<uint32_t>(i * sizeof(desc::Instance)), inst);
-
-    stats.full_tiles += e.full_tiles;
-    stats.partial_tiles += e.partial_tiles;
-    stats.visible_pairs += e.visible_pairs;
-    stats.computed_pairs += e.computed_pairs;
+    add_counts(stats, e.counts);
   }
 
   desc::Header header{};
@@ -198,10 +212,8 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
               sizeof(header));
 
   const auto num_instances = static_cast<int64_t>(encoded.size());
+  complete_counts(stats, encoded.size(), axes);
   stats.bytes = static_cast<int64_t>(header.total_bytes);
-  stats.instances = header.num_instances;
-  stats.empty_tiles =
-      int64_t{num_q_tiles} * num_k_tiles * num_instances - stats.full_tiles - stats.partial_tiles;
   stats.patterns = header.num_patterns;
   stats.grid_formulas = header.num_grid_formulas;
   const double area =

@@ -20,4 +20,9 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
                                        const std::vector<int32_t>& instance_map, int32_t batch,
                                        int32_t heads, const Tiling& tiling, PlanStats& stats);
 
+// Preconditions: as for build_descriptor. Postconditions: the counts build_descriptor puts in
+// its stats for the same instances and tiling. Cost: the classification alone, without
+// patterns, runs or the transposed form.
+TileCounts count_tiles(const std::vector<InstanceRows>& instances, const Tiling& tiling);
+
 }  // namespace cm

@@ -79,28 +79,42 @@ int32_t FormulaBitmaps::geometry(int32_t m, int32_t n) {
   return it->second;
 }
 
-// The bitmap of tile (m, n) itself, row by row over the key tile's grid segments.
-std::vector<uint32_t> FormulaBitmaps::compute(int32_t m, int32_t n) const {
+// The bitmap of tile (m, n) itself. Rows on one query grid segment share their frame and grid
+// row, so each (query segment, key segment) pair reads one half-width; a centre x then sees
+// columns [x - w, x + w] of the key segment, a run that slides with x.
+std::vector<uint32_t> FormulaBitmaps::compute(int32_t m, int32_t n) {
   const desc::GridFormula& f = instance_.formulas[static_cast<size_t>(f_)];
-  const auto half_width = [&](int dt, int dy) {
-    const int i = desc::grid_half_width_index(f, dt, dy);
-    return i < 0 ? -1 : half_widths_[static_cast<size_t>(i)];
-  };
-  const int32_t q0 = axes_.q.start(m), q1 = axes_.q.end(m);
+  const int32_t q0 = std::max(axes_.q.start(m), f.q_lo), q1 = std::min(axes_.q.end(m), f.q_hi);
   const int32_t k0 = axes_.k.start(n), k1 = axes_.k.end(n);
-  const int base = f.start - k0;  // tile column of the grid's first token
-  std::vector<RowPiece> pieces;
-  for (int32_t q = q0; q < q1; ++q) {
-    desc::GridCell c;
-    if (instance_.row_formula[static_cast<size_t>(q)] != f_ || !desc::grid_center(f, q, c)) {
-      continue;
-    }
-    desc::for_each_visible_run(f, c, -base, k1 - f.start, half_width, [&](int lo, int hi) {
-      pieces.push_back({q - q0, base + lo, base + hi});
-    });
-  }
-  std::vector<uint32_t> words;
-  fill_bitmap(pieces, tiling_.m, tiling_.n, words);
+  key_segments_.clear();
+  desc::for_each_grid_segment(f, k0 - f.start, k1 - f.start, [&](const desc::GridSegment& s) {
+    key_segments_.push_back(s);
+    return true;
+  });
+  const int32_t per_row = bitmap_words_per_row(tiling_.n);
+  std::vector<uint32_t> words(static_cast<size_t>(tiling_.m) * static_cast<size_t>(per_row), 0u);
+  const int row_base = f.center_start - axes_.q.start(m);  // tile row of the first centre
+  desc::for_each_grid_segment(
+      f, q0 - f.center_start, q1 - f.center_start, [&](const desc::GridSegment& centres) {
+        for (const desc::GridSegment& keys : key_segments_) {
+          const int i = desc::grid_half_width_index(f, keys.t - centres.t, keys.y - centres.y);
+          const int w = i < 0 ? -1 : half_widths_[static_cast<size_t>(i)];
+          if (w < 0) continue;
+          // Centres that see some column of [keys.x0, keys.x1).
+          const int x_lo = std::max(centres.x0, keys.x0 - w);
+          const int x_hi = std::min(centres.x1, keys.x1 + w);
+          const int column = f.start - k0 + keys.first - keys.x0;  // tile column of grid column 0
+          for (int x = x_lo; x < x_hi; ++x) {
+            const int q = f.center_start + centres.first + (x - centres.x0);
+            if (instance_.row_formula[static_cast<size_t>(q)] != f_) continue;
+            uint32_t* row =
+                words.data() + static_cast<size_t>(row_base + centres.first + (x - centres.x0)) *
+                                   static_cast<size_t>(per_row);
+            set_bits(row, column + std::max(x - w, keys.x0), column + std::min(x + w + 1, keys.x1));
+          }
+        }
+        return true;
+      });
   return words;
 }
 

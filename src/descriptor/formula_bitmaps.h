@@ -28,8 +28,8 @@ class FormulaBitmaps {
 
   // The geometry of tile (m, n): tiles with the same id have the same bitmap. Cost: one walk of
   // the cells of query tile m and of key tile n the first time each is seen, then a hash
-  // lookup; a new geometry also computes its bitmap, walking the key tile's grid segments
-  // for each row (the kernels' method).
+  // lookup; a new geometry also computes its bitmap, one half-width per pair of query and key
+  // grid segments and one column run per row and key segment.
   int32_t geometry(int32_t m, int32_t n);
 
   // Pre: id came from geometry(). Post: tiling.m rows of bitmap_words_per_row(tiling.n) words;
@@ -59,7 +59,7 @@ class FormulaBitmaps {
   const Side& keys_of(int32_t n);
   static int32_t shape_id(std::unordered_map<std::vector<int32_t>, int32_t, IntsHash>& ids,
                           const std::vector<int32_t>& shape);
-  std::vector<uint32_t> compute(int32_t m, int32_t n) const;
+  std::vector<uint32_t> compute(int32_t m, int32_t n);
 
   const InstanceRows& instance_;
   int32_t f_;
@@ -71,6 +71,7 @@ class FormulaBitmaps {
   std::unordered_map<std::array<int32_t, 5>, int32_t, IntsHash> geometries_;
   std::vector<std::vector<uint32_t>> bitmaps_;  // per geometry
   std::vector<int32_t> scratch_;
+  std::vector<desc::GridSegment> key_segments_;  // compute's scratch
 };
 
 }  // namespace cm::descriptor

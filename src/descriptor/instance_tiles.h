@@ -18,17 +18,14 @@ namespace cm::descriptor {
 struct EncodedInstance {
   RunForm forward;
   std::vector<PartialTile> partial;  // every partial tile, by query tile then key tile
-  int64_t visible_pairs = 0;
-  int64_t full_tiles = 0;
-  int64_t partial_tiles = 0;
-  int64_t computed_pairs = 0;  // clipped area of full and partial tiles
+  TileCounts counts;                 // tiles and pairs (instances and empty tiles left 0)
 };
 
 // Pre: instance passed check_instance for its shape; tiling passed check_tiling.
 // Post: the forward form, with `table`'s patterns, describes exactly the visible sets of
 // row_intervals.h. A query tile whose rows carry one grid formula consistently, and list no
-// key on that formula's grid, is classified in closed form per grid line (grid_reach.h); its
-// formula-reached partial tiles get kPatternGridSparse (no listed keys in the tile) or
+// key on that formula's grid, is classified in closed form per grid line (tile_row_tiles.h);
+// its formula-reached partial tiles get kPatternGridSparse (no listed keys in the tile) or
 // kPatternGrid (formula plus listed keys as bands) patterns, or, for a strip-layout formula,
 // kPatternBitmap patterns of the formula's and the listed keys. Other query tiles with formula rows
 // are classified from their complete rows, materialized for that tile row only.
@@ -38,5 +35,9 @@ struct EncodedInstance {
 // `axes` are the instance's tiles (choose_tile_axes); patterns are tiling.m x tiling.n.
 EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tiling,
                                 const TileAxes& axes, PatternTable& table);
+
+// Pre: as for encode_instance. Post: encode_instance's counts, from the classification alone
+// (no patterns, pieces or runs).
+TileCounts count_instance_tiles(const InstanceRows& instance, const TileAxes& axes);
 
 }  // namespace cm::descriptor

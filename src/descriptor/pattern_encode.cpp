@@ -72,13 +72,7 @@ void fill_bitmap(std::span<const RowPiece> pieces, int32_t tile_m, int32_t tile_
   const int32_t per_row = bitmap_words_per_row(tile_n);
   words.assign(static_cast<size_t>(tile_m) * static_cast<size_t>(per_row), 0u);
   for (const RowPiece& piece : pieces) {
-    uint32_t* row = words.data() + static_cast<size_t>(piece.row) * per_row;
-    for (int32_t c = piece.lo; c < piece.hi;) {  // a word's share of the piece at a time
-      const int32_t word_end = std::min(piece.hi, (c / 32 + 1) * 32);
-      const uint64_t ones = (uint64_t{1} << (word_end - c)) - 1;
-      row[c / 32] |= static_cast<uint32_t>(ones << (c % 32));
-      c = word_end;
-    }
+    set_bits(words.data() + static_cast<size_t>(piece.row) * per_row, piece.lo, piece.hi);
   }
 }
 

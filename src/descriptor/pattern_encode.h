@@ -3,6 +3,7 @@
 
 #include <compilemask/descriptor.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -87,6 +88,16 @@ class BandFitter {
 // Words in one bitmap row and bytes of one bitmap pattern.
 int32_t bitmap_words_per_row(int32_t tile_n);
 size_t bitmap_bytes(int32_t tile_m, int32_t tile_n);
+
+// Sets bits [lo, hi) of one bitmap row (0 <= lo <= hi <= its columns).
+inline void set_bits(uint32_t* row, int32_t lo, int32_t hi) {
+  for (int32_t c = lo; c < hi;) {  // a word's share of the run at a time
+    const int32_t word_end = std::min(hi, (c / 32 + 1) * 32);
+    const uint64_t ones = (uint64_t{1} << (word_end - c)) - 1;
+    row[c / 32] |= static_cast<uint32_t>(ones << (c % 32));
+    c = word_end;
+  }
+}
 
 // Pre: as for BandFitter::add. Post: `words` (resized to tile_m * words_per_row) has bit c of row r
 // set exactly when some piece of row r contains c.

@@ -1,6 +1,7 @@
 // Pattern and formula deduplication (see pattern_table.h).
 #include "descriptor/pattern_table.h"
 
+#include "descriptor/hash.h"
 #include "descriptor/pattern_encode.h"
 
 #include <algorithm>
@@ -8,16 +9,6 @@
 
 namespace cm::descriptor {
 namespace {
-
-// FNV-1a over the bytes, seeded with a small tag; collisions are resolved by comparing bytes.
-uint64_t hash_bytes(std::span<const unsigned char> bytes, uint64_t tag) {
-  uint64_t h = 0xcbf29ce484222325ull ^ tag;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 std::span<const unsigned char> bytes_of(const desc::GridFormula& f) {
   return {reinterpret_cast<const unsigned char*>(&f), sizeof(f)};

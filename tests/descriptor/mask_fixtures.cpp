@@ -7,6 +7,16 @@
 
 #include <algorithm>
 
+namespace cm {
+
+void PrintTo(const TileCounts& c, std::ostream* os) {
+  *os << "{instances " << c.instances << ", full " << c.full_tiles << ", partial "
+      << c.partial_tiles << ", empty " << c.empty_tiles << ", visible " << c.visible_pairs
+      << ", computed " << c.computed_pairs << "}";
+}
+
+}  // namespace cm
+
 namespace cm::testing {
 namespace {
 
@@ -84,8 +94,9 @@ desc::GridFormula random_formula(std::mt19937& rng, int32_t nk, int32_t q_lo, in
 
 }  // namespace
 
-TileCounts count_tiles(const Dense& d, const void* blob) {
+TileCounts dense_tile_counts(const Dense& d, const void* blob) {
   TileCounts c;
+  c.instances = 1;
   const desc::Header& hd = desc::header(blob);
   for (int32_t m = 0; m < hd.num_q_tiles; ++m) {
     for (int32_t n = 0; n < hd.num_k_tiles; ++n) {
@@ -96,13 +107,13 @@ TileCounts count_tiles(const Dense& d, const void* blob) {
         for (int32_t k = k0; k < k1; ++k) seen += d.at(q, k);
       }
       const int64_t area = int64_t{q1 - q0} * (k1 - k0);
-      c.visible += seen;
+      c.visible_pairs += seen;
       if (seen == 0) {
-        ++c.empty;
+        ++c.empty_tiles;
         continue;
       }
-      ++(seen == area ? c.full : c.partial);
-      c.computed += area;
+      ++(seen == area ? c.full_tiles : c.partial_tiles);
+      c.computed_pairs += area;
     }
   }
   return c;

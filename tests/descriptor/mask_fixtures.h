@@ -9,8 +9,14 @@
 #include "specialize/row_intervals.h"
 
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <vector>
+
+namespace cm {
+// How gtest prints TileCounts (found by argument-dependent lookup).
+void PrintTo(const TileCounts& counts, std::ostream* os);
+}  // namespace cm
 
 namespace cm::testing {
 
@@ -29,12 +35,9 @@ struct Dense {
 // The maximal runs of each row, as RowIntervals.
 RowIntervals rows_from_dense(const Dense& dense);
 
-// Tile classes and pair counts of a dense mask cut into the tiles of descriptor `blob` (its
-// tile-start tables); `computed` counts the pairs of the non-empty tiles.
-struct TileCounts {
-  int64_t full = 0, partial = 0, empty = 0, computed = 0, visible = 0;
-};
-TileCounts count_tiles(const Dense& dense, const void* blob);
+// Tile classes and pair counts of a dense mask (one instance) cut into the tiles of descriptor
+// `blob` (its tile-start tables), counted cell by cell.
+TileCounts dense_tile_counts(const Dense& dense, const void* blob);
 
 // Brute-force membership of key k in the neighbourhood of query q, straight from the
 // definition in descriptor.h (no interval walking).

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import compilemask as cm
-from compilemask._cost import estimated_backward_seconds
+from compilemask import _cost
 from conftest import REPO, dense_attention64
 
 SLIDING = "mask w(W: int) { q in all: k in (diag - W, diag] }"
@@ -395,15 +395,30 @@ def test_the_estimate_counts_tiles_per_mask_and_the_gathers_of_a_token_order():
     gathered = mask.specialize(nq=4096, token_order=np.arange(4096))
     assert gathered.estimated_forward_seconds() > one.estimated_forward_seconds()
     # The backward counts 64-row halves: causal's diagonal halves above the diagonal are empty.
-    halves = mask.specialize(nq=4096, tile=(64, 128))
-    backward = estimated_backward_seconds(one, halves)
+    backward = _cost.backward_seconds(mask.count_tiles(nq=4096, tile=(64, 128)), (64, 128), 1)
     assert backward > 2 * one.estimated_forward_seconds()
-    assert estimated_backward_seconds(gathered, halves) > backward
     full = cm.compile("mask all_keys() { q in all: k in all }")
-    assert estimated_backward_seconds(full.specialize(nq=4096), full.specialize(
-        nq=4096, tile=(64, 128))) > 1.8 * backward
+    assert _cost.backward_seconds(full.count_tiles(nq=4096, tile=(64, 128)), (64, 128), 1) > \
+        1.8 * backward
     assert cm.masks.sliding(256).specialize(nq=4096).estimated_forward_seconds() < \
         one.estimated_forward_seconds()
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda: cm.masks.clear(16, 30, 5, strip=5), {"nq": 16 + 30 * 30, "tile": (64, 32)}),
+    (lambda: cm.masks.video_neighbourhood(3, 12, 10, 1, 3, 2, strip=4),
+     {"nq": 360, "heads": 2, "tile": (16, 48)}),
+    (lambda: cm.masks.hstu([0, 100, 333, 500], ctx=7, targets=[3, 9, 20]),
+     {"nq": 500, "batch": 2}),
+    (lambda: cm.masks.sliding(33), {"nq": 257, "nk": 300}),
+])
+def test_count_tiles_finds_the_counts_of_the_plans_stats(make, shape):
+    """count_tiles skips the descriptor; its counts must be the built plan's, key by key."""
+    mask = make()
+    counts = mask.count_tiles(**shape)
+    stats = mask.specialize(**shape).stats()
+    assert counts["tiles"] > 0 and counts["partial_tiles"] > 0
+    assert counts == {key: stats[key] for key in counts}
 
 
 def test_a_plan_choice_takes_the_fastest_candidate_that_fits_the_shape():

@@ -44,6 +44,9 @@ std::string disagreement(const Mask& mask, const Params& params, const Dims& dim
                          const Tiling& tiling) {
   const Plan plan = mask.specialize(params, dims, tiling);
   verify_descriptor(plan.blob(), plan.size_bytes());
+  if (mask.count_tiles(params, dims, tiling) != static_cast<const TileCounts&>(plan.stats())) {
+    return "count_tiles differs from specialize's stats: " + plan.stats().to_json();
+  }
   const Bindings bindings = bind(mask.program(), params, dims);
   const std::vector<RegionCode> regions = compile_regions(mask.program());
   for (int32_t b = 0; b < dims.batch; ++b) {

@@ -9,7 +9,8 @@
 namespace cm::testing {
 
 // Returns "" when all paths agree for every (b, h) of dims at this tiling, else a description
-// of the first disagreement (path, b, h, q, k).
+// of the first disagreement (path, b, h, q, k). Mask::count_tiles must also find the counts of
+// specialize's stats.
 std::string disagreement(const Mask& mask, const Params& params, const Dims& dims,
                          const Tiling& tiling);
 
