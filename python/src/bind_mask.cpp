@@ -54,6 +54,27 @@ Params to_params(const IntParams& ints, const ArrayParams& arrays, const Segment
 
 using SegmentArrays = std::pair<nb::ndarray<nb::numpy, int64_t>, nb::ndarray<nb::numpy, int64_t>>;
 
+// Defines Mask.NAME(ints, arrays, segments, nq, nk, batch, heads, tile_m, tile_n): the
+// parameters as compilemask/_params.py sorts them and the problem's shape. It calls
+// (mask.*run)(params, dims, tiling) without the GIL and returns finish(its result).
+template <class Run, class Finish>
+void def_problem_method(nb::class_<Mask>& mask, const char* name, Run run, Finish finish) {
+  mask.def(
+      name,
+      [run, finish](const Mask& self, const IntParams& ints, const ArrayParams& arrays,
+                    const SegmentParams& segments, int64_t nq, int64_t nk, int32_t batch,
+                    int32_t heads, int32_t tile_m, int32_t tile_n) {
+        const Params params = to_params(ints, arrays, segments);
+        auto result = [&] {
+          nb::gil_scoped_release unlocked;
+          return (self.*run)(params, Dims{nq, nk, batch, heads}, Tiling{tile_m, tile_n});
+        }();
+        return finish(std::move(result));
+      },
+      nb::arg("ints"), nb::arg("arrays"), nb::arg("segments"), nb::arg("nq"), nb::arg("nk"),
+      nb::arg("batch"), nb::arg("heads"), nb::arg("tile_m"), nb::arg("tile_n"));
+}
+
 SegmentArrays to_arrays(Segments s) {
   const size_t n = s.size();
   return {to_numpy(std::move(s.starts), {n}), to_numpy(std::move(s.ends), {n})};
@@ -79,40 +100,15 @@ void bind_mask(nb::module_& m) {
       },
       nb::arg("boundaries"));
 
-  nb::class_<Mask>(m, "Mask")
-      .def_prop_ro("name", &Mask::name)
-      .def("params",
-           [](const Mask& self) {
-             std::vector<std::pair<std::string, std::string>> out;
-             for (const ParamInfo& p : self.params()) out.emplace_back(p.name, p.type);
-             return out;
-           })
-      .def(
-          "specialize",
-          [](const Mask& self, const IntParams& ints, const ArrayParams& arrays,
-             const SegmentParams& segments, int64_t nq, int64_t nk, int32_t batch, int32_t heads,
-             int32_t tile_m, int32_t tile_n) {
-            const Params params = to_params(ints, arrays, segments);
-            nb::gil_scoped_release unlocked;
-            return self.specialize(params, Dims{nq, nk, batch, heads}, Tiling{tile_m, tile_n});
-          },
-          nb::arg("ints"), nb::arg("arrays"), nb::arg("segments"), nb::arg("nq"), nb::arg("nk"),
-          nb::arg("batch"), nb::arg("heads"), nb::arg("tile_m"), nb::arg("tile_n"))
-      .def(
-          "count_tiles",
-          [](const Mask& self, const IntParams& ints, const ArrayParams& arrays,
-             const SegmentParams& segments, int64_t nq, int64_t nk, int32_t batch, int32_t heads,
-             int32_t tile_m, int32_t tile_n) {
-            const Params params = to_params(ints, arrays, segments);
-            TileCounts counts;
-            {
-              nb::gil_scoped_release unlocked;
-              counts = self.count_tiles(params, Dims{nq, nk, batch, heads}, Tiling{tile_m, tile_n});
-            }
-            return tile_counts_dict(counts);
-          },
-          nb::arg("ints"), nb::arg("arrays"), nb::arg("segments"), nb::arg("nq"), nb::arg("nk"),
-          nb::arg("batch"), nb::arg("heads"), nb::arg("tile_m"), nb::arg("tile_n"));
+  nb::class_<Mask> mask(m, "Mask");
+  mask.def_prop_ro("name", &Mask::name);
+  mask.def("params", [](const Mask& self) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const ParamInfo& p : self.params()) out.emplace_back(p.name, p.type);
+    return out;
+  });
+  def_problem_method(mask, "specialize", &Mask::specialize, [](Plan plan) { return plan; });
+  def_problem_method(mask, "count_tiles", &Mask::count_tiles, &tile_counts_dict);
 }
 
 }  // namespace cm::python
