@@ -57,13 +57,24 @@ std::pair<Params, int64_t> example_params(const std::string& example, int64_t n)
   throw std::invalid_argument("no benchmark parameters for example " + example);
 }
 
+// The compiled example and its arguments at size n.
+struct Workload {
+  Mask mask;
+  Params params;
+  Dims dims;
+};
+
+Workload workload(const std::string& example, int64_t n) {
+  auto [params, length] = example_params(example, n);
+  return {compile_example(example == "clear_strips" ? "clear" : example), std::move(params),
+          Dims{.nq = length, .nk = length}};
+}
+
 void specialize(benchmark::State& state, const std::string& example, int64_t n) {
-  const Mask mask = compile_example(example == "clear_strips" ? "clear" : example);
-  const auto [params, length] = example_params(example, n);
-  const Dims dims{.nq = length, .nk = length};
+  const Workload w = workload(example, n);
   PlanStats stats;
   for (auto _ : state) {
-    Plan plan = mask.specialize(params, dims, Tiling{128, 128});
+    Plan plan = w.mask.specialize(w.params, w.dims, Tiling{128, 128});
     benchmark::DoNotOptimize(plan.blob());
     stats = plan.stats();
   }
@@ -74,12 +85,10 @@ void specialize(benchmark::State& state, const std::string& example, int64_t n) 
 
 // Mask::count_tiles: what a plan choice pays per candidate it does not build.
 void count_tiles(benchmark::State& state, const std::string& example, int64_t n) {
-  const Mask mask = compile_example(example == "clear_strips" ? "clear" : example);
-  const auto [params, length] = example_params(example, n);
-  const Dims dims{.nq = length, .nk = length};
+  const Workload w = workload(example, n);
   TileCounts counts;
   for (auto _ : state) {
-    counts = mask.count_tiles(params, dims, Tiling{128, 128});
+    counts = w.mask.count_tiles(w.params, w.dims, Tiling{128, 128});
     benchmark::DoNotOptimize(counts);
   }
   state.counters["partial_tiles"] = static_cast<double>(counts.partial_tiles);
