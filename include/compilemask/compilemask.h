@@ -138,7 +138,7 @@ class Mask {
   // The tile counts specialize's plan would report (PlanStats' TileCounts part), found without
   // building the descriptor: what a cost estimate needs, at a fraction of specialize's cost
   // for masks with many distinct partial tiles (grid neighbourhoods in strips). Throws as
-  // specialize does.
+  // specialize does, but for the descriptor's own 4 GiB limit, which it does not build.
   TileCounts count_tiles(const Params& params, const Dims& dims, const Tiling& tiling = {}) const;
 
   const ir::Program& program() const { return *program_; }

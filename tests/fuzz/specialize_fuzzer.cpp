@@ -1,9 +1,10 @@
 // libFuzzer target for specialization, the compiler's runtime half: one of the bundled
 // examples, with parameter values, lengths, batch, heads and tiling all drawn from the input
 // (including values that break the parameters' rules). specialize must either throw cm::Error
-// or return a plan whose descriptor passes verification and agrees exactly with the
-// brute-force evaluation of the program (tests/support/agreement.h) for every (b, h); any
-// other exception, a trap or a sanitizer report is a finding.
+// (and count_tiles with it) or return a plan whose descriptor passes verification and agrees
+// exactly with the brute-force evaluation of the program, its counts with count_tiles
+// (tests/support/agreement.h), for every (b, h); any other exception, a trap or a sanitizer
+// report is a finding.
 #include <compilemask/compilemask.h>
 
 #include "agreement.h"
@@ -89,7 +90,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     plan.emplace(mask.specialize(params, dims, tiling));
   } catch (const cm::Error&) {
-    return 0;  // bad input, rejected with a message
+    // Bad input, rejected with a message. count_tiles checks the same rules (the descriptor's
+    // 4 GiB limit aside, out of reach at these sizes) and must reject it too.
+    try {
+      (void)mask.count_tiles(params, dims, tiling);
+    } catch (const cm::Error&) {
+      return 0;
+    }
+    std::fprintf(stderr, "%s: count_tiles accepted what specialize rejected\n",
+                 mask.name().c_str());
+    __builtin_trap();
   }
   // From here on an exception is a finding: libFuzzer reports it as a crash.
   cm::verify_descriptor(plan->blob(), plan->size_bytes());
