@@ -157,7 +157,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
 
     heads_first = layout == "bhsd"
-    reorder = plan.token_order is not None
+    # Read from the device copy: under torch.compile, a test on the numpy order would make
+    # dynamo guard on that read-only array and warn that it is not writable.
+    reorder = plan._order_device is not None
     sequence_rows = None
     if reorder and q.dim() == 3:  # gather each sequence in the mask's order: a [B, S, H, D] batch
         starts = offsets if jagged else torch.zeros(1, dtype=torch.int32, device=q.device)
