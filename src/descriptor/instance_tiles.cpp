@@ -13,6 +13,14 @@
 namespace cm::descriptor {
 namespace {
 
+// Adds one tile row's tiles and pairs to `counts`.
+void count_row(const TileRowTiles& tiles, TileCounts& counts) {
+  counts.visible_pairs += tiles.visible_pairs;
+  counts.computed_pairs += tiles.computed_pairs;
+  for (const TileRowTiles::Run& run : tiles.full) counts.full_tiles += run.end - run.first;
+  counts.partial_tiles += static_cast<int64_t>(tiles.partial.size());
+}
+
 template <class T>
 std::span<const unsigned char> as_bytes_of(const std::vector<T>& v) {
   return {reinterpret_cast<const unsigned char*>(v.data()), v.size() * sizeof(T)};
@@ -107,18 +115,15 @@ EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tili
   for (int32_t m = 0; m < axes.q.count(); ++m) {
     const TileRowTiles& tiles = finder.find(m);
     const int32_t f = tiles.formula;
-    out.counts.visible_pairs += tiles.visible_pairs;
-    out.counts.computed_pairs += tiles.computed_pairs;
+    count_row(tiles, out.counts);
     builder.begin_row();
-    for (const TileRowTiles::Run& run : tiles.full) {
-      builder.add_full(run.first, run.end);
-      out.counts.full_tiles += run.end - run.first;
-    }
+    for (const TileRowTiles::Run& run : tiles.full) builder.add_full(run.first, run.end);
     gatherer.gather(*tiles.rows, tiles.r0, tiles.r1, tiles.partial);
-    const bool strips = f >= 0 && instance.formulas[static_cast<size_t>(f)].strip <
-                                      instance.formulas[static_cast<size_t>(f)].cols;
-    if (f >= 0 && !strips && global_formula[f] < 0)
-      global_formula[f] = table.add_formula(instance.formulas[f]);
+    const desc::GridFormula* formula =
+        f >= 0 ? &instance.formulas[static_cast<size_t>(f)] : nullptr;
+    const bool strips = formula != nullptr && formula->strip < formula->cols;
+    if (formula != nullptr && !strips && global_formula[f] < 0)
+      global_formula[f] = table.add_formula(*formula);
     for (size_t i = 0; i < tiles.partial.size(); ++i) {
       const int32_t n = tiles.partial[i];
       uint32_t pattern;
@@ -132,7 +137,6 @@ EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tili
       builder.add_partial(n, pattern);
       out.partial.push_back({m, n, pattern});
     }
-    out.counts.partial_tiles += static_cast<int64_t>(tiles.partial.size());
     builder.end_row();
   }
   out.forward = builder.finish();
@@ -142,13 +146,7 @@ EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tili
 TileCounts count_instance_tiles(const InstanceRows& instance, const TileAxes& axes) {
   TileCounts counts;
   TileRowTileFinder finder(instance, axes);
-  for (int32_t m = 0; m < axes.q.count(); ++m) {
-    const TileRowTiles& tiles = finder.find(m);
-    counts.visible_pairs += tiles.visible_pairs;
-    counts.computed_pairs += tiles.computed_pairs;
-    for (const TileRowTiles::Run& run : tiles.full) counts.full_tiles += run.end - run.first;
-    counts.partial_tiles += static_cast<int64_t>(tiles.partial.size());
-  }
+  for (int32_t m = 0; m < axes.q.count(); ++m) count_row(finder.find(m), counts);
   return counts;
 }
 
