@@ -1,10 +1,10 @@
 """PlanChoice: the fastest of several masks that mean the same attention on the caller's
-tensors, chosen by the cost estimates of compilemask._cost."""
+tensors, chosen by the kernel time estimates of include/compilemask/estimate.h."""
 from __future__ import annotations
 
 from typing import Any
 
-from . import _cost
+from . import _core
 from ._mask import BoundMask
 from ._plan import Plan
 
@@ -12,7 +12,7 @@ from ._plan import Plan
 class PlanChoice:
     """Masks that mean the same attention on the caller's tensors, such as a row-major plan and
     a strip plan carrying its token order (what cm.masks.clear returns by default). specialize
-    prices each candidate from its tile counts (Mask.count_tiles, compilemask._cost), builds
+    prices each candidate from its tile counts (Mask.count_tiles, estimate.h), builds
     the plan of the one estimated fastest (the first on a tie) and returns it. Candidates with
     a token order need nq == nk and are left out of cross-attention shapes."""
 
@@ -56,13 +56,14 @@ class PlanChoice:
         """The estimated seconds of one candidate's plan, from its tile counts."""
         tile = kwargs.get("tile", (128, 128))
         batch, heads = kwargs.get("batch", 1), kwargs.get("heads", 1)
-        seconds = _cost.forward_seconds(candidate.count_tiles(**kwargs), tile, batch * heads)
+        seconds = _core.estimated_forward_seconds(candidate.count_tiles(**kwargs), *tile,
+                                                  batch * heads)
         passes = 1
         if objective == "training":  # the backward's work is counted in 64-row halves
-            halves_tile = _cost.halves_tile(tile)
+            halves_tile = _core.backward_halves(*tile)
             halves = candidate.count_tiles(**{**kwargs, "tile": halves_tile})
-            seconds += _cost.backward_seconds(halves, halves_tile, batch * heads)
+            seconds += _core.estimated_backward_seconds(halves, *halves_tile, batch * heads)
             passes = 2
         if candidate.has_token_order:
-            seconds += passes * _cost.gather_seconds(batch, kwargs["nq"], heads)
+            seconds += passes * _core.estimated_gather_seconds(batch, kwargs["nq"], heads)
         return seconds

@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._cost import estimated_forward_seconds
 from ._layout import checked_token_order
 
 
@@ -53,8 +52,13 @@ class Plan:
 
     def estimated_forward_seconds(self) -> float:
         """The forward's expected time on an H200 at head dim 128, token-order gathers
-        included (compilemask._cost): for choosing between plans of one meaning."""
-        return estimated_forward_seconds(self)
+        included (include/compilemask/estimate.h): for choosing between plans of one
+        meaning."""
+        seconds = _core.estimated_forward_seconds(self.stats(), *self.tile,
+                                                  self.batch * self.heads)
+        if self.token_order is not None:
+            seconds += _core.estimated_gather_seconds(self.batch, self.nq, self.heads)
+        return seconds
 
     def to_dense(self, b: int = 0, h: int = 0) -> np.ndarray:
         """The [nq, nk] boolean visibility of mask (b, h). For small sizes (at most 2^26

@@ -1,8 +1,10 @@
 // Bindings of cm::Plan: the descriptor bytes, stats, dense decoding, and the ASCII and PNG
-// renderings of src/render.
+// renderings of src/render; and the kernel time estimates from tile counts (estimate.h).
 #include <compilemask/compilemask.h>
+#include <compilemask/estimate.h>
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
 #include "numpy_out.h"
@@ -42,7 +44,40 @@ nb::dict tile_counts_dict(const TileCounts& counts) {
   return d;
 }
 
+TileCounts tile_counts_from(const nb::dict& d) {
+  TileCounts counts;
+  counts.instances = nb::cast<int32_t>(d["instances"]);
+  counts.full_tiles = nb::cast<int64_t>(d["full_tiles"]);
+  counts.partial_tiles = nb::cast<int64_t>(d["partial_tiles"]);
+  counts.empty_tiles = nb::cast<int64_t>(d["empty_tiles"]);
+  counts.visible_pairs = nb::cast<int64_t>(d["visible_pairs"]);
+  counts.computed_pairs = nb::cast<int64_t>(d["computed_pairs"]);
+  return counts;
+}
+
 void bind_plan(nb::module_& m) {
+  m.def(
+      "estimated_forward_seconds",
+      [](const nb::dict& counts, int32_t tile_m, int32_t tile_n, int64_t masks) {
+        return estimated_forward_seconds(tile_counts_from(counts), {tile_m, tile_n}, masks);
+      },
+      nb::arg("counts"), nb::arg("tile_m"), nb::arg("tile_n"), nb::arg("masks"));
+  m.def(
+      "estimated_backward_seconds",
+      [](const nb::dict& halves, int32_t tile_m, int32_t tile_n, int64_t masks) {
+        return estimated_backward_seconds(tile_counts_from(halves), {tile_m, tile_n}, masks);
+      },
+      nb::arg("halves"), nb::arg("tile_m"), nb::arg("tile_n"), nb::arg("masks"));
+  m.def(
+      "backward_halves",
+      [](int32_t tile_m, int32_t tile_n) {
+        const Tiling halves = backward_halves({tile_m, tile_n});
+        return std::make_pair(halves.m, halves.n);
+      },
+      nb::arg("tile_m"), nb::arg("tile_n"));
+  m.def("estimated_gather_seconds", &estimated_gather_seconds, nb::arg("batch"), nb::arg("rows"),
+        nb::arg("heads"));
+
   nb::class_<Plan>(m, "Plan")
       .def_prop_ro(
           "descriptor",

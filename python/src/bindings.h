@@ -12,7 +12,8 @@ void bind_plan(nanobind::module_& m);       // Plan and its inspection (bind_pla
 void bind_reference(nanobind::module_& m);  // the CPU reference attention (bind_reference.cpp)
 
 // TileCounts as a dict (keys as in PlanStats, plus "tiles", the three classes together); what
-// Plan.stats() and Mask.count_tiles() share (bind_plan.cpp).
+// Plan.stats() and Mask.count_tiles() share, and what the estimates read back (bind_plan.cpp).
 nanobind::dict tile_counts_dict(const TileCounts& counts);
+TileCounts tile_counts_from(const nanobind::dict& counts);
 
 }  // namespace cm::python

@@ -86,6 +86,39 @@ TEST(Cli, SegmentAndArrayParameters) {
   EXPECT_NE(descriptor_bytes("hstu", {"seqs=0,200,512", "targets=5,5", "ctx=10,21"}), inline_ctx);
 }
 
+// The milliseconds printed after `label` in compile --estimate's text.
+double estimate_ms(const std::string& out, const std::string& label) {
+  const size_t at = out.find(label);
+  EXPECT_NE(at, std::string::npos) << out;
+  return at == std::string::npos ? 0.0 : std::stod(out.substr(at + label.size()));
+}
+
+TEST(Cli, CompileEstimatesTheKernelTimesFromTheTileCounts) {
+  const auto clear = [](const std::string& strip, const std::string& heads) {
+    return expect_ok({"compile", example("clear"), "-p", "text=64", "-p", "s=60", "-p", "r=8", "-p",
+                      "strip=" + strip, "-n", "3664", "--heads", heads, "--estimate"})
+        .out;
+  };
+  const std::string strips = clear("8", "1"), row_major = clear("60", "1");
+  const double forward = estimate_ms(strips, "forward:");
+  const double training = estimate_ms(strips, "forward + backward:");
+  EXPECT_GT(forward, 0.0);
+  EXPECT_GT(training, 2.5 * forward);  // the backward's halves cost more than the forward's tiles
+  // Strips touch fewer tiles than rows of a 60-wide image, and every head is one more mask.
+  EXPECT_LT(training, estimate_ms(row_major, "forward + backward:"));
+  EXPECT_NEAR(estimate_ms(clear("8", "4"), "forward:"), 4 * forward, 0.003);  // %.3f ms each
+
+  const CliResult json =
+      expect_ok({"compile", example("causal"), "-n", "1000", "--estimate", "--emit", "json"});
+  EXPECT_TRUE(contains(json.out, "\"estimate\": {\"forward_seconds\": "))
+      << json.out.substr(0, 600);
+  const CliResult descriptor =
+      run_cli({"compile", example("causal"), "-n", "1000", "--estimate", "--emit", "descriptor",
+               "-o", scratch_dir() + "/unused.bin"});
+  EXPECT_EQ(descriptor.exit_code, 2) << describe(descriptor);
+  EXPECT_TRUE(contains(descriptor.err, "--estimate")) << describe(descriptor);
+}
+
 TEST(Cli, CompileEmitsStatsAndJson) {
   const std::vector<std::string> base = {
       "compile", example("sliding_window"), "-p", "W=100", "--nq", "1000", "--nk", "1200", "--tile",

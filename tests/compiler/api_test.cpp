@@ -1,6 +1,8 @@
 // The public compile/specialize API: pass dumps, parameter and shape errors with their messages,
-// evaluation errors with source positions, instance deduplication across heads.
+// evaluation errors with source positions, instance deduplication across heads, and the kernel
+// time estimates from tile counts.
 #include <compilemask/compilemask.h>
+#include <compilemask/estimate.h>
 
 #include <gtest/gtest.h>
 
@@ -168,6 +170,40 @@ TEST(Api, PathologicalProgramsGetDiagnostics) {
   ASSERT_FALSE(sub);
   EXPECT_EQ(sub.diagnostics[0].line, 3);
   EXPECT_NE(sub.diagnostics[0].message.find("cannot subtract"), std::string::npos);
+}
+
+TEST(Api, EstimatesScaleWithTheWorkTheyCount) {
+  const Mask causal = must_compile("mask m() { q in all: k in [0, q] }");
+  const Dims one{4096, 4096, 1, 1}, many{4096, 4096, 2, 8};
+  const Tiling tile{128, 128};
+  const TileCounts counts = causal.count_tiles({}, one, tile);
+  const double forward = estimated_forward_seconds(counts, tile, 1);
+  EXPECT_GT(forward, 0);
+  // One distinct mask stands for all 16 (b, h).
+  EXPECT_EQ(causal.count_tiles({}, many, tile).instances, 1);
+  EXPECT_DOUBLE_EQ(estimated_forward_seconds(causal.count_tiles({}, many, tile), tile, 16),
+                   16 * forward);
+  // Partial tiles cost more than full ones; twice the length, about four times the tiles.
+  TileCounts all_partial = counts;
+  all_partial.partial_tiles += all_partial.full_tiles;
+  all_partial.full_tiles = 0;
+  EXPECT_GT(estimated_forward_seconds(all_partial, tile, 1), forward);
+  EXPECT_GT(estimated_forward_seconds(causal.count_tiles({}, {8192, 8192, 1, 1}, tile), tile, 1),
+            3.9 * forward);
+  // The backward counts 64-row halves; a 32-key window leaves the lower half of each tile
+  // left of the diagonal empty, and the backward skips it.
+  const Tiling halves = backward_halves(tile);
+  EXPECT_EQ(halves.m, 64);
+  EXPECT_EQ(halves.n, 128);
+  EXPECT_GT(estimated_backward_seconds(causal.count_tiles({}, one, halves), halves, 1),
+            2 * forward);
+  const Mask window = must_compile("mask m() { q in all: k in [q - 31, q] }");
+  const TileCounts window_tiles = window.count_tiles({}, one, tile);
+  const TileCounts window_halves = window.count_tiles({}, one, halves);
+  EXPECT_LT(window_halves.full_tiles + window_halves.partial_tiles,
+            2 * (window_tiles.full_tiles + window_tiles.partial_tiles));
+  EXPECT_DOUBLE_EQ(estimated_gather_seconds(2, 4096, 8), 2 * estimated_gather_seconds(1, 4096, 8));
+  EXPECT_EQ(estimated_forward_seconds(TileCounts{}, tile, 1), 0);  // no instances, no work
 }
 
 }  // namespace

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import compilemask as cm
-from compilemask import _cost
+from compilemask import _core
 from conftest import REPO, dense_attention64
 
 SLIDING = "mask w(W: int) { q in all: k in (diag - W, diag] }"
@@ -394,12 +394,14 @@ def test_the_estimate_counts_tiles_per_mask_and_the_gathers_of_a_token_order():
         3.9 * one.estimated_forward_seconds()
     gathered = mask.specialize(nq=4096, token_order=np.arange(4096))
     assert gathered.estimated_forward_seconds() > one.estimated_forward_seconds()
-    # The backward counts 64-row halves: causal's diagonal halves above the diagonal are empty.
-    backward = _cost.backward_seconds(mask.count_tiles(nq=4096, tile=(64, 128)), (64, 128), 1)
+    # The backward is counted in 64-row halves, each costing more than a forward tile's half.
+    assert _core.backward_halves(128, 128) == (64, 128)
+    backward = _core.estimated_backward_seconds(mask.count_tiles(nq=4096, tile=(64, 128)),
+                                                64, 128, 1)
     assert backward > 2 * one.estimated_forward_seconds()
     full = cm.compile("mask all_keys() { q in all: k in all }")
-    assert _cost.backward_seconds(full.count_tiles(nq=4096, tile=(64, 128)), (64, 128), 1) > \
-        1.8 * backward
+    assert _core.estimated_backward_seconds(full.count_tiles(nq=4096, tile=(64, 128)),
+                                            64, 128, 1) > 1.8 * backward
     assert cm.masks.sliding(256).specialize(nq=4096).estimated_forward_seconds() < \
         one.estimated_forward_seconds()
 

@@ -4,11 +4,15 @@
 #include "commands.h"
 #include "mask_setup.h"
 
+#include <compilemask/estimate.h>
+
 #include "descriptor/decode.h"
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 
 namespace cm::cli {
 namespace {
@@ -32,9 +36,46 @@ int dump_after(const std::string& file, const std::string& pass) {
   return kExitOk;
 }
 
-// The stats and the whole descriptor, as one JSON object.
-std::string json_output(const Plan& plan) {
+// The sm90 kernels' expected times for a plan (include/compilemask/estimate.h). The backward's
+// needs the mask counted at its 64-row halves.
+struct Estimate {
+  double forward_seconds;
+  double backward_seconds;
+};
+
+Estimate estimate(const Mask& mask, const Params& params, const Dims& dims, const Plan& plan) {
+  const int64_t masks = int64_t{dims.batch} * dims.heads;
+  const Tiling halves = backward_halves(plan.tiling());
+  return {estimated_forward_seconds(plan.stats(), plan.tiling(), masks),
+          estimated_backward_seconds(mask.count_tiles(params, dims, halves), halves, masks)};
+}
+
+std::string milliseconds(double seconds) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.3f ms", seconds * 1e3);
+  return buffer;
+}
+
+std::string estimate_text(const Estimate& e) {
+  return "estimate (sm90 kernels, H200, head dim 128; for ranking plans):\n"
+         "  forward:            " +
+         milliseconds(e.forward_seconds) +
+         "\n"
+         "  forward + backward: " +
+         milliseconds(e.forward_seconds + e.backward_seconds) + "\n";
+}
+
+std::string estimate_json(const Estimate& e) {
+  char buffer[96];
+  std::snprintf(buffer, sizeof(buffer), "{\"forward_seconds\": %.9f, \"backward_seconds\": %.9f}",
+                e.forward_seconds, e.backward_seconds);
+  return buffer;
+}
+
+// The stats, the estimate if asked for, and the whole descriptor, as one JSON object.
+std::string json_output(const Plan& plan, const std::optional<Estimate>& e) {
   return "{\"stats\": " + plan.stats().to_json() +
+         (e ? ",\n\"estimate\": " + estimate_json(*e) : std::string()) +
          ",\n\"descriptor\": " + descriptor_to_json(plan.blob()) + "}\n";
 }
 
@@ -64,14 +105,23 @@ int run_compile(const ParsedArgs& args) {
       static_cast<int32_t>(integer_flag(args, "heads", 1, 1, std::numeric_limits<int32_t>::max()));
   const Tiling tiling = parse_tiling(args);
 
+  if (args.has("estimate") && emit == "descriptor") {
+    throw UsageError("--estimate adds to the stats or the JSON, not to --emit descriptor");
+  }
+
   const Mask mask = load_mask(file);
-  const Plan plan = make_plan(mask, args, dims, tiling);
+  const Params params = mask_params(mask, args);
+  const Plan plan = mask.specialize(params, dims, tiling);
   if (emit == "descriptor") {
     write_file(*out_path, plan.blob(), plan.size_bytes());
     std::cout << "wrote " << plan.size_bytes() << " bytes to " << *out_path << "\n";
     return kExitOk;
   }
-  const std::string text = emit == "json" ? json_output(plan) : plan.stats().format();
+  std::optional<Estimate> times;
+  if (args.has("estimate")) times = estimate(mask, params, dims, plan);
+  const std::string text =
+      emit == "json" ? json_output(plan, times)
+                     : plan.stats().format() + (times ? estimate_text(*times) : std::string());
   if (out_path) {
     write_file(*out_path, text.data(), text.size());
   } else {
@@ -93,6 +143,9 @@ Command compile_command() {
            "stats (default: human-readable), json (stats and the decoded descriptor) or "
            "descriptor (the binary blob, needs -o)"},
           {"output", 'o', "FILE", false, "write the output to FILE instead of stdout"},
+          {"estimate", 0, "", false,
+           "add the sm90 kernels' expected forward and forward + backward times on an H200 at "
+           "head dim 128, from the tile counts (include/compilemask/estimate.h)"},
           {"dump-after", 0, "PASS", false, "print the program after compiler pass PASS and stop"},
       });
   return {{"compile", "FILE -p NAME=VALUE... (-n N | --nq N --nk N) [options]",

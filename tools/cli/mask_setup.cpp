@@ -81,9 +81,12 @@ Dims parse_lengths(const ParsedArgs& args) {
   return dims;
 }
 
+Params mask_params(const Mask& mask, const ParsedArgs& args) {
+  return parse_params(args.values("param"), mask.params(), mask.name());
+}
+
 Plan make_plan(const Mask& mask, const ParsedArgs& args, const Dims& dims, const Tiling& tiling) {
-  const Params params = parse_params(args.values("param"), mask.params(), mask.name());
-  return mask.specialize(params, dims, tiling);
+  return mask.specialize(mask_params(mask, args), dims, tiling);
 }
 
 }  // namespace cm::cli

@@ -32,6 +32,9 @@ Tiling parse_tiling(const ParsedArgs& args);
 // is missing or malformed.
 Dims parse_lengths(const ParsedArgs& args);
 
+// The -p flags parsed against `mask`'s parameters (parse_params, whose errors propagate).
+Params mask_params(const Mask& mask, const ParsedArgs& args);
+
 // Parses the -p flags against `mask` and specializes it. cm::Error from specialize propagates.
 Plan make_plan(const Mask& mask, const ParsedArgs& args, const Dims& dims, const Tiling& tiling);
 
