@@ -18,6 +18,6 @@ params=(-p prompt=0:1024 -p "responses=1024,1792,2560,3328,4096" -n 4096)
 set -x
 "$cli" check "$mask"
 "$cli" show "$mask" "${params[@]}" --png "$out/shared_prefix.png"
-"$cli" compile "$mask" "${params[@]}" --emit stats
+"$cli" compile "$mask" "${params[@]}" --emit stats --estimate
 "$cli" compile "$mask" "${params[@]}" --emit descriptor -o "$out/shared_prefix.descriptor"
 "$cli" run "$mask" "${params[@]}" --heads 4 --heads-kv 2 --dim 64 --backward

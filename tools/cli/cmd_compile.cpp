@@ -57,7 +57,7 @@ std::string milliseconds(double seconds) {
 }
 
 std::string estimate_text(const Estimate& e) {
-  return "estimate (sm90 kernels, H200, head dim 128; for ranking plans):\n"
+  return "estimate (sm90 kernels on an H200, head dim 128; the tiles' work only, to rank plans):\n"
          "  forward:            " +
          milliseconds(e.forward_seconds) +
          "\n"
