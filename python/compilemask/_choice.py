@@ -6,7 +6,7 @@ from typing import Any
 
 from . import _core
 from ._mask import BoundMask
-from ._plan import Plan
+from ._plan import Plan, estimated_seconds
 
 
 class PlanChoice:
@@ -55,15 +55,9 @@ class PlanChoice:
     def _seconds(candidate: BoundMask, objective: str, kwargs: dict[str, Any]) -> float:
         """The estimated seconds of one candidate's plan, from its tile counts."""
         tile = kwargs.get("tile", (128, 128))
-        batch, heads = kwargs.get("batch", 1), kwargs.get("heads", 1)
-        seconds = _core.estimated_forward_seconds(candidate.count_tiles(**kwargs), *tile,
-                                                  batch * heads)
-        passes = 1
+        counts = candidate.count_tiles(**kwargs)  # checks the arguments first
+        halves = None
         if objective == "training":  # the backward's work is counted in 64-row halves
-            halves_tile = _core.backward_halves(*tile)
-            halves = candidate.count_tiles(**{**kwargs, "tile": halves_tile})
-            seconds += _core.estimated_backward_seconds(halves, *halves_tile, batch * heads)
-            passes = 2
-        if candidate.has_token_order:
-            seconds += passes * _core.estimated_gather_seconds(batch, kwargs["nq"], heads)
-        return seconds
+            halves = candidate.count_tiles(**{**kwargs, "tile": _core.backward_halves(*tile)})
+        return estimated_seconds(counts, tile, kwargs.get("batch", 1), kwargs.get("heads", 1),
+                                 kwargs["nq"], candidate.has_token_order, halves)

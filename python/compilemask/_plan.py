@@ -54,11 +54,8 @@ class Plan:
         """The forward's expected time on an H200 at head dim 128, token-order gathers
         included (include/compilemask/estimate.h): for choosing between plans of one
         meaning."""
-        seconds = _core.estimated_forward_seconds(self.stats(), *self.tile,
-                                                  self.batch * self.heads)
-        if self.token_order is not None:
-            seconds += _core.estimated_gather_seconds(self.batch, self.nq, self.heads)
-        return seconds
+        return estimated_seconds(self.stats(), self.tile, self.batch, self.heads, self.nq,
+                                 self.token_order is not None)
 
     def to_dense(self, b: int = 0, h: int = 0) -> np.ndarray:
         """The [nq, nk] boolean visibility of mask (b, h). For small sizes (at most 2^26
@@ -96,3 +93,20 @@ class Plan:
         moved = copy.copy(self)  # the token order was checked when this plan was made
         _torch_plan.attach(moved, device)
         return moved
+
+
+def estimated_seconds(counts: dict[str, Any], tile: tuple[int, int], batch: int, heads: int,
+                      nq: int, reorders: bool, halves: dict[str, Any] | None = None) -> float:
+    """Expected seconds on an H200 (include/compilemask/estimate.h) of the forward of a plan
+    whose tile counts are `counts`, and with `halves` (its mask counted at
+    _core.backward_halves(tile)) of the backward too; with `reorders`, its token order's
+    gathers, one set per pass."""
+    masks = batch * heads
+    seconds = _core.estimated_forward_seconds(counts, *tile, masks)
+    passes = 1
+    if halves is not None:
+        seconds += _core.estimated_backward_seconds(halves, *_core.backward_halves(*tile), masks)
+        passes = 2
+    if reorders:
+        seconds += passes * _core.estimated_gather_seconds(batch, nq, heads)
+    return seconds

@@ -64,15 +64,14 @@ int64_t GridReach::reach(int32_t q0, int32_t q1, TileRowClassifier& classifier) 
   }
   const bool merge = box <= 2 * reached_lines;
   lines_.assign(merge ? static_cast<size_t>(box) : 0, Columns{});
-  const int dy_max = desc::grid_table_dy_max(f);
 
   int64_t pairs = 0;
   for (const desc::GridSegment& s : segments_) {
     for (int kt = std::max(s.t - f.rt, 0); kt <= std::min(s.t + f.rt, f.frames - 1); ++kt) {
       for (int ky = std::max(s.y - f.ry, 0); ky <= std::min(s.y + f.ry, f.rows - 1); ++ky) {
-        // |kt - t| <= grid_table_dt_max and |ky - y| <= dy_max by the loop bounds.
-        const int w = half_widths_[static_cast<size_t>(std::abs(kt - s.t) * (dy_max + 1) +
-                                                       std::abs(ky - s.y))];
+        // In the table (index >= 0): |kt - t| and |ky - y| stay within the radii and the grid.
+        const int w =
+            half_widths_[static_cast<size_t>(desc::grid_half_width_index(f, kt - s.t, ky - s.y))];
         if (w < 0) continue;
         pairs += sum_clipped_widths(s.x0, s.x1, w, f.cols);
         // Centres [x0, x1) see columns [x0 - w, x1 + w) of this key line, clipped to it.
