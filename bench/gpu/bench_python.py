@@ -7,20 +7,19 @@ times what a PyTorch user gets: the torch operator (autograd, allocation of out 
 and the plan each helper chooses, such as cm.masks.clear's strip plan with its token order
 where it is estimated faster (PlanChoice; the "plan" column says which was taken). A grid
 workload NAME:row-major times the row-major plan instead, NAME:strips the strip plan. Besides
-workloads.py's masks it knows "natten" and "video", grid neighbourhoods defined here. Shapes,
-timing and FLOP counts are bench_fwd.py's and bwd_bench.py's: B*N = 32768 tokens, 16 heads,
-head dim --dim, bf16, [B, H, N, D] tensors (layout "bhsd"); fwd+bwd FLOPs are 3.5 times the
-forward's. Plans and BlockMasks are built before timing.
+workloads.py's masks it knows "natten" and "video", the grid neighbourhoods of
+workload_masks.py, which also maps each workload to its helper call. Shapes, timing and FLOP
+counts are bench_fwd.py's and bwd_bench.py's: B*N = 32768 tokens, 16 heads, head dim --dim,
+bf16, [B, H, N, D] tensors (layout "bhsd"); fwd+bwd FLOPs are 3.5 times the forward's.
+Plans and BlockMasks are built before timing.
 
 Usage: bench_python.py --workloads DIR --out OUTDIR [--lens 32768] [--masks causal,...]
 Writes OUTDIR/bench_python.json and OUTDIR/bench_python.md. Needs the compilemask package
 built with its CUDA kernels.
 """
-import math
 import os
 import sys
 
-import numpy as np
 import torch
 
 import compilemask as cm
@@ -29,60 +28,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (H, TOKENS, argument_parser, compiled_flex,  # noqa: E402
                           environment, interleaved_median_ms, record_peer, run_line, run_rows,
                           write_results)
+from workload_masks import helper_mask, workload  # noqa: E402
 
 BWD_FACTOR = 3.5  # fwd+bwd FLOPs over forward FLOPs
-
-
-def offsets(lengths):
-    return np.concatenate([[0], np.cumsum(lengths)]).tolist()
-
-
-def natten(N, xp=None, device=None):
-    """NATTEN-style neighbourhoods (not in workloads.py): the largest square image in N tokens,
-    row-major, each token seeing the 17 x 17 box around it; workloads.py's signature."""
-    side, r = math.isqrt(N), 8
-    return ((lambda b, h, q, k: (abs(q // side - k // side) <= r) &
-             (abs(q % side - k % side) <= r)), {"N": side * side, "side": side, "r": r})
-
-
-def video(N, xp=None, device=None):
-    """Video neighbourhoods (not in workloads.py): N tokens as 8 square frames, row-major, each
-    token seeing the ellipsoid of radii 2 frames, 8 rows, 8 columns around it."""
-    frames, (rt, r) = 8, (2, 8)
-    side = math.isqrt(N // frames)
-    plane = side * side
-
-    def mask_mod(b, h, q, k):
-        dt, dy = q // plane - k // plane, q % plane // side - k % plane // side
-        dx = q % side - k % side
-        return dt * dt * r * r * r * r + (dy * dy + dx * dx) * rt * rt * r * r < (rt * r * r) ** 2
-    return mask_mod, {"N": frames * plane, "frames": frames, "side": side, "rt": rt, "r": r}
-
-
-EXTRA_WORKLOADS = {"natten": natten, "video": video}
-
-
-def helper_mask(name, prm, order):
-    """The cm.masks helper call that states workload `name`, with its defaults; `order`: the
-    grid helpers' strip and reorder arguments (none: their default choice)."""
-    if name == "causal":
-        return cm.masks.causal()
-    if name == "sliding":
-        return cm.masks.sliding(prm["W"])
-    if name == "doc_causal":
-        return cm.masks.doc_causal(offsets(prm["lens"]))
-    if name == "shared_prefix":
-        return cm.masks.shared_prefix(prm["prompt"], prm["responses"])
-    if name == "hstu":
-        return cm.masks.hstu(offsets(prm["lens"]), ctx=prm["ctx"], targets=prm["targets"])
-    if name == "clear":
-        return cm.masks.clear(prm["text"], prm["grid"][0], prm["r"], **order)
-    if name == "natten":
-        return cm.masks.neighbourhood_2d(prm["side"], prm["side"], prm["r"], prm["r"], **order)
-    if name == "video":
-        return cm.masks.video_neighbourhood(prm["frames"], prm["side"], prm["side"], prm["rt"],
-                                            prm["r"], prm["r"], **order)
-    raise KeyError(name)
 
 
 def bench_one(name, n0, flex, workloads, dim):
@@ -90,8 +38,7 @@ def bench_one(name, n0, flex, workloads, dim):
     ":strips" (strips as wide as the radius, with their token order)."""
     from torch.nn.attention.flex_attention import create_block_mask
     base, _, variant = name.partition(":")
-    make = EXTRA_WORKLOADS.get(base) or workloads.WORKLOADS[base]
-    mm, prm = make(n0, xp=torch, device="cuda")
+    mm, prm = workload(workloads, base)(n0, xp=torch, device="cuda")
     N, B = prm["N"], max(1, TOKENS // n0)
     order = {"": {}, "row-major": {"strip": None},
              "strips": {"strip": prm.get("r"), "reorder": True}}[variant]

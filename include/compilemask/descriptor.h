@@ -503,12 +503,17 @@ CM_HD void for_each_neighbourhood_run(const GridFormula& f, const GridCell& c, i
   }
 }
 
-// The grid cell of query row q's centre, or false when q is outside the formula's query rows
-// or off the grid. by_strip as for grid_cell.
-CM_HD bool grid_center(const GridFormula& f, int q, GridCell& c, Divisor by_strip = {0, 0u}) {
+// Whether query row q has a centre: q is among the formula's query rows and on its grid.
+CM_HD bool grid_has_center(const GridFormula& f, int q) {
   const long long rel = static_cast<long long>(q) - f.center_start;
-  if (q < f.q_lo || q >= f.q_hi || rel < 0 || rel >= grid_extent(f)) return false;
-  c = grid_cell(f, static_cast<int>(rel), by_strip);
+  return q >= f.q_lo && q < f.q_hi && rel >= 0 && rel < grid_extent(f);
+}
+
+// The grid cell of query row q's centre, or false when it has none (grid_has_center). by_strip
+// as for grid_cell.
+CM_HD bool grid_center(const GridFormula& f, int q, GridCell& c, Divisor by_strip = {0, 0u}) {
+  if (!grid_has_center(f, q)) return false;
+  c = grid_cell(f, static_cast<int>(static_cast<long long>(q) - f.center_start), by_strip);
   return true;
 }
 

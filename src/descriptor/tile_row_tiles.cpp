@@ -8,14 +8,6 @@
 namespace cm::descriptor {
 namespace {
 
-// True if query row q lies in the formula's row range with its centre on the grid, i.e. the
-// formula contributes keys to q.
-bool formula_reaches(const desc::GridFormula& f, int32_t q) {
-  const int64_t extent = int64_t{f.frames} * f.rows * f.cols;
-  const int64_t rel = int64_t{q} - f.center_start;
-  return q >= f.q_lo && q < f.q_hi && rel >= 0 && rel < extent;
-}
-
 // The formula a kernel may evaluate for every row of [q0, q1), or -1. Valid when some row
 // carries formula f, every row the formula reaches carries f, and every other row carries -1
 // (so the formula adds nothing to it).
@@ -30,7 +22,7 @@ int32_t tile_row_formula(const InstanceRows& instance, int32_t q0, int32_t q1) {
   for (int32_t q = q0; q < q1; ++q) {
     const int32_t carried = instance.row_formula[q];
     if (carried == f) continue;
-    if (carried != -1 || formula_reaches(formula, q)) return -1;
+    if (carried != -1 || desc::grid_has_center(formula, q)) return -1;
   }
   return f;
 }

@@ -1,4 +1,5 @@
-"""Shared helpers of the Python tests: dense float64 attention and the workloads module."""
+"""Shared helpers of the Python tests: dense float64 attention, the workloads module and the
+benchmark's workload-to-helper mapping (bench/gpu/workload_masks.py)."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,6 +10,17 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# How bench/gpu/bench_python.py states each workload through the cm.masks helpers.
+workload_masks = _load("workload_masks", REPO / "bench" / "gpu" / "workload_masks.py")
 
 
 def _workloads_path() -> Path | None:
@@ -26,10 +38,7 @@ def workloads():
     path = _workloads_path()
     if path is None:
         pytest.skip("workloads.py not found (set CM_WORKLOADS to the folder holding it)")
-    spec = importlib.util.spec_from_file_location("workloads", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _load("workloads", path)
 
 
 def dense_attention64(q, k, v, visible, scale, dout=None, dlse=None):

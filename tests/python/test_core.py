@@ -10,7 +10,7 @@ import pytest
 
 import compilemask as cm
 from compilemask import _core
-from conftest import REPO, dense_attention64
+from conftest import REPO, dense_attention64, workload_masks
 
 SLIDING = "mask w(W: int) { q in all: k in (diag - W, diag] }"
 
@@ -203,32 +203,25 @@ def test_to_dense_outside_the_plan_raises():
 
 # ---- bundled helpers vs the shared workload predicates ----------------------------------------
 
-def offsets(lengths):
-    return np.concatenate([[0], np.cumsum(lengths)])
+# Each workload at small parameters: (name, maker arguments, the grid helpers' order arguments).
+SMALL_WORKLOADS = [
+    ("causal", {}, {}), ("sliding", {"W": 100}, {}), ("doc_causal", {"mean": 128}, {}),
+    ("hstu", {"mean": 128, "ctx": 8}, {}), ("shared_prefix", {"G": 4}, {}),
+    ("clear", {"r": 5, "text": 40}, {"strip": None}), ("natten", {}, {"strip": None}),
+    ("video", {}, {"strip": None}),
+]
 
 
 def helper_plans(workloads, n):
-    """(name, plan, dense reference) for each workload of shared/reference/workloads.py."""
-    fn, p = workloads.causal(n)
-    yield "causal", cm.masks.causal().specialize(nq=n, tile=(64, 64)), workloads.dense(fn, n)
-    fn, p = workloads.sliding(n, W=100)
-    yield "sliding", cm.masks.sliding(p["W"]).specialize(nq=n, tile=(64, 64)), workloads.dense(fn, n)
-    fn, p = workloads.doc_causal(n, mean=128)
-    plan = cm.masks.doc_causal(offsets(p["lens"])).specialize(nq=n, tile=(64, 64))
-    yield "doc_causal", plan, workloads.dense(fn, n)
-    fn, p = workloads.hstu(n, mean=128, ctx=8)
-    plan = cm.masks.hstu(offsets(p["lens"]), ctx=p["ctx"], targets=p["targets"]).specialize(
-        nq=n, tile=(64, 64))
-    yield "hstu", plan, workloads.dense(fn, n)
-    fn, p = workloads.shared_prefix(n, G=4)
-    plan = cm.masks.shared_prefix(p["prompt"], p["responses"]).specialize(nq=n, tile=(64, 64))
-    yield "shared_prefix", plan, workloads.dense(fn, n)
+    """(name, plan, dense reference) for each workload of the benchmark, its plan made by
+    bench/gpu/workload_masks.py's helper call, the reference by its predicate."""
+    for name, args, order in SMALL_WORKLOADS:
+        fn, p = workload_masks.workload(workloads, name)(n, **args)
+        plan = workload_masks.helper_mask(name, p, order).specialize(nq=p["N"], tile=(64, 64))
+        yield name, plan, workloads.dense(fn, p["N"])
+    # Strip order: the row-major predicate on reordered tokens.
     fn, p = workloads.clear(n, r=5, text=40)
     m = p["N"]
-    plan = cm.masks.clear(p["text"], p["grid"][0], p["r"], strip=None).specialize(
-        nq=m, tile=(64, 64))
-    yield "clear", plan, workloads.dense(fn, m)
-    # Strip order: the row-major predicate on reordered tokens.
     order = cm.strip_order(p["text"], p["grid"][0], p["grid"][1], 6, m)
     plan = cm.masks.clear(p["text"], p["grid"][0], p["r"], strip=6).specialize(nq=m, tile=(64, 64))
     yield "clear_strips", plan, fn(0, 0, order[:, None], order[None, :])
