@@ -108,9 +108,12 @@ class Plan {
   const Dims& dims() const { return dims_; }
   const Tiling& tiling() const { return tiling_; }
 
-  // Row-major nq x nk visibility (1 = visible) of mask (b, h), decoded from the descriptor.
-  // For debugging at small sizes; throws cm::Error above 2^26 elements.
-  std::vector<uint8_t> dense(int32_t b = 0, int32_t h = 0) const;
+  // Row-major visibility (1 = visible) of mask (b, h), decoded from the descriptor: its query
+  // rows [q_begin, q_end) (q_end < 0: to nq) against all nk keys. For debugging and for
+  // checking a mask against another statement of it, a window of rows at a time; throws
+  // cm::Error for a window outside [0, nq) or above 2^26 elements.
+  std::vector<uint8_t> dense(int32_t b = 0, int32_t h = 0, int32_t q_begin = 0,
+                             int32_t q_end = -1) const;
 
  private:
   std::vector<uint64_t> storage_;  // 8-byte aligned blob

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import masks
 from ._choice import PlanChoice
-from ._errors import Diagnostic, MaskError
+from ._errors import Diagnostic, MaskError, MaskMismatch
 from ._layout import strip_order
 from ._mask import BoundMask, Mask, compile
 from ._params import Segments, segments
@@ -27,6 +27,7 @@ __all__ = [
     "Diagnostic",
     "Mask",
     "MaskError",
+    "MaskMismatch",
     "Plan",
     "PlanChoice",
     "ReferenceResult",

@@ -30,3 +30,15 @@ class MaskError(ValueError):
     @property
     def column(self) -> int:
         return self.diagnostics[0].column
+
+
+class MaskMismatch(AssertionError):
+    """A plan and a predicate stating the same mask disagree (Plan.check_mask_mod). `counts`
+    maps each (b, h) that differs to its number of differing pairs; `examples` lists the first
+    differing pairs as (b, h, q, k, predicate_visible) in the tensors' token indices."""
+
+    def __init__(self, message: str, counts: dict[tuple[int, int], int],
+                 examples: list[tuple[int, int, int, int, bool]]):
+        super().__init__(message)
+        self.counts = counts
+        self.examples = examples

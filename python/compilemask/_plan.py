@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from . import _core
+from ._check import check_mask_mod
 from ._layout import checked_token_order
 
 
@@ -57,10 +58,27 @@ class Plan:
         return estimated_seconds(self.stats(), self.tile, self.batch, self.heads, self.nq,
                                  self.token_order is not None)
 
-    def to_dense(self, b: int = 0, h: int = 0) -> np.ndarray:
-        """The [nq, nk] boolean visibility of mask (b, h). For small sizes (at most 2^26
-        elements)."""
-        return self._core.dense(b, h).view(np.bool_)
+    def to_dense(self, b: int = 0, h: int = 0,
+                 rows: tuple[int, int] | None = None) -> np.ndarray:
+        """The boolean visibility of mask (b, h) in the mask's token order: [nq, nk], or with
+        rows=(start, stop) only those query rows, [stop - start, nk]. At most 2^26 elements at
+        a time (decode a large plan a block of rows at a time)."""
+        start, stop = (0, -1) if rows is None else rows
+        return self._core.dense(b, h, start, stop).view(np.bool_)
+
+    def check_mask_mod(self, mask_mod: Callable[..., Any], *, device: Any = None,
+                       examples: int = 5) -> None:
+        """Raises compilemask.MaskMismatch unless this plan states the same mask as
+        `mask_mod`, a FlexAttention-style predicate mask_mod(b, h, q_idx, k_idx) -> bool, on
+        every (q, k) pair of every (b, h) mask the plan holds (one when batch and heads are
+        1). mask_mod gets b and h as 0-d int64 tensors, q_idx of shape [rows, 1] and k_idx of
+        shape [1, nk], a block of rows at a time: torch tensors on `device` (default: the
+        plan's device, else the CPU) when torch imports, numpy arrays otherwise. Indices are
+        the tensors' tokens: with a token order, mask position i is token token_order[i], so
+        the model's row-major predicate checks a strip plan. The error names the differing
+        pairs' count per (b, h) and the first `examples` of them. Cost: one predicate call
+        and one decode per 2^24 pairs."""
+        check_mask_mod(self, mask_mod, self.device if device is None else device, examples)
 
     def tile_map(self, b: int = 0, h: int = 0, width: int = 80) -> str:
         """The ASCII tile map of mask (b, h): █ full, ░ partial, blank empty tiles."""

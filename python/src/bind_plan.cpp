@@ -98,11 +98,13 @@ void bind_plan(nb::module_& m) {
       .def("stats_json", [](const Plan& self) { return self.stats().to_json(); })
       .def(
           "dense",
-          [](const Plan& self, int32_t b, int32_t h) {
-            return to_numpy(self.dense(b, h), {static_cast<size_t>(self.dims().nq),
-                                               static_cast<size_t>(self.dims().nk)});
+          [](const Plan& self, int32_t b, int32_t h, int32_t q_begin, int32_t q_end) {
+            std::vector<uint8_t> rows = self.dense(b, h, q_begin, q_end);  // checks the window
+            const int64_t end = q_end < 0 ? self.dims().nq : q_end;
+            return to_numpy(std::move(rows), {static_cast<size_t>(end - q_begin),
+                                              static_cast<size_t>(self.dims().nk)});
           },
-          nb::arg("b"), nb::arg("h"))
+          nb::arg("b"), nb::arg("h"), nb::arg("q_begin") = 0, nb::arg("q_end") = -1)
       .def(
           "tile_map",
           [](const Plan& self, int b, int h, int width) {

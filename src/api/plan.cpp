@@ -12,8 +12,8 @@ size_t Plan::size_bytes() const {
   return static_cast<size_t>(desc::header(blob()).total_bytes);
 }
 
-std::vector<uint8_t> Plan::dense(int32_t b, int32_t h) const {
-  return decode_dense(blob(), b, h);
+std::vector<uint8_t> Plan::dense(int32_t b, int32_t h, int32_t q_begin, int32_t q_end) const {
+  return decode_dense(blob(), b, h, DescriptorForm::kForward, {q_begin, q_end});
 }
 
 }  // namespace cm

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace cm {
 namespace {
@@ -142,6 +145,36 @@ TEST(Api, EllipsesWithARadiusBelowOneAreEmpty) {
                 .stats()
                 .visible_pairs,
             0);
+}
+
+TEST(Api, DenseDecodesAWindowOfRows) {
+  const Mask m = must_compile("mask m() { q in all: k in [0, q] }");
+  const Plan plan = m.specialize({}, Dims{300, 300, 1, 1}, {64, 64});
+  const std::vector<uint8_t> all = plan.dense();
+  const std::vector<uint8_t> window = plan.dense(0, 0, 100, 201);
+  ASSERT_EQ(window.size(), 101u * 300u);
+  EXPECT_TRUE(std::equal(window.begin(), window.end(), all.begin() + 100 * 300));
+  EXPECT_TRUE(plan.dense(0, 0, 300, 300).empty());
+  for (const auto& [begin, end] : {std::pair{5, 2}, std::pair{0, 301}, std::pair{-1, 5}}) {
+    EXPECT_THROW(
+        {
+          try {
+            plan.dense(0, 0, begin, end);
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("not a range inside [0, 300)"),
+                      std::string::npos)
+                << e.what();
+            throw;
+          }
+        },
+        Error);
+  }
+  // Too large to decode whole (10^8 cells), but not a window of it.
+  const Plan large = m.specialize({}, Dims{10000, 10000, 1, 1});
+  EXPECT_THROW(large.dense(), Error);
+  const std::vector<uint8_t> rows = large.dense(0, 0, 9000, 9002);
+  ASSERT_EQ(rows.size(), 20000u);
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), uint8_t{1}), 9001 + 9002);
 }
 
 TEST(Api, MasksSharedAcrossHeadsAreStoredOnce) {

@@ -21,16 +21,23 @@ using testing::RandomInstance;
 constexpr std::array<Tiling, 6> kTilings = {Tiling{16, 16}, Tiling{64, 128},  Tiling{128, 64},
                                             Tiling{32, 48}, Tiling{128, 128}, Tiling{48, 16}};
 
+// Both forms decode to `expected`, whole and in a window of rows that cuts tiles.
 void expect_decodes_to(const std::vector<uint64_t>& blob, int32_t b, int32_t h,
                        const Dense& expected, const std::string& context) {
+  const RowWindow whole{0, expected.nq}, middle{expected.nq / 3, 2 * expected.nq / 3 + 1};
   for (DescriptorForm form : {DescriptorForm::kForward, DescriptorForm::kTransposed}) {
-    const std::vector<uint8_t> dense = decode_dense(blob.data(), b, h, form);
-    ASSERT_EQ(dense.size(), expected.cells.size()) << context;
-    for (int32_t q = 0; q < expected.nq; ++q) {
-      for (int32_t k = 0; k < expected.nk; ++k) {
-        ASSERT_EQ(dense[static_cast<size_t>(q) * expected.nk + k], expected.at(q, k))
-            << context << " form " << (form == DescriptorForm::kForward ? "forward" : "transposed")
-            << " at (q, k) = (" << q << ", " << k << ")";
+    for (const RowWindow rows : {whole, middle}) {
+      const std::vector<uint8_t> dense = decode_dense(blob.data(), b, h, form, rows);
+      ASSERT_EQ(dense.size(), static_cast<size_t>(rows.end - rows.begin) * expected.nk)
+          << context;
+      for (int32_t q = rows.begin; q < rows.end; ++q) {
+        for (int32_t k = 0; k < expected.nk; ++k) {
+          ASSERT_EQ(dense[static_cast<size_t>(q - rows.begin) * expected.nk + k],
+                    expected.at(q, k))
+              << context << " form "
+              << (form == DescriptorForm::kForward ? "forward" : "transposed") << " rows ["
+              << rows.begin << ", " << rows.end << ") at (q, k) = (" << q << ", " << k << ")";
+        }
       }
     }
   }
