@@ -31,7 +31,7 @@ class _Indices:
     def array(self, values: np.ndarray) -> Any:
         if self.torch is None:
             return values
-        tensor = self.torch.from_numpy(np.ascontiguousarray(values))
+        tensor = self.torch.from_numpy(np.array(values))  # a writable copy: orders are read-only
         return tensor if self.device is None else tensor.to(self.device)
 
     def scalar(self, value: int) -> Any:

@@ -6,6 +6,7 @@ code path. Call `.specialize(nq=..., ...)` on the result, e.g.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 from importlib import resources
 from typing import Any
@@ -23,6 +24,12 @@ def program(name: str) -> Mask:
     if not path.is_file():
         raise ValueError(f"no bundled mask program '{name}' (available: {', '.join(names())})")
     return compile(path.read_text())
+
+
+# The compiled programs go at exit, before the extension module: nanobind reports objects that
+# outlive it as leaks, and where the interpreter tears the cache down late (a pytest session
+# whose conftest imports compilemask, on Python 3.12) all eight did.
+atexit.register(program.cache_clear)
 
 
 def names() -> list[str]:

@@ -42,7 +42,9 @@ note "build: exit ${status} in $(( $(date +%s) - start )) s"
 
 start=$(date +%s)
 python3 -m pytest tests/python -v -rs --durations=10 > "${OUT}/python_pytest.log" 2>&1
-note "pytest: exit $? in $(( $(date +%s) - start )) s: $(tail -1 "${OUT}/python_pytest.log")"
+note "pytest: exit $? in $(( $(date +%s) - start )) s: $(grep -E '^=+ .*(passed|failed|error)' "${OUT}/python_pytest.log" | tail -1)"
+grep -q "^nanobind: leaked" "${OUT}/python_pytest.log" &&
+  note "pytest: nanobind reported leaks at exit: $(grep '^nanobind: leaked' "${OUT}/python_pytest.log" | tr '\n' ' ')"
 grep -E "^(FAILED|ERROR)|SKIPPED" "${OUT}/python_pytest.log" | head -30
 
 start=$(date +%s)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _load(name: str, path: Path):
+    """Imports the file at `path` as module `name` (registered in sys.modules, as an import
+    would, so that the interpreter tears it down with the others)."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
