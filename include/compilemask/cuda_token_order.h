@@ -4,7 +4,8 @@
 // strips of 16 columns computes about half the tiles of its row-major order (docs/language.md,
 // "Strip order"). Attention commutes with a permutation of the tokens, so a caller gathers q, k
 // and v into the mask's order, attends, and gathers the results back with the inverse order.
-// compilemask.attention does this itself for a plan with a token order (docs/python.md).
+// cm::strip_order (token_order.h) gives the order of a strip grid; compilemask.attention does
+// all of this itself for a plan with a token order (docs/python.md).
 //
 //   cm::cuda::permute_rows(q, q_in_mask_order, batch, heads, rows, head_dim, order, stream);
 //

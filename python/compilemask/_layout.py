@@ -1,16 +1,19 @@
-"""Token orders (pure numpy, importable on its own).
+"""Token orders.
 
 A mask written with `strip_grid` expects its grid tokens in strip order: the columns cut into
 strips of `strip` columns, laid out strip by strip, each strip row by row (docs/language.md).
-Models usually hold image tokens row-major; `strip_order` gives the permutation between the two.
-A plan specialized with that permutation as its `token_order` takes the model's order and
-reorders inside cm.attention (`checked_token_order` checks one).
+Models usually hold image tokens row-major; `strip_order` gives the permutation between the two
+(cm::strip_order, include/compilemask/token_order.h, which places tokens as the compiler and
+the kernels do). A plan specialized with that permutation as its `token_order` takes the
+model's order and reorders inside cm.attention (`checked_token_order` checks one).
 """
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+
+from . import _core
 
 
 def strip_order(start: int, rows: int, cols: int, strip: int, total: int,
@@ -20,21 +23,8 @@ def strip_order(start: int, rows: int, cols: int, strip: int, total: int,
     other tokens keep their places. Give it to specialize(token_order=...) and cm.attention
     reorders q, k, v and its results itself; or gather along the sequence axis yourself
     (x.index_select(1, order)) and restore a result by gathering with argsort(order)
-    (docs/python.md)."""
-    for name, value in (("start", start), ("rows", rows), ("cols", cols), ("strip", strip),
-                        ("frames", frames)):
-        if int(value) != value or value < (0 if name == "start" else 1):
-            raise ValueError(f"strip_order: {name} must be an int >= {0 if name == 'start' else 1},"
-                             f" got {value!r}")
-    size = frames * rows * cols
-    if start + size > total:
-        raise ValueError(f"strip_order: the grid [{start}, {start + size}) does not fit in "
-                         f"{total} tokens")
-    row_major = start + np.arange(size, dtype=np.int64).reshape(frames, rows, cols)
-    strips = [row_major[:, :, x0:x0 + strip].reshape(frames, -1) for x0 in range(0, cols, strip)]
-    order = np.arange(total, dtype=np.int64)
-    order[start:start + size] = np.concatenate(strips, axis=1).reshape(-1)
-    return order
+    (docs/python.md). Raises ValueError naming the rule for a grid that does not fit."""
+    return _core.strip_order(start, frames, rows, cols, strip, total)
 
 
 def checked_token_order(order: Any, n: int) -> np.ndarray:

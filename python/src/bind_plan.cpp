@@ -1,7 +1,9 @@
 // Bindings of cm::Plan: the descriptor bytes, stats, dense decoding, and the ASCII and PNG
-// renderings of src/render; and the kernel time estimates from tile counts (estimate.h).
+// renderings of src/render; the kernel time estimates from tile counts (estimate.h); and the
+// strip token order (token_order.h).
 #include <compilemask/compilemask.h>
 #include <compilemask/estimate.h>
+#include <compilemask/token_order.h>
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
@@ -56,6 +58,15 @@ TileCounts tile_counts_from(const nb::dict& d) {
 }
 
 void bind_plan(nb::module_& m) {
+  m.def(
+      "strip_order",
+      [](int64_t start, int64_t frames, int64_t rows, int64_t cols, int64_t strip, int64_t total) {
+        std::vector<int64_t> order = strip_order({start, frames, rows, cols, strip}, total);
+        const size_t size = order.size();
+        return to_numpy(std::move(order), {size});
+      },
+      nb::arg("start"), nb::arg("frames"), nb::arg("rows"), nb::arg("cols"), nb::arg("strip"),
+      nb::arg("total"));
   m.def(
       "estimated_forward_seconds",
       [](const nb::dict& counts, int32_t tile_m, int32_t tile_n, int64_t masks) {

@@ -76,13 +76,13 @@ std::vector<uint8_t> decode_dense(const void* blob, int32_t b, int32_t h, Descri
   if (rows.end < 0) rows.end = hd.nq;
   if (rows.begin < 0 || rows.begin > rows.end || rows.end > hd.nq) {
     throw Error("descriptor: rows [" + std::to_string(rows.begin) + ", " +
-                std::to_string(rows.end) + ") are not a range inside [0, " +
-                std::to_string(hd.nq) + ")");
+                std::to_string(rows.end) + ") are not a range inside [0, " + std::to_string(hd.nq) +
+                ")");
   }
   const int64_t elements = int64_t{rows.end - rows.begin} * hd.nk;
   if (elements > kMaxDenseElements) {
-    throw Error("descriptor: dense decoding of " + std::to_string(rows.end - rows.begin) +
-                " x " + std::to_string(hd.nk) +
+    throw Error("descriptor: dense decoding of " + std::to_string(rows.end - rows.begin) + " x " +
+                std::to_string(hd.nk) +
                 " exceeds the 2^26-element limit (decode fewer rows at a time)");
   }
   std::vector<uint8_t> dense(static_cast<size_t>(elements), 0);

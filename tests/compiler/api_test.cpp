@@ -3,10 +3,12 @@
 // time estimates from tile counts.
 #include <compilemask/compilemask.h>
 #include <compilemask/estimate.h>
+#include <compilemask/token_order.h>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -161,8 +163,7 @@ TEST(Api, DenseDecodesAWindowOfRows) {
           try {
             plan.dense(0, 0, begin, end);
           } catch (const Error& e) {
-            EXPECT_NE(std::string(e.what()).find("not a range inside [0, 300)"),
-                      std::string::npos)
+            EXPECT_NE(std::string(e.what()).find("not a range inside [0, 300)"), std::string::npos)
                 << e.what();
             throw;
           }
@@ -175,6 +176,39 @@ TEST(Api, DenseDecodesAWindowOfRows) {
   const std::vector<uint8_t> rows = large.dense(0, 0, 9000, 9002);
   ASSERT_EQ(rows.size(), 20000u);
   EXPECT_EQ(std::count(rows.begin(), rows.end(), uint8_t{1}), 9001 + 9002);
+}
+
+TEST(Api, StripOrderLaysTheGridOutStripByStrip) {
+  // Rows of 5 from token 2; strips of columns {0, 1}, {2, 3}, {4}; token 17 stays.
+  EXPECT_EQ(strip_order({.start = 2, .rows = 3, .cols = 5, .strip = 2}, 18),
+            (std::vector<int64_t>{0, 1, 2, 3, 7, 8, 12, 13, 4, 5, 9, 10, 14, 15, 6, 11, 16, 17}));
+  // Two frames of 2 x 3, each in strips of 2 columns.
+  EXPECT_EQ(strip_order({.frames = 2, .rows = 2, .cols = 3, .strip = 2}, 12),
+            (std::vector<int64_t>{0, 1, 3, 4, 2, 5, 6, 7, 9, 10, 8, 11}));
+  // A strip as wide as the grid, or wider, is row-major.
+  std::vector<int64_t> identity(20);
+  std::iota(identity.begin(), identity.end(), int64_t{0});
+  EXPECT_EQ(strip_order({.start = 1, .rows = 3, .cols = 6, .strip = 9}, 20), identity);
+
+  auto rule_of = [](const StripGrid& grid, int64_t total) -> std::string {
+    try {
+      strip_order(grid, total);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(rule_of({.rows = 4, .cols = 4, .strip = 0}, 16),
+            "strip_order: strip must be >= 1, got 0");
+  EXPECT_EQ(rule_of({.start = -1, .rows = 4, .cols = 4, .strip = 2}, 16),
+            "strip_order: start must be >= 0, got -1");
+  EXPECT_EQ(rule_of({.start = 2, .rows = 3, .cols = 3, .strip = 2}, 10),
+            "strip_order: the grid of 1 x 3 x 3 tokens from token 2 does not fit in 10 tokens");
+  EXPECT_NE(rule_of({.rows = int64_t{1} << 40, .cols = int64_t{1} << 40, .strip = 2}, 10)
+                .find("does not fit in 10 tokens"),
+            std::string::npos);
+  EXPECT_EQ(rule_of({.rows = 4, .cols = 4, .strip = 2}, int64_t{1} << 31),
+            "strip_order: total must be below 2^31 tokens, got 2147483648");
 }
 
 TEST(Api, MasksSharedAcrossHeadsAreStoredOnce) {

@@ -28,12 +28,10 @@ void expect_decodes_to(const std::vector<uint64_t>& blob, int32_t b, int32_t h,
   for (DescriptorForm form : {DescriptorForm::kForward, DescriptorForm::kTransposed}) {
     for (const RowWindow rows : {whole, middle}) {
       const std::vector<uint8_t> dense = decode_dense(blob.data(), b, h, form, rows);
-      ASSERT_EQ(dense.size(), static_cast<size_t>(rows.end - rows.begin) * expected.nk)
-          << context;
+      ASSERT_EQ(dense.size(), static_cast<size_t>(rows.end - rows.begin) * expected.nk) << context;
       for (int32_t q = rows.begin; q < rows.end; ++q) {
         for (int32_t k = 0; k < expected.nk; ++k) {
-          ASSERT_EQ(dense[static_cast<size_t>(q - rows.begin) * expected.nk + k],
-                    expected.at(q, k))
+          ASSERT_EQ(dense[static_cast<size_t>(q - rows.begin) * expected.nk + k], expected.at(q, k))
               << context << " form "
               << (form == DescriptorForm::kForward ? "forward" : "transposed") << " rows ["
               << rows.begin << ", " << rows.end << ") at (q, k) = (" << q << ", " << k << ")";

@@ -512,7 +512,11 @@ def test_strip_order_is_the_strip_layout_and_checks_its_input():
     np.testing.assert_array_equal(order, expected)
     video = cm.strip_order(0, 2, 3, 2, 12, frames=2)
     np.testing.assert_array_equal(video, [0, 1, 3, 4, 2, 5, 6, 7, 9, 10, 8, 11])
-    with pytest.raises(ValueError, match="strip must be an int >= 1"):
+    with pytest.raises(ValueError, match="strip must be >= 1, got 0"):
         cm.strip_order(0, 4, 4, 0, 16)
-    with pytest.raises(ValueError, match="does not fit in 10 tokens"):
+    with pytest.raises(ValueError, match="from token 2 does not fit in 10 tokens"):
         cm.strip_order(2, 3, 3, 2, 10)
+    with pytest.raises(ValueError, match="does not fit in 10 tokens"):  # no overflow
+        cm.strip_order(0, 2**40, 2**40, 2, 10)
+    with pytest.raises(TypeError):
+        cm.strip_order(0, 4, 4, "2", 16)
