@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job on a bundled example: set up, build the compilemask tool, then show, compile and
-# run examples/shared_prefix.mask (a 1024-token prompt and four 768-token responses, N = 4096).
+# The main job on a bundled example: set up, build the compilemask tool, then show, compile (and
+# inspect the descriptor written) and run examples/shared_prefix.mask (a 1024-token prompt and four 768-token responses, N = 4096).
 # Writes build/example/shared_prefix.png and build/example/shared_prefix.descriptor (the descriptor).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,4 +20,5 @@ set -x
 "$cli" show "$mask" "${params[@]}" --png "$out/shared_prefix.png"
 "$cli" compile "$mask" "${params[@]}" --emit stats --estimate
 "$cli" compile "$mask" "${params[@]}" --emit descriptor -o "$out/shared_prefix.descriptor"
+"$cli" inspect "$out/shared_prefix.descriptor"
 "$cli" run "$mask" "${params[@]}" --heads 4 --heads-kv 2 --dim 64 --backward

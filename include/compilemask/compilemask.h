@@ -91,9 +91,9 @@ struct PlanStats : TileCounts {
   int32_t patterns = 0;
   int32_t grid_formulas = 0;
   double density = 0;        // visible / (nq * nk * instances)
-  double build_seconds = 0;  // wall time of specialize
+  double build_seconds = 0;  // wall time of specialize; 0 for Plan::from_descriptor's plans
 
-  std::string format() const;  // human-readable, multi-line
+  std::string format() const;  // human-readable, multi-line (build time only when not 0)
   std::string to_json() const;
 };
 
@@ -101,6 +101,12 @@ struct PlanStats : TileCounts {
 class Plan {
  public:
   Plan(std::vector<uint64_t> storage, PlanStats stats, Dims dims, Tiling tiling);
+
+  // The plan of a descriptor given as bytes (blob() and size_bytes() of a plan, or a file of
+  // `compilemask compile --emit descriptor`): the bytes are checked against every rule of
+  // docs/descriptor.md first, and the stats are read back from them (build_seconds 0). Throws
+  // cm::Error naming the broken rule.
+  static Plan from_descriptor(const void* data, size_t size);
 
   const void* blob() const { return storage_.data(); }
   size_t size_bytes() const;

@@ -39,6 +39,33 @@ class Plan:
         self._order_device = None
         self._inverse_device = None
 
+    # ---- descriptor bytes ------------------------------------------------------------------
+
+    @classmethod
+    def from_descriptor(cls, data: Any, mask_name: str = "descriptor",
+                        token_order: Any = None) -> "Plan":
+        """The plan of descriptor bytes (bytes, bytearray or a uint8 array: a plan's
+        `descriptor`, or a file of `compilemask compile --emit descriptor -o FILE`), on the
+        host. The bytes are checked against every rule of docs/descriptor.md first (ValueError
+        naming the broken one) and the stats are read back from them (build_seconds 0)."""
+        try:
+            raw = memoryview(data).tobytes()
+        except TypeError:
+            raise TypeError(f"Plan.from_descriptor takes bytes or a uint8 array, got "
+                            f"{type(data).__name__}") from None
+        return cls(_core.Plan.from_descriptor(raw), mask_name, token_order)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as the descriptor bytes, so that plans made in DataLoader workers reach the
+        # training process; they come back on the host (call .to(device) there).
+        return (Plan.from_descriptor, (self.descriptor.tobytes(), self.mask_name,
+                                       self.token_order))
+
+    def __copy__(self) -> "Plan":
+        copied = Plan.__new__(Plan)
+        copied.__dict__.update(self.__dict__)
+        return copied
+
     # ---- inspection ------------------------------------------------------------------------
 
     @property

@@ -90,6 +90,10 @@ void bind_plan(nb::module_& m) {
         nb::arg("heads"));
 
   nb::class_<Plan>(m, "Plan")
+      .def_static(
+          "from_descriptor",
+          [](const nb::bytes& data) { return Plan::from_descriptor(data.c_str(), data.size()); },
+          nb::arg("data"))
       .def_prop_ro(
           "descriptor",
           [](const Plan& self) {

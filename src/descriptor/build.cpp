@@ -8,6 +8,7 @@
 #include "descriptor/input_checks.h"
 #include "descriptor/instance_tiles.h"
 #include "descriptor/pattern_table.h"
+#include "descriptor/plan_stats.h"
 #include "descriptor/tile_axes.h"
 #include "descriptor/tile_runs.h"
 
@@ -108,13 +109,6 @@ std::pair<int32_t, int32_t> check_inputs(const std::vector<InstanceRows>& instan
   return {nq, nk};
 }
 
-// Sets the counts' instances and empty tiles from their full and partial ones.
-void complete_counts(TileCounts& counts, size_t instances, const descriptor::TileAxes& axes) {
-  counts.instances = static_cast<int32_t>(instances);
-  counts.empty_tiles = int64_t{axes.q.count()} * axes.k.count() * static_cast<int64_t>(instances) -
-                       counts.full_tiles - counts.partial_tiles;
-}
-
 void add_counts(TileCounts& total, const TileCounts& instance) {
   total.full_tiles += instance.full_tiles;
   total.partial_tiles += instance.partial_tiles;
@@ -132,7 +126,8 @@ TileCounts count_tiles(const std::vector<InstanceRows>& instances, const Tiling&
   for (size_t index : unique.distinct) {
     add_counts(counts, descriptor::count_instance_tiles(instances[index], axes));
   }
-  complete_counts(counts, unique.distinct.size(), axes);
+  descriptor::complete_counts(counts, static_cast<int64_t>(unique.distinct.size()), axes.q.count(),
+                              axes.k.count());
   return counts;
 }
 
@@ -169,7 +164,7 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
   for (desc::Pattern& p : patterns) p.data_offset += data_offset;
   const uint32_t patterns_offset = writer.append(std::span<const desc::Pattern>(patterns));
 
-  stats = PlanStats{};
+  TileCounts counts;
   for (size_t i = 0; i < encoded.size(); ++i) {
     const descriptor::EncodedInstance& e = encoded[i];
     const PlacedForm fwd = place_form(writer, e.forward);
@@ -182,7 +177,7 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
     inst.bwd_order_offset = bwd.order_offset;
     inst.visible_pairs = static_cast<uint64_t>(e.counts.visible_pairs);
     writer.write(instances_offset + static_cast<uint32_t>(i * sizeof(desc::Instance)), inst);
-    add_counts(stats, e.counts);
+    add_counts(counts, e.counts);
   }
 
   desc::Header header{};
@@ -211,14 +206,7 @@ std::vector<uint64_t> build_descriptor(const std::vector<InstanceRows>& instance
   std::memcpy(reinterpret_cast<unsigned char*>(blob.data()) + header_offset, &header,
               sizeof(header));
 
-  const auto num_instances = static_cast<int64_t>(encoded.size());
-  complete_counts(stats, encoded.size(), axes);
-  stats.bytes = static_cast<int64_t>(header.total_bytes);
-  stats.patterns = header.num_patterns;
-  stats.grid_formulas = header.num_grid_formulas;
-  const double area =
-      static_cast<double>(nq) * static_cast<double>(nk) * static_cast<double>(num_instances);
-  stats.density = area > 0 ? static_cast<double>(stats.visible_pairs) / area : 0.0;
+  stats = descriptor::plan_stats(header, counts);
   return blob;
 }
 

@@ -34,7 +34,9 @@ std::string PlanStats::format() const {
          "patterns:         " + std::to_string(patterns) + " (" + std::to_string(grid_formulas) +
          " grid formulas)\n" + "visible pairs:    " + std::to_string(visible_pairs) + " (density " +
          fixed(density, 4) + ")\n" + "computed pairs:   " + std::to_string(computed_pairs) + "\n" +
-         "build time:       " + fixed(build_seconds * 1e3, 3) + " ms\n";
+         // A plan read back from its descriptor (Plan::from_descriptor) was not built here.
+         (build_seconds > 0 ? "build time:       " + fixed(build_seconds * 1e3, 3) + " ms\n"
+                            : std::string());
 }
 
 std::string PlanStats::to_json() const {

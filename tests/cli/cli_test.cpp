@@ -37,7 +37,7 @@ std::string descriptor_bytes(const std::string& mask, const std::vector<std::str
 
 TEST(Cli, HelpListsCommandsAndOptions) {
   const CliResult top = expect_ok({"--help"});
-  for (const char* command : {"check", "compile", "show", "run"}) {
+  for (const char* command : {"check", "compile", "inspect", "show", "run"}) {
     EXPECT_TRUE(contains(top.out, command)) << describe(top);
     const CliResult help = expect_ok({command, "--help"});
     EXPECT_TRUE(contains(help.out, std::string("usage: compilemask ") + command)) << help.out;
@@ -117,6 +117,49 @@ TEST(Cli, CompileEstimatesTheKernelTimesFromTheTileCounts) {
                "-o", scratch_dir() + "/unused.bin"});
   EXPECT_EQ(descriptor.exit_code, 2) << describe(descriptor);
   EXPECT_TRUE(contains(descriptor.err, "--estimate")) << describe(descriptor);
+}
+
+TEST(Cli, InspectChecksADescriptorFileAndPrintsItsStats) {
+  const std::vector<std::string> base = {"compile", example("doc_causal"),
+                                         "-p",      "docs=0,100,250,512",
+                                         "-n",      "512",
+                                         "--heads", "3",
+                                         "--tile",  "64x32"};
+  const std::string file = scratch_dir() + "/doc_causal.desc";
+  std::vector<std::string> write = base;
+  write.insert(write.end(), {"--emit", "descriptor", "-o", file});
+  expect_ok(write);
+
+  const std::string built = expect_ok(base).out;
+  const CliResult inspected = expect_ok({"inspect", file});
+  EXPECT_TRUE(contains(inspected.out, "a valid descriptor (version ")) << describe(inspected);
+  EXPECT_TRUE(contains(inspected.out, "for nq=512 nk=512, batch 1, heads 3, tiles 64x32"))
+      << describe(inspected);
+  // The stats read back are the builder's, but for the build time, which only the build has.
+  const std::string stats = built.substr(0, built.find("build time:"));
+  EXPECT_TRUE(contains(inspected.out, stats)) << describe(inspected) << "\nbuilt:\n" << built;
+  EXPECT_FALSE(contains(inspected.out, "build time")) << describe(inspected);
+
+  std::vector<std::string> json = base;
+  json.insert(json.end(), {"--emit", "json"});
+  const std::string built_json = expect_ok(json).out;
+  const std::string inspected_json = expect_ok({"inspect", file, "--emit", "json"}).out;
+  const auto descriptor_part = [](const std::string& text) {
+    return text.substr(text.find("\"descriptor\": "));
+  };
+  EXPECT_EQ(descriptor_part(inspected_json), descriptor_part(built_json));
+
+  std::string corrupt = read_file(file);
+  corrupt[0] = 'X';
+  const CliResult bad = run_cli({"inspect", write_scratch_file("corrupt.desc", corrupt)});
+  EXPECT_EQ(bad.exit_code, 1) << describe(bad);
+  EXPECT_TRUE(contains(bad.err, "corrupt.desc: descriptor verification: bad magic"))
+      << describe(bad);
+  const CliResult missing = run_cli({"inspect", scratch_dir() + "/absent.desc"});
+  EXPECT_EQ(missing.exit_code, 1) << describe(missing);
+  EXPECT_TRUE(contains(missing.err, "cannot read descriptor file")) << describe(missing);
+  const CliResult usage = run_cli({"inspect", file, "--emit", "descriptor"});
+  EXPECT_EQ(usage.exit_code, 2) << describe(usage);
 }
 
 TEST(Cli, CompileEmitsStatsAndJson) {

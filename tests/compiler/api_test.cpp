@@ -211,6 +211,49 @@ TEST(Api, StripOrderLaysTheGridOutStripByStrip) {
             "strip_order: total must be below 2^31 tokens, got 2147483648");
 }
 
+TEST(Api, PlansComeBackFromTheirDescriptorBytes) {
+  const Mask m = must_compile(
+      "mask m(docs: segments) {\n  for d in docs {\n    q in d: k in [d.start, q]\n  }\n}\n");
+  const Plan plan = m.specialize({{"docs", Segments::from_boundaries({0, 100, 250, 300})}},
+                                 Dims{300, 300, 2, 3}, {64, 32});
+  const Plan loaded = Plan::from_descriptor(plan.blob(), plan.size_bytes());
+  EXPECT_EQ(loaded.dims().nq, 300);
+  EXPECT_EQ(loaded.dims().heads, 3);
+  EXPECT_EQ(loaded.tiling().n, 32);
+  EXPECT_EQ(loaded.dense(1, 2), plan.dense(1, 2));
+  EXPECT_EQ(static_cast<const TileCounts&>(loaded.stats()),
+            static_cast<const TileCounts&>(plan.stats()));
+  EXPECT_EQ(loaded.stats().build_seconds, 0.0);
+
+  // A row-major grid at tile 16: its sparse grid runs span empty tiles (1,220 listed, 1,144 of
+  // them partial), which the stats read back must not count.
+  const Mask disks = must_compile(
+      "mask d(s: int, r: int) {\n  let g = grid(0, s, s)\n  q in g: k in g.disk(q, r)\n}\n");
+  const Plan grid =
+      disks.specialize({{"s", int64_t{40}}, {"r", int64_t{3}}}, Dims{1600, 1600}, {16, 16});
+  EXPECT_EQ(
+      static_cast<const TileCounts&>(Plan::from_descriptor(grid.blob(), grid.size_bytes()).stats()),
+      static_cast<const TileCounts&>(grid.stats()));
+
+  auto rule_of = [](const void* data, size_t size) -> std::string {
+    try {
+      Plan::from_descriptor(data, size);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(rule_of(nullptr, 0),
+            "descriptor verification: the blob is smaller than its 96-byte header");
+  EXPECT_NE(rule_of(plan.blob(), plan.size_bytes() - 8).find("differs from the blob size"),
+            std::string::npos);
+  std::vector<unsigned char> corrupt(
+      static_cast<const unsigned char*>(plan.blob()),
+      static_cast<const unsigned char*>(plan.blob()) + plan.size_bytes());
+  corrupt[0] ^= 0xFF;
+  EXPECT_NE(rule_of(corrupt.data(), corrupt.size()).find("bad magic"), std::string::npos);
+}
+
 TEST(Api, MasksSharedAcrossHeadsAreStoredOnce) {
   const Mask m =
       must_compile("mask m(windows: int[]) {\n  q in all: k in (q - windows[h], q]\n}\n");

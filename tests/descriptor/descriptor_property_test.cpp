@@ -4,6 +4,7 @@
 
 #include "descriptor/build.h"
 #include "descriptor/decode.h"
+#include "descriptor/plan_stats.h"
 #include "mask_fixtures.h"
 
 #include <gtest/gtest.h>
@@ -64,6 +65,7 @@ TEST(DescriptorProperty, RandomRowsRoundTripExactly) {
     const TileCounts want = dense_tile_counts(inst.expected, blob.data());
     EXPECT_EQ(static_cast<const TileCounts&>(stats), want) << context;
     EXPECT_EQ(count_tiles({inst.rows}, tiling), want) << context;  // without building
+    EXPECT_EQ(descriptor::read_plan_stats(blob.data()).to_json(), stats.to_json()) << context;
     EXPECT_EQ(stats.bytes, static_cast<int64_t>(blob.size() * 8));
     EXPECT_EQ(desc::instance(blob.data(), 0).visible_pairs,
               static_cast<uint64_t>(want.visible_pairs));

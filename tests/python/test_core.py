@@ -520,3 +520,47 @@ def test_strip_order_is_the_strip_layout_and_checks_its_input():
         cm.strip_order(0, 2**40, 2**40, 2, 10)
     with pytest.raises(TypeError):
         cm.strip_order(0, 4, 4, "2", 16)
+
+
+# ---- plans from descriptor bytes, pickling ------------------------------------------------
+
+def test_a_plan_comes_back_from_its_descriptor_bytes(tmp_path):
+    plan = cm.masks.doc_causal([0, 100, 250, 300]).specialize(nq=300, batch=2, heads=3,
+                                                               tile=(64, 32))
+    path = tmp_path / "plan.desc"
+    path.write_bytes(plan.descriptor.tobytes())
+    for data in (path.read_bytes(), plan.descriptor, bytearray(path.read_bytes())):
+        loaded = cm.Plan.from_descriptor(data, mask_name="doc_causal")
+        assert (loaded.nq, loaded.nk, loaded.batch, loaded.heads, loaded.tile) == (
+            300, 300, 2, 3, (64, 32))
+        np.testing.assert_array_equal(loaded.to_dense(1, 2), plan.to_dense(1, 2))
+        assert {**loaded.stats(), "build_seconds": 0} == {**plan.stats(), "build_seconds": 0}
+        assert loaded.stats()["build_seconds"] == 0
+
+
+def test_bad_descriptor_bytes_name_the_rule():
+    plan = cm.masks.causal().specialize(nq=100)
+    corrupt = bytearray(plan.descriptor.tobytes())
+    corrupt[0] ^= 0xFF
+    with pytest.raises(ValueError, match="bad magic"):
+        cm.Plan.from_descriptor(corrupt)
+    with pytest.raises(ValueError, match="differs from the blob size"):
+        cm.Plan.from_descriptor(plan.descriptor[:-8])
+    with pytest.raises(ValueError, match="smaller than its 96-byte header"):
+        cm.Plan.from_descriptor(b"")
+    with pytest.raises(TypeError, match="takes bytes or a uint8 array, got str"):
+        cm.Plan.from_descriptor("CMSK")
+
+
+def test_plans_pickle_with_their_token_order():
+    import copy
+    import pickle
+
+    plan = cm.masks.clear(40, 20, 5, strip=6, reorder=True).specialize(nq=440, heads=2)
+    back = pickle.loads(pickle.dumps(plan))
+    assert back.mask_name == plan.mask_name == "clear"
+    np.testing.assert_array_equal(back.token_order, plan.token_order)
+    np.testing.assert_array_equal(back.to_dense(0, 1), plan.to_dense(0, 1))
+    assert back.descriptor.tobytes() == plan.descriptor.tobytes()
+    assert back.device is None
+    assert copy.copy(plan)._core is plan._core  # a copy shares the descriptor

@@ -47,6 +47,13 @@ std::string disagreement(const Mask& mask, const Params& params, const Dims& dim
   if (mask.count_tiles(params, dims, tiling) != static_cast<const TileCounts&>(plan.stats())) {
     return "count_tiles differs from specialize's stats: " + plan.stats().to_json();
   }
+  PlanStats built = plan.stats();
+  built.build_seconds = 0;
+  const PlanStats read = Plan::from_descriptor(plan.blob(), plan.size_bytes()).stats();
+  if (read.to_json() != built.to_json()) {
+    return "the stats read back from the descriptor, " + read.to_json() + ", differ from " +
+           built.to_json();
+  }
   const Bindings bindings = bind(mask.program(), params, dims);
   const std::vector<RegionCode> regions = compile_regions(mask.program());
   for (int32_t b = 0; b < dims.batch; ++b) {

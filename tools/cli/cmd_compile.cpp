@@ -3,10 +3,9 @@
 #include "cli_error.h"
 #include "commands.h"
 #include "mask_setup.h"
+#include "plan_output.h"
 
 #include <compilemask/estimate.h>
-
-#include "descriptor/decode.h"
 
 #include <cstdio>
 #include <fstream>
@@ -72,13 +71,6 @@ std::string estimate_json(const Estimate& e) {
   return buffer;
 }
 
-// The stats, the estimate if asked for, and the whole descriptor, as one JSON object.
-std::string json_output(const Plan& plan, const std::optional<Estimate>& e) {
-  return "{\"stats\": " + plan.stats().to_json() +
-         (e ? ",\n\"estimate\": " + estimate_json(*e) : std::string()) +
-         ",\n\"descriptor\": " + descriptor_to_json(plan.blob()) + "}\n";
-}
-
 void write_file(const std::string& path, const void* data, size_t size) {
   std::ofstream out(path, std::ios::binary);
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
@@ -120,8 +112,9 @@ int run_compile(const ParsedArgs& args) {
   std::optional<Estimate> times;
   if (args.has("estimate")) times = estimate(mask, params, dims, plan);
   const std::string text =
-      emit == "json" ? json_output(plan, times)
-                     : plan.stats().format() + (times ? estimate_text(*times) : std::string());
+      emit == "json"
+          ? plan_json(plan, times ? ",\n\"estimate\": " + estimate_json(*times) : std::string())
+          : plan.stats().format() + (times ? estimate_text(*times) : std::string());
   if (out_path) {
     write_file(*out_path, text.data(), text.size());
   } else {

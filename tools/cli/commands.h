@@ -15,6 +15,7 @@ struct Command {
 
 Command check_command();
 Command compile_command();
+Command inspect_command();
 Command show_command();
 Command run_command();
 

@@ -1,4 +1,5 @@
-// compilemask: check, compile, show and run CompileMask mask programs from the command line.
+// compilemask: check, compile, show and run CompileMask mask programs, and inspect descriptor
+// files, from the command line.
 // Exit codes: 0 ok, 1 diagnostics or bad parameters/input, 2 usage errors (cli_error.h).
 #include "cli_error.h"
 #include "commands.h"
@@ -14,8 +15,8 @@ namespace {
 using cm::cli::Command;
 
 std::vector<Command> all_commands() {
-  return {cm::cli::check_command(), cm::cli::compile_command(), cm::cli::show_command(),
-          cm::cli::run_command()};
+  return {cm::cli::check_command(), cm::cli::compile_command(), cm::cli::inspect_command(),
+          cm::cli::show_command(), cm::cli::run_command()};
 }
 
 void print_overview(std::ostream& out) {

@@ -31,12 +31,16 @@ std::string param_syntax_help() {
          "  any        NAME=@FILE reads the value from FILE (items split by whitespace or commas)";
 }
 
-Mask load_mask(const std::string& path, const CompileOptions& options, std::string* dump) {
+std::string read_input_file(const std::string& path, const std::string& what) {
   std::ifstream file(path, std::ios::binary);
-  if (!file) throw InputError("cannot read mask file '" + path + "'");
-  std::ostringstream text;
-  text << file.rdbuf();
-  CompileResult result = compile(text.str(), path, options, dump);
+  if (!file) throw InputError("cannot read " + what + " '" + path + "'");
+  std::ostringstream content;
+  content << file.rdbuf();
+  return content.str();
+}
+
+Mask load_mask(const std::string& path, const CompileOptions& options, std::string* dump) {
+  CompileResult result = compile(read_input_file(path, "mask file"), path, options, dump);
   if (!result) {
     for (const Diagnostic& d : result.diagnostics) std::cerr << d.format();
     const size_t n = result.diagnostics.size();

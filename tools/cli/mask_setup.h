@@ -1,5 +1,5 @@
-// What several commands share: reading and compiling the mask file, and turning the shape,
-// tiling and -p flags into a cm::Plan.
+// What several commands share: reading input files, compiling the mask file, and turning the
+// shape, tiling and -p flags into a cm::Plan.
 #pragma once
 
 #include "args.h"
@@ -16,6 +16,10 @@ std::vector<FlagSpec> plan_flags();
 
 // The help paragraph describing -p value forms, appended to the plan commands' descriptions.
 std::string param_syntax_help();
+
+// The whole content of `path`. Throws InputError("cannot read <what> '<path>'") if it cannot be
+// read.
+std::string read_input_file(const std::string& path, const std::string& what);
 
 // Reads `path` and compiles it. Throws InputError if the file cannot be read; prints the
 // diagnostics to stderr and throws InputError("N error(s)") if it does not compile.
