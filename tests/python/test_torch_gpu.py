@@ -155,6 +155,24 @@ def test_a_plan_with_a_token_order_attends_in_the_tensors_order(order, layout):
     torch.testing.assert_close(lse[finite].double(), exact[1][finite], atol=1e-3, rtol=1e-4)
 
 
+def test_a_pickled_plan_attends_as_the_original_once_moved_to_the_device():
+    """Plans made on the host (DataLoader workers) pickle to the training process, which moves
+    them to its device: the same outputs, bit for bit, as the plan they were pickled from."""
+    import pickle
+
+    torch.manual_seed(2)
+    n = 700
+    host = TOKEN_ORDERS["strips"](n).specialize(nq=n, heads=4)
+    back = pickle.loads(pickle.dumps(host))
+    assert back.device is None
+    with pytest.raises(ValueError, match="device"):
+        cm.attention(*(torch.randn(1, n, 4, 64, device=DEVICE, dtype=torch.bfloat16)
+                       for _ in range(3)), back)
+    q, k, v = (torch.randn(1, n, 4, 64, device=DEVICE, dtype=torch.bfloat16) for _ in range(3))
+    assert torch.equal(cm.attention(q, k, v, back.to(DEVICE)),
+                       cm.attention(q, k, v, host.to(DEVICE)))
+
+
 def test_clear_by_default_reorders_where_strips_are_faster_and_means_the_same():
     """At 6416 tokens (an 80 x 80 image, radius 16) cm.masks.clear's default takes the strip
     plan with its token order; on row-major tensors it computes the row-major mask."""
