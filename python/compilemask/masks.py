@@ -52,6 +52,44 @@ def sliding(w: int) -> BoundMask:
     return program("sliding_window").bind(W=w)
 
 
+def sinks_window(sinks: int, window: int) -> BoundMask:
+    """Attention sinks plus a sliding window (StreamingLLM): row q sees the first `sinks` keys
+    and its `window` most recent keys, never a key after itself."""
+    return program("sinks_window").bind(S=sinks, W=window)
+
+
+def per_head_window(windows: Any) -> BoundMask:
+    """Causal sliding windows of a length per head: row q of head h sees the windows[h] most
+    recent keys, itself included. Specialize with heads=len(windows)."""
+    return program("per_head_window").bind(windows=windows)
+
+
+def chunked_causal(chunk: int) -> BoundMask:
+    """Causal attention inside fixed chunks of `chunk` tokens (Llama 4's local layers): row q
+    sees the keys of its own chunk up to itself."""
+    return program("chunked_causal").bind(C=chunk)
+
+
+def prefix_lm(prefix: int) -> BoundMask:
+    """Prefix LM: every row sees the first `prefix` keys (bidirectional among themselves) and
+    is causal after them."""
+    return program("prefix_lm").bind(P=prefix)
+
+
+def block_causal_video(frame: int) -> BoundMask:
+    """Frames of `frame` tokens: every token sees all tokens of its own frame and of the frames
+    before it."""
+    return program("block_causal_video").bind(F=frame)
+
+
+def cross_attention(query_offsets: Any, key_offsets: Any) -> BoundMask:
+    """Packed cross-attention: query sequence i (boundaries `query_offsets`) sees exactly key
+    sequence i (boundaries `key_offsets`, as many sequences). Specialize with nq and nk the
+    two packed lengths."""
+    return program("cross_attention").bind(queries=segments(boundaries=query_offsets),
+                                           keys=segments(boundaries=key_offsets))
+
+
 def doc_causal(offsets: Any) -> BoundMask:
     """Packed documents, causal inside each. `offsets` are the document boundaries
     [0, end_0, end_1, ...] (cumulative lengths, as in varlen attention)."""

@@ -564,3 +564,36 @@ def test_plans_pickle_with_their_token_order():
     assert back.descriptor.tobytes() == plan.descriptor.tobytes()
     assert back.device is None
     assert copy.copy(plan)._core is plan._core  # a copy shares the descriptor
+
+
+# ---- the helpers of the other bundled programs, against numpy statements of their masks ---
+
+def _grid(nq, nk):
+    q = np.arange(nq)[:, None] + (nk - nq)  # bottom-right aligned: diag = q + nk - nq
+    return q, np.arange(nk)[None, :]
+
+
+@pytest.mark.parametrize("nq, nk", [(300, 300), (200, 330)])
+def test_the_other_helpers_mean_their_masks(nq, nk):
+    q, k = _grid(nq, nk)
+    expected = {
+        "sinks_window": (cm.masks.sinks_window(5, 40), ((k < 5) | (k > q - 40)) & (k <= q)),
+        "chunked_causal": (cm.masks.chunked_causal(64), (k >= q // 64 * 64) & (k <= q)),
+        "prefix_lm": (cm.masks.prefix_lm(50), (k < 50) | (k <= q)),
+        "block_causal_video": (cm.masks.block_causal_video(48), k < (q // 48 + 1) * 48),
+    }
+    for name, (bound, want) in expected.items():
+        plan = bound.specialize(nq=nq, nk=nk, tile=(64, 64))
+        np.testing.assert_array_equal(plan.to_dense(), want, err_msg=name)
+
+
+def test_per_head_window_and_cross_attention_helpers():
+    windows = [3, 50, 3, 200]
+    plan = cm.masks.per_head_window(windows).specialize(nq=256, heads=4)
+    q, k = _grid(256, 256)
+    for h, w in enumerate(windows):
+        np.testing.assert_array_equal(plan.to_dense(0, h), (k <= q) & (k > q - w), err_msg=h)
+    plan = cm.masks.cross_attention([0, 100, 260], [0, 30, 90]).specialize(nq=260, nk=90)
+    doc_q = np.searchsorted([100, 260], np.arange(260), side="right")
+    doc_k = np.searchsorted([30, 90], np.arange(90), side="right")
+    np.testing.assert_array_equal(plan.to_dense(), doc_q[:, None] == doc_k[None, :])
