@@ -67,39 +67,17 @@ __global__ void __launch_bounds__(kPrepostThreads)
     bwd_preprocess(const __grid_constant__ BwdPrepParams p) {
   const BwdShape& s = p.shape;
   const auto [padded, row, lane, h, b, valid, at] = row_slot(s);
-  // Every load is issued before the first use (the row's LSE and dLSE by lane 0, then its O and
-  // dO chunks), so that a thread waits for memory once rather than once per chunk.
-  const bool packed = s.q_offsets != nullptr;
-  const int64_t lse_row = (packed ? s.q_offsets[b] : 0) + int64_t{row};
-  const int64_t lse_at = (packed ? 0 : b) * p.lse_stride_b + h * p.lse_stride_h + lse_row;
-  float lse = -__builtin_huge_valf(), dlse = 0.f;
-  if (lane == 0 && valid) {
-    lse = p.lse[lse_at];
-    if (p.dlse != nullptr) dlse = p.dlse[lse_at];
-  }
-  constexpr int kChunks = kHeadDim / 8 / kRowThreads;
-  const auto in_head_dim = [&](int i) { return 8 * (lane + i * kRowThreads) < s.head_dim; };
   float acc = 0.f;
   if (valid) {
     const Element* o = row_ptr<Element>(const_cast<void*>(p.out), s, p.out_stride_b, p.out_stride_s,
                                         p.out_stride_h, b, row, h);
     const Element* d = row_ptr<Element>(const_cast<void*>(p.dout), s, p.dout_stride_b,
                                         p.dout_stride_s, p.dout_stride_h, b, row, h);
-    Vec8<Element> ov[kChunks], dv[kChunks];
+    for (int c = 8 * lane; c < s.head_dim; c += 8 * kRowThreads) {
+      const Vec8<Element> ov = *reinterpret_cast<const Vec8<Element>*>(o + c);
+      const Vec8<Element> dv = *reinterpret_cast<const Vec8<Element>*>(d + c);
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      if (!in_head_dim(i)) continue;
-      const int c = 8 * (lane + i * kRowThreads);
-      ov[i] = *reinterpret_cast<const Vec8<Element>*>(o + c);
-      dv[i] = *reinterpret_cast<const Vec8<Element>*>(d + c);
-    }
-#pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      if (!in_head_dim(i)) continue;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        acc += static_cast<float>(ov[i].x[j]) * static_cast<float>(dv[i].x[j]);
-      }
+      for (int j = 0; j < 8; ++j) acc += static_cast<float>(ov.x[j]) * static_cast<float>(dv.x[j]);
     }
   }
 #pragma unroll
@@ -107,9 +85,14 @@ __global__ void __launch_bounds__(kPrepostThreads)
     acc += __shfl_xor_sync(0xffffffffu, acc, offset);
   }
   if (lane == 0) {
+    const bool packed = s.q_offsets != nullptr;
+    const int64_t lse_row = (packed ? s.q_offsets[b] : 0) + int64_t{row};
+    const int64_t lse_at = (packed ? 0 : b) * p.lse_stride_b + h * p.lse_stride_h + lse_row;
+    const float lse = valid ? p.lse[lse_at] : -__builtin_huge_valf();
     const bool sees_keys = lse != -__builtin_huge_valf();
     p.ws.lse_log2[at] = sees_keys ? lse * 1.4426950408889634f : __builtin_huge_valf();
     // d lse / d s_j = P_j: the LSE's gradient adds dLSE * P_j to dS_j = P_j (dP_j - dsum).
+    const float dlse = valid && p.dlse != nullptr ? p.dlse[lse_at] : 0.f;
     p.ws.dsum[at] = valid ? acc - dlse : 0.f;
     if (padded % kBwdStepRows == 0)
       p.ws.semaphores[at / kBwdStepRows] = 0;  // rows_padded is a multiple of kBwdStepRows
