@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -208,7 +209,9 @@ class Verifier {
     }
   }
 
-  // Checks one form's TileRows and runs, and returns its tiles as (m, n, pattern).
+  // Checks one form's TileRows and runs, and returns its tiles as (m, n, pattern) in (m, n)
+  // order, without a sort: a forward row's full and partial tiles are two sorted sequences to
+  // merge, and the transposed form's tiles, taken key tile by key tile, are bucketed by m.
   std::vector<Tile> check_form(uint32_t rows_offset, uint32_t order_offset, int32_t num_major,
                                int32_t num_other, bool forward, const std::string& name) const {
     require_array(rows_offset, uint64_t(num_major), sizeof(desc::TileRow), 4, name + " tile rows");
@@ -227,6 +230,7 @@ class Verifier {
     std::vector<Tile> tiles;
     std::vector<std::pair<int32_t, int32_t>> spans;
     for (int32_t t = 0; t < num_major; ++t) {
+      const size_t row_begin = tiles.size();
       const desc::TileRow& row = rows[t];
       const std::string where = name + " tile " + str(t);
       if (!std::isfinite(row.cost) || row.cost < 0) fail(where + ": cost must be finite and >= 0");
@@ -263,6 +267,7 @@ class Verifier {
         if (i > 0 && full[i].first < full[i - 1].first) fail(where + ": full runs are not sorted");
         add_run(full[i].first, full[i].count, kFull, "full");
       }
+      const size_t partial_begin = tiles.size();
       const desc::PartialRun* partial = desc::partial_runs(blob_, row);
       for (int i = 0; i < row.partial_count; ++i) {
         if (i > 0 && partial[i].first < partial[i - 1].first)
@@ -277,9 +282,23 @@ class Verifier {
         if (spans[i - 1].first + spans[i - 1].second > spans[i].first)
           fail(where + ": runs overlap");
       }
+      if (forward) {
+        std::inplace_merge(tiles.begin() + static_cast<std::ptrdiff_t>(row_begin),
+                           tiles.begin() + static_cast<std::ptrdiff_t>(partial_begin),
+                           tiles.end());
+      }
     }
-    std::sort(tiles.begin(), tiles.end());
-    return tiles;
+    return forward ? tiles : by_query_tile(tiles, num_other);
+  }
+
+  // The transposed form's tiles, listed by key tile, in (m, n) order: a stable bucketing by m.
+  static std::vector<Tile> by_query_tile(const std::vector<Tile>& tiles, int32_t num_q_tiles) {
+    std::vector<size_t> start(static_cast<size_t>(num_q_tiles) + 1, 0);
+    for (const Tile& tile : tiles) ++start[static_cast<size_t>(std::get<0>(tile)) + 1];
+    for (size_t m = 1; m < start.size(); ++m) start[m] += start[m - 1];
+    std::vector<Tile> sorted(tiles.size());
+    for (const Tile& tile : tiles) sorted[start[static_cast<size_t>(std::get<0>(tile))]++] = tile;
+    return sorted;
   }
 
   void check_instance(int32_t index) const {
