@@ -1,15 +1,19 @@
 // libFuzzer target for the descriptor reader, the gate for blobs that come from outside (files
-// written by `compilemask compile --emit descriptor`, bytes handed to cm::cuda::DeviceDescriptor):
-// verify_descriptor must reject any bytes with cm::Error or accept them, never crash or read
-// out of bounds. What it accepts, the readers trust: a small accepted blob must decode (both
-// forms, every (b, h), to the same mask), dump to JSON, and drive the CPU reference forward and
-// backward to finite outputs (fully masked rows give 0), all without a sanitizer report.
+// written by `compilemask compile --emit descriptor`, pickled Python plans, bytes handed to
+// cm::cuda::DeviceDescriptor): verify_descriptor, then the stats read back (read_plan_stats: what
+// cm::Plan::from_descriptor runs), must reject any bytes with cm::Error or accept them, never
+// crash or read out of bounds. What it accepts, the readers trust: its stats must add up, and a
+// small accepted blob must decode (both forms, every (b, h), to the same mask; a window of rows to
+// those rows), dump to JSON, and drive the CPU reference forward and backward to finite outputs
+// (fully masked rows give 0), all without a sanitizer report.
 #include <compilemask/compilemask.h>
 #include <compilemask/descriptor.h>
 #include <compilemask/reference.h>
 
 #include "descriptor/decode.h"
+#include "descriptor/plan_stats.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -46,25 +50,37 @@ void run_reference(const void* blob, const cm::desc::Header& h) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::vector<uint64_t> blob((size + 7) / 8);  // the 8-byte aligned storage verify expects
-  if (size > 0) std::memcpy(blob.data(), data, size);
+  std::vector<uint64_t> storage((size + 7) / 8);  // the 8-byte aligned storage verify expects
+  if (size > 0) std::memcpy(storage.data(), data, size);
+  const void* blob = storage.data();
   try {
-    cm::verify_descriptor(blob.data(), size);
+    cm::verify_descriptor(blob, size);
   } catch (const cm::Error&) {
     return 0;
   }
-  const cm::desc::Header& h = cm::desc::header(blob.data());
+  const cm::desc::Header& h = cm::desc::header(blob);
+  const cm::PlanStats stats = cm::descriptor::read_plan_stats(blob);
+  if (stats.full_tiles + stats.partial_tiles + stats.empty_tiles !=
+          int64_t{h.num_instances} * h.num_q_tiles * h.num_k_tiles ||
+      stats.empty_tiles < 0 || stats.visible_pairs > stats.computed_pairs) {
+    __builtin_trap();
+  }
   if (int64_t{h.nq} * h.nk * h.batch * h.heads <= (int64_t{1} << 20)) {
+    const cm::RowWindow middle{h.nq / 3, std::min(2 * h.nq / 3 + 1, h.nq)};
     for (int32_t b = 0; b < h.batch; ++b) {
       for (int32_t head = 0; head < h.heads; ++head) {
-        const auto forward = cm::decode_dense(blob.data(), b, head, cm::DescriptorForm::kForward);
-        const auto transposed =
-            cm::decode_dense(blob.data(), b, head, cm::DescriptorForm::kTransposed);
+        const auto forward = cm::decode_dense(blob, b, head, cm::DescriptorForm::kForward);
+        const auto transposed = cm::decode_dense(blob, b, head, cm::DescriptorForm::kTransposed);
         if (forward != transposed) __builtin_trap();  // verify checks both forms list one mask
+        const auto rows = cm::decode_dense(blob, b, head, cm::DescriptorForm::kForward, middle);
+        if (!std::equal(rows.begin(), rows.end(),
+                        forward.begin() + static_cast<std::ptrdiff_t>(middle.begin) * h.nk)) {
+          __builtin_trap();
+        }
       }
     }
-    run_reference(blob.data(), h);
+    run_reference(blob, h);
   }
-  if (cm::descriptor_to_json(blob.data()).empty()) __builtin_trap();
+  if (cm::descriptor_to_json(blob).empty()) __builtin_trap();
   return 0;
 }
