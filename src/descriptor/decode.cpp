@@ -93,25 +93,13 @@ std::vector<uint8_t> decode_dense(const void* blob, int32_t b, int32_t h, Descri
   for (int32_t t = 0; t < num_major; ++t) {
     if (forward && !painter.overlaps(t)) continue;
     const desc::TileRow& row = forward ? desc::q_tile(blob, inst, t) : desc::k_tile(blob, inst, t);
-    // Runs list tiles along the other axis; (m, n) orientation depends on the form.
-    auto tile = [&](int32_t other) { return forward ? std::pair{t, other} : std::pair{other, t}; };
-    const desc::FullRun* full = desc::full_runs(blob, row);
-    for (int i = 0; i < row.full_count; ++i) {
-      for (int32_t o = full[i].first; o < full[i].first + full[i].count; ++o) {
-        const auto [m, n] = tile(o);
+    for_each_listed_tile(blob, row, t, form, [&](int32_t m, int32_t n, int64_t pattern) {
+      if (pattern == kFullTile) {
         painter.full(m, n);
+      } else if (painter.overlaps(m)) {
+        painter.partial(m, n, static_cast<uint32_t>(pattern));
       }
-    }
-    const desc::PartialRun* partial = desc::partial_runs(blob, row);
-    for (int i = 0; i < row.partial_count; ++i) {
-      const desc::Pattern& p = desc::pattern(blob, partial[i].pattern);
-      for (int32_t o = partial[i].first; o < partial[i].first + partial[i].count; ++o) {
-        const auto [m, n] = tile(o);
-        if (painter.overlaps(m) && desc::partial_tile_nonempty(blob, p, m, n)) {
-          painter.partial(m, n, partial[i].pattern);
-        }
-      }
-    }
+    });
   }
   return dense;
 }

@@ -1,15 +1,49 @@
-// Host-side readers of descriptor blobs: structural verification, dense decoding of one (b, h)
-// mask from either form, and a readable JSON dump.
+// Host-side readers of descriptor blobs: structural verification, the walk over the tiles a
+// form lists, dense decoding of one (b, h) mask from either form, and a readable JSON dump.
 #pragma once
+
+#include <compilemask/descriptor.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cm {
 
 enum class DescriptorForm { kForward, kTransposed };
+
+// The pattern for_each_listed_tile gives full tiles.
+inline constexpr int64_t kFullTile = -1;
+
+// Calls visit(m, n, pattern) for every tile that row t of the chosen form of an instance lists:
+// its full tiles with pattern kFullTile, then its partial tiles with their pattern index,
+// skipping the empty tiles a sparse grid run spans (they are not its members). Pre: the blob
+// passed verify_descriptor.
+template <class Visit>
+void for_each_listed_tile(const void* blob, const desc::TileRow& row, int32_t t,
+                          DescriptorForm form, Visit&& visit) {
+  // Runs list tiles along the other axis; (m, n) orientation depends on the form.
+  const auto tile = [&](int32_t other) {
+    return form == DescriptorForm::kForward ? std::pair{t, other} : std::pair{other, t};
+  };
+  const desc::FullRun* full = desc::full_runs(blob, row);
+  for (int i = 0; i < row.full_count; ++i) {
+    for (int32_t o = full[i].first; o < full[i].first + full[i].count; ++o) {
+      const auto [m, n] = tile(o);
+      visit(m, n, kFullTile);
+    }
+  }
+  const desc::PartialRun* partial = desc::partial_runs(blob, row);
+  for (int i = 0; i < row.partial_count; ++i) {
+    const desc::Pattern& p = desc::pattern(blob, partial[i].pattern);
+    for (int32_t o = partial[i].first; o < partial[i].first + partial[i].count; ++o) {
+      const auto [m, n] = tile(o);
+      if (desc::partial_tile_nonempty(blob, p, m, n)) visit(m, n, int64_t{partial[i].pattern});
+    }
+  }
+}
 
 // Checks every structural rule of docs/descriptor.md: magic, version, sizes, aligned in-bounds
 // sections, valid instance map, well-formed patterns and formulas, sorted disjoint in-range

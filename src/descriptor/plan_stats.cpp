@@ -1,6 +1,8 @@
 // PlanStats from a descriptor's header and tile counts (see plan_stats.h).
 #include "descriptor/plan_stats.h"
 
+#include "descriptor/decode.h"
+
 namespace cm::descriptor {
 
 void complete_counts(TileCounts& counts, int64_t instances, int64_t q_tiles, int64_t k_tiles) {
@@ -30,24 +32,11 @@ PlanStats read_plan_stats(const void* blob) {
     for (int32_t m = 0; m < hd.num_q_tiles; ++m) {
       const desc::TileRow& row = desc::q_tile(blob, inst, m);
       const int64_t height = desc::q_tile_span(blob, m).size();
-      const auto computed = [&](int32_t n) { return height * desc::k_tile_span(blob, n).size(); };
-      const desc::FullRun* full = desc::full_runs(blob, row);
-      for (int r = 0; r < row.full_count; ++r) {
-        for (int32_t n = full[r].first; n < full[r].first + full[r].count; ++n) {
-          ++counts.full_tiles;
-          counts.computed_pairs += computed(n);
-        }
-      }
-      // A sparse grid run may span empty tiles, which are not its members.
-      const desc::PartialRun* partial = desc::partial_runs(blob, row);
-      for (int r = 0; r < row.partial_count; ++r) {
-        const desc::Pattern& p = desc::pattern(blob, partial[r].pattern);
-        for (int32_t n = partial[r].first; n < partial[r].first + partial[r].count; ++n) {
-          if (!desc::partial_tile_nonempty(blob, p, m, n)) continue;
-          ++counts.partial_tiles;
-          counts.computed_pairs += computed(n);
-        }
-      }
+      for_each_listed_tile(blob, row, m, DescriptorForm::kForward,
+                           [&](int32_t, int32_t n, int64_t pattern) {
+                             ++(pattern == kFullTile ? counts.full_tiles : counts.partial_tiles);
+                             counts.computed_pairs += height * desc::k_tile_span(blob, n).size();
+                           });
     }
   }
   return plan_stats(hd, counts);
