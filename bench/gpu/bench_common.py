@@ -192,7 +192,7 @@ class Workload:
         self.desc = compile_descriptor(a.cli, os.path.join(a.examples, mask_file), params,
                                        self.N, self.N)
         self.tiles, self.desc_visible = tile_counts(self.desc)
-        order = workload_order(name, prm)
+        order = workload_order(a.cli, name, prm)
         self.order = None if order is None else torch.from_numpy(order).to(torch.int32).cuda()
         self.inverse = None if order is None else torch.argsort(self.order).to(torch.int32)
 

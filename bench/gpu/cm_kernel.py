@@ -9,7 +9,6 @@ the kernel can be timed beside FlexAttention and cuDNN. Descriptors come from th
 (`compilemask compile ... --emit descriptor`), never from Python code.
 """
 import ctypes
-import importlib.util
 import os
 import subprocess
 import tempfile
@@ -70,15 +69,15 @@ def compile_descriptor(cli, mask_file, params, nq, nk, batch=1, heads=1):
 CLEAR_STRIP = 16
 
 
-def _strip_order():
-    """compilemask.strip_order, loaded from its source file (the package itself needs its
-    compiled core)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python",
-                        "compilemask", "_layout.py")
-    spec = importlib.util.spec_from_file_location("compilemask_layout", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.strip_order
+def strip_order(cli, start, rows, cols, strip, total):
+    """`compilemask strip-order`'s permutation as an int64 numpy array (cm::strip_order: the
+    tool, because these scripts run without the Python package)."""
+    args = [cli, "strip-order", "--start", str(start), "--rows", str(rows), "--cols", str(cols),
+            "--strip", str(strip), "--total", str(total)]
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+    return np.array(done.stdout.split(), dtype=np.int64)
 
 
 def workload_base(name):
@@ -86,13 +85,13 @@ def workload_base(name):
     return "clear" if name == "clear_strips" else name
 
 
-def workload_order(name, prm):
+def workload_order(cli, name, prm):
     """None when the workload runs in its own token order, else the int64 numpy permutation
     that puts its tokens in the order of workload_mask's program (see strip_order)."""
     if name != "clear_strips":
         return None
     s = prm["grid"][0]
-    return _strip_order()(prm["text"], s, s, CLEAR_STRIP, prm["N"])
+    return strip_order(cli, prm["text"], s, s, CLEAR_STRIP, prm["N"])
 
 
 def workload_mask(name, prm):

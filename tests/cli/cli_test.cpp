@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -37,8 +38,11 @@ std::string descriptor_bytes(const std::string& mask, const std::vector<std::str
 
 TEST(Cli, HelpListsCommandsAndOptions) {
   const CliResult top = expect_ok({"--help"});
-  for (const char* command : {"check", "compile", "inspect", "show", "run"}) {
-    EXPECT_TRUE(contains(top.out, command)) << describe(top);
+  const CliResult unknown = run_cli({"nope"});
+  EXPECT_EQ(unknown.exit_code, 2) << describe(unknown);
+  for (const char* command : {"check", "compile", "inspect", "show", "run", "strip-order"}) {
+    EXPECT_TRUE(contains(top.out, std::string("  ") + command + " ")) << describe(top);
+    EXPECT_TRUE(contains(unknown.err, command)) << describe(unknown);
     const CliResult help = expect_ok({command, "--help"});
     EXPECT_TRUE(contains(help.out, std::string("usage: compilemask ") + command)) << help.out;
   }
@@ -160,6 +164,46 @@ TEST(Cli, InspectChecksADescriptorFileAndPrintsItsStats) {
   EXPECT_TRUE(contains(missing.err, "cannot read descriptor file")) << describe(missing);
   const CliResult usage = run_cli({"inspect", file, "--emit", "descriptor"});
   EXPECT_EQ(usage.exit_code, 2) << describe(usage);
+}
+
+// The strip order stated plainly: tokens before and after the grid keep their places; inside
+// it, frame by frame, strip by strip (the last one narrower), row by row.
+std::string plain_strip_order(int start, int frames, int rows, int cols, int strip, int total) {
+  std::string text;
+  auto put = [&](int token) { text += std::to_string(token) + "\n"; };
+  for (int t = 0; t < start; ++t) put(t);
+  for (int f = 0; f < frames; ++f) {
+    for (int c0 = 0; c0 < cols; c0 += strip) {
+      for (int r = 0; r < rows; ++r) {
+        for (int c = c0; c < std::min(cols, c0 + strip); ++c)
+          put(start + (f * rows + r) * cols + c);
+      }
+    }
+  }
+  for (int t = start + frames * rows * cols; t < total; ++t) put(t);
+  return text;
+}
+
+TEST(Cli, StripOrderPrintsThePermutation) {
+  const CliResult order = expect_ok({"strip-order", "--start", "3", "--frames", "2", "--rows", "4",
+                                     "--cols", "7", "--strip", "3", "--total", "64"});
+  EXPECT_EQ(order.out, plain_strip_order(3, 2, 4, 7, 3, 64));
+  const std::string file = scratch_dir() + "/order.txt";
+  expect_ok(
+      {"strip-order", "--rows", "5", "--cols", "5", "--strip", "2", "--total", "25", "-o", file});
+  EXPECT_EQ(read_file(file), plain_strip_order(0, 1, 5, 5, 2, 25));
+
+  const CliResult too_small =
+      run_cli({"strip-order", "--rows", "4", "--cols", "4", "--strip", "2", "--total", "15"});
+  EXPECT_EQ(too_small.exit_code, 1) << describe(too_small);
+  EXPECT_TRUE(contains(too_small.err, "does not fit in 15 tokens")) << describe(too_small);
+  const CliResult missing = run_cli({"strip-order", "--rows", "4", "--cols", "4", "--total", "16"});
+  EXPECT_EQ(missing.exit_code, 2) << describe(missing);
+  EXPECT_TRUE(contains(missing.err, "needs --strip")) << describe(missing);
+  const CliResult zero =
+      run_cli({"strip-order", "--rows", "0", "--cols", "4", "--strip", "2", "--total", "16"});
+  EXPECT_EQ(zero.exit_code, 2) << describe(zero);
+  EXPECT_TRUE(contains(zero.err, "--rows: expected an integer in [1,")) << describe(zero);
 }
 
 TEST(Cli, CompileEmitsStatsAndJson) {

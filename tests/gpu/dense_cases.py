@@ -26,9 +26,9 @@ class Case:
                 f"h={self.heads_q}/{self.heads_kv} b={self.batch} {dt} {self.layout}")
 
 
-def workload_cases(workloads, lengths):
+def workload_cases(cli, workloads, lengths):
     """Every workload at the given odd lengths, cycling head dims, GQA ratios, layouts and
-    dtypes."""
+    dtypes (cli: the compilemask tool, which gives clear_strips its token order)."""
     from cm_kernel import workload_mask, workload_order
     builders = {
         "causal": lambda n: workloads.causal(n, xp=torch, device="cuda"),
@@ -51,7 +51,7 @@ def workload_cases(workloads, lengths):
                 continue  # eight responses need at least one token each
             mm, prm = build(n)
             N = prm["N"]
-            order = workload_order(name, prm)  # token i of the case is the workload's idx[i]
+            order = workload_order(cli, name, prm)  # token i of the case is the workload's idx[i]
             idx = torch.arange(N, device="cuda") if order is None else torch.from_numpy(order).cuda()
             visible = mm(0, 0, idx[:, None], idx[None, :])
             mask_file, params = workload_mask(name, prm)
@@ -128,7 +128,7 @@ def suite_cases(args, tests, quick_lengths):
     import workloads
     torch.manual_seed(0)
     lengths = LENGTHS[:quick_lengths] if args.quick else LENGTHS
-    return workload_cases(workloads, lengths) + special_cases()
+    return workload_cases(args.cli, workloads, lengths) + special_cases()
 
 
 def run_plan(plan, *args):

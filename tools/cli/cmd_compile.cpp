@@ -8,7 +8,6 @@
 #include <compilemask/estimate.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -71,12 +70,6 @@ std::string estimate_json(const Estimate& e) {
   return buffer;
 }
 
-void write_file(const std::string& path, const void* data, size_t size) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-  if (!out) throw InputError("cannot write '" + path + "'");
-}
-
 int run_compile(const ParsedArgs& args) {
   const std::string& file = args.positional[0];
   if (const std::optional<std::string> pass = args.value("dump-after")) {
@@ -105,7 +98,7 @@ int run_compile(const ParsedArgs& args) {
   const Params params = mask_params(mask, args);
   const Plan plan = mask.specialize(params, dims, tiling);
   if (emit == "descriptor") {
-    write_file(*out_path, plan.blob(), plan.size_bytes());
+    write_output_file(*out_path, plan.blob(), plan.size_bytes());
     std::cout << "wrote " << plan.size_bytes() << " bytes to " << *out_path << "\n";
     return kExitOk;
   }
@@ -115,11 +108,7 @@ int run_compile(const ParsedArgs& args) {
       emit == "json"
           ? plan_json(plan, times ? ",\n\"estimate\": " + estimate_json(*times) : std::string())
           : plan.stats().format() + (times ? estimate_text(*times) : std::string());
-  if (out_path) {
-    write_file(*out_path, text.data(), text.size());
-  } else {
-    std::cout << text;
-  }
+  write_text_output(out_path, text);
   return kExitOk;
 }
 

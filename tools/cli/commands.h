@@ -18,5 +18,6 @@ Command compile_command();
 Command inspect_command();
 Command show_command();
 Command run_command();
+Command strip_order_command();
 
 }  // namespace cm::cli

@@ -4,6 +4,7 @@
 #include "cli_error.h"
 #include "commands.h"
 
+#include <algorithm>
 #include <iostream>
 #include <new>
 #include <optional>
@@ -16,15 +17,18 @@ using cm::cli::Command;
 
 std::vector<Command> all_commands() {
   return {cm::cli::check_command(), cm::cli::compile_command(), cm::cli::inspect_command(),
-          cm::cli::show_command(), cm::cli::run_command()};
+          cm::cli::show_command(),  cm::cli::run_command(),     cm::cli::strip_order_command()};
 }
 
 void print_overview(std::ostream& out) {
-  out << "usage: compilemask COMMAND FILE [options]\n\n"
+  out << "usage: compilemask COMMAND [FILE] [options]\n\n"
          "Compiles attention-mask programs into tile descriptors.\n\ncommands:\n";
-  for (const Command& c : all_commands()) {
+  const std::vector<Command> commands = all_commands();
+  size_t width = 0;
+  for (const Command& c : commands) width = std::max(width, c.spec.name.size());
+  for (const Command& c : commands) {
     std::string name = "  " + c.spec.name;
-    name.resize(12, ' ');
+    name.resize(width + 4, ' ');
     out << name << c.spec.summary << "\n";
   }
   out << "\nRun 'compilemask COMMAND --help' for the options of a command.\n"
@@ -56,8 +60,11 @@ int dispatch(int argc, const char* const* argv) {
     }
     return command.run(*args);
   }
-  return usage_error("unknown command '" + name +
-                     "' (commands: check, compile, show, run; see 'compilemask --help')");
+  std::string names;
+  for (const Command& command : all_commands())
+    names += (names.empty() ? "" : ", ") + command.spec.name;
+  return usage_error("unknown command '" + name + "' (commands: " + names +
+                     "; see 'compilemask --help')");
 }
 
 }  // namespace

@@ -39,6 +39,20 @@ std::string read_input_file(const std::string& path, const std::string& what) {
   return content.str();
 }
 
+void write_output_file(const std::string& path, const void* data, size_t size) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  if (!out) throw InputError("cannot write '" + path + "'");
+}
+
+void write_text_output(const std::optional<std::string>& path, const std::string& text) {
+  if (path) {
+    write_output_file(*path, text.data(), text.size());
+  } else {
+    std::cout << text;
+  }
+}
+
 Mask load_mask(const std::string& path, const CompileOptions& options, std::string* dump) {
   CompileResult result = compile(read_input_file(path, "mask file"), path, options, dump);
   if (!result) {

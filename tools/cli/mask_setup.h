@@ -1,11 +1,13 @@
-// What several commands share: reading input files, compiling the mask file, and turning the
-// shape, tiling and -p flags into a cm::Plan.
+// What several commands share: reading input and writing output files, compiling the mask
+// file, and turning the shape, tiling and -p flags into a cm::Plan.
 #pragma once
 
 #include "args.h"
 
 #include <compilemask/compilemask.h>
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,12 @@ std::string param_syntax_help();
 // The whole content of `path`. Throws InputError("cannot read <what> '<path>'") if it cannot be
 // read.
 std::string read_input_file(const std::string& path, const std::string& what);
+
+// Writes `size` bytes to `path`, replacing it. Throws InputError("cannot write '<path>'").
+void write_output_file(const std::string& path, const void* data, size_t size);
+
+// Writes `text` to `path` (write_output_file), or to stdout when there is no path (no -o).
+void write_text_output(const std::optional<std::string>& path, const std::string& text);
 
 // Reads `path` and compiles it. Throws InputError if the file cannot be read; prints the
 // diagnostics to stderr and throws InputError("N error(s)") if it does not compile.
