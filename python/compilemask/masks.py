@@ -90,6 +90,14 @@ def cross_attention(query_offsets: Any, key_offsets: Any) -> BoundMask:
                                            keys=segments(boundaries=key_offsets))
 
 
+def padded(lengths: Any, causal: bool = True) -> BoundMask:
+    """A right-padded batch: batch row b holds lengths[b] real tokens, then padding. Real rows
+    see the real keys (only those up to themselves when `causal`); padding rows see nothing,
+    so their output is 0 and they pass no gradient. Specialize with batch=len(lengths) and nq
+    (= nk) the padded length."""
+    return program("padded").bind(lengths=lengths, causal=int(bool(causal)))
+
+
 def doc_causal(offsets: Any) -> BoundMask:
     """Packed documents, causal inside each. `offsets` are the document boundaries
     [0, end_0, end_1, ...] (cumulative lengths, as in varlen attention)."""

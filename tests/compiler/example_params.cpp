@@ -93,6 +93,12 @@ std::vector<ExampleCase> example_cases(int64_t n) {
         {"keys", Segments::from_lengths(std::vector<int64_t>(lens.size(), 3))}},
        Dims{n, static_cast<int64_t>(lens.size()) * 3, 1, 1}},
       {"per_head_window", {{"windows", std::vector<int64_t>{1, 4, 4, 0}}}, Dims{n, n, 2, 4}},
+      {"padded",
+       {{"lengths", std::vector<int64_t>{n, 0, n / 2, 1}}, {"causal", int64_t{1}}},
+       Dims{n, n, 4, 1}},
+      {"padded",
+       {{"lengths", std::vector<int64_t>{n / 3, n}}, {"causal", int64_t{0}}},
+       Dims{n, n, 2, 2}},
   };
   return cases;
 }

@@ -24,12 +24,13 @@ ir::Program example(const std::string& name) {
 }
 
 void expect_mask(const ir::Program& p, const std::vector<ParamValue>& values, int64_t nq,
-                 int64_t nk, const Predicate& want, int64_t h = 0) {
-  IrEval eval(p, values, nq, nk, 0, h);
+                 int64_t nk, const Predicate& want, int64_t h = 0, int64_t b = 0) {
+  IrEval eval(p, values, nq, nk, static_cast<int32_t>(b), static_cast<int32_t>(h));
   for (int64_t q = 0; q < nq; ++q) {
     for (int64_t k = 0; k < nk; ++k) {
       ASSERT_EQ(eval.visible(q, k), want(q, k))
-          << p.name << " nq=" << nq << " nk=" << nk << " h=" << h << " q=" << q << " k=" << k;
+          << p.name << " nq=" << nq << " nk=" << nk << " b=" << b << " h=" << h << " q=" << q
+          << " k=" << k;
     }
   }
 }
@@ -225,6 +226,20 @@ TEST(Examples, PerHeadWindow) {
     const int64_t w = windows[static_cast<size_t>(h)];
     expect_mask(
         p, {windows}, 15, 15, [w](int64_t q, int64_t k) { return q >= k && q - k < w; }, h);
+  }
+}
+
+TEST(Examples, Padded) {
+  const ir::Program p = example("padded");
+  const std::vector<int64_t> lengths = {15, 0, 1, 9};
+  for (int64_t causal : {0, 1}) {
+    for (int64_t b = 0; b < 4; ++b) {
+      const int64_t len = lengths[static_cast<size_t>(b)];
+      expect_mask(
+          p, {lengths, causal}, 15, 15,
+          [=](int64_t q, int64_t k) { return q < len && k < len && (causal == 0 || k <= q); }, 0,
+          b);
+    }
   }
 }
 

@@ -597,3 +597,15 @@ def test_per_head_window_and_cross_attention_helpers():
     doc_q = np.searchsorted([100, 260], np.arange(260), side="right")
     doc_k = np.searchsorted([30, 90], np.arange(90), side="right")
     np.testing.assert_array_equal(plan.to_dense(), doc_q[:, None] == doc_k[None, :])
+
+
+def test_padded_batches_hide_the_padding_per_batch_row():
+    lengths = [300, 0, 120]
+    q, k = _grid(300, 300)
+    for causal in (True, False):
+        plan = cm.masks.padded(lengths, causal=causal).specialize(nq=300, batch=3)
+        for b, n in enumerate(lengths):
+            want = (q < n) & (k < n) & ((k <= q) if causal else True)
+            np.testing.assert_array_equal(plan.to_dense(b, 0), want, err_msg=f"{causal} {b}")
+    with pytest.raises(ValueError, match="lengths"):
+        cm.masks.padded(lengths).specialize(nq=300, batch=4)

@@ -44,6 +44,10 @@ MASKS = {
     "clear_strips": lambda n: cm.masks.clear(n - 20 * 20, 20, 5, strip=6),
     "neighbourhood_2d": lambda n: cm.masks.neighbourhood_2d(20, n // 20, 3, 4, "ellipse",
                                                             strip=None),
+    "sinks_window": lambda n: cm.masks.sinks_window(4, 97),
+    "chunked_causal": lambda n: cm.masks.chunked_causal(200),
+    "prefix_lm": lambda n: cm.masks.prefix_lm(n // 5),
+    "block_causal_video": lambda n: cm.masks.block_causal_video(n // 7),
 }
 
 
@@ -275,6 +279,52 @@ def test_nq_differs_from_nk_and_a_custom_scale():
     torch.testing.assert_close(out.transpose(1, 2).double(), want[0], atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(q.grad.transpose(1, 2).double(), want[2], atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(k.grad.transpose(1, 2).double(), want[3], atol=2e-2, rtol=2e-2)
+
+
+# Plans whose masks differ per head, or whose queries and keys are packed sequences of other
+# lengths: (plan, nq, nk, query heads, kv heads).
+SHAPED_PLANS = {
+    "per_head_window": lambda: (cm.masks.per_head_window([1, 40, 300, 700]).specialize(
+        nq=700, heads=4, device=DEVICE), 700, 700, 4, 2),
+    "cross_attention": lambda: (cm.masks.cross_attention([0, 100, 260, 300], [0, 30, 90, 520])
+                                .specialize(nq=300, nk=520, device=DEVICE), 300, 520, 2, 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SHAPED_PLANS))
+def test_per_head_masks_and_packed_cross_attention_match_float64(case):
+    torch.manual_seed(2)
+    plan, nq, nk, heads_q, heads_kv = SHAPED_PLANS[case]()
+    q = torch.randn(2, nq, heads_q, 64, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(2, nk, heads_kv, 64, device=DEVICE, dtype=torch.bfloat16,
+                        requires_grad=True) for _ in range(2))
+    out = cm.attention(q, k, v, plan)
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    got = [x.transpose(1, 2) for x in (out, q.grad, k.grad, v.grad)]
+    check_against_references(got, *(x.transpose(1, 2) for x in (q, k, v)), visible_of(plan),
+                             1 / 8, dout.transpose(1, 2))
+
+
+def test_a_padded_batch_leaves_the_padding_out():
+    """Per-batch-row masks: a right-padded batch, one row all padding. The real rows match
+    float64; padding rows give out 0 and LSE -inf, and padding tokens get zero gradients."""
+    torch.manual_seed(4)
+    n, lengths = 700, [700, 0, 333]
+    plan = cm.masks.padded(lengths).specialize(nq=n, batch=3, device=DEVICE)
+    q = torch.randn(3, n, 4, 64, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(3, n, 2, 64, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))
+    out, lse = cm.attention(q, k, v, plan, return_lse=True)
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    got = [x.transpose(1, 2) for x in (out, q.grad, k.grad, v.grad)]
+    check_against_references(got, *(x.transpose(1, 2) for x in (q, k, v)), visible_of(plan),
+                             1 / 8, dout.transpose(1, 2))
+    for b, length in enumerate(lengths):
+        for x in (out, q.grad, k.grad, v.grad):
+            assert torch.equal(x[b, length:], torch.zeros_like(x[b, length:])), b
+        assert torch.isneginf(lse[b, :, length:]).all() and torch.isfinite(lse[b, :, :length]).all()
 
 
 def test_jagged_layouts_match_the_padded_layout():
