@@ -25,13 +25,28 @@ def attach(plan: Plan, device: Any) -> None:
         raise ValueError(f"device must be a CUDA device, got '{device}'")
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
-    host = torch.from_numpy(np.array(plan.descriptor))
+    host = _pinned(np.array(plan.descriptor))
     _mark_dynamic(host)
     plan._desc_host = host
-    plan._desc_device = host.to(device)
+    plan._desc_device = _upload(host, device)
     _mark_dynamic(plan._desc_device)
     if plan.token_order is not None:
-        order = torch.from_numpy(plan.token_order.astype(np.int32))
-        plan._order_device = order.to(device)
-        plan._inverse_device = torch.argsort(order).to(torch.int32).to(device)
+        order = plan.token_order.astype(np.int32)
+        plan._order_device = _upload(_pinned(order), device)
+        plan._inverse_device = _upload(_pinned(np.argsort(order).astype(np.int32)), device)
     plan.device = device
+
+
+def _pinned(array: np.ndarray) -> torch.Tensor:
+    """`array` copied into page-locked host memory, which a copy to the GPU can read without
+    the host waiting for it."""
+    return torch.from_numpy(array).pin_memory()
+
+
+def _upload(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`host` (pinned) copied to `device`, queued on the device's current stream: the host goes
+    on at once instead of waiting for the GPU work queued before the copy, so a plan made each
+    training step does not stall the step's pipeline. Kernels queued after it on that stream see
+    the data; torch's pinned-memory allocator keeps `host` until the copy is done."""
+    with torch.cuda.device(device):
+        return host.to(device, non_blocking=True)

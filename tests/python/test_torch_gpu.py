@@ -159,6 +159,26 @@ def test_a_plan_with_a_token_order_attends_in_the_tensors_order(order, layout):
     torch.testing.assert_close(lse[finite].double(), exact[1][finite], atol=1e-3, rtol=1e-4)
 
 
+def test_moving_a_plan_to_the_device_does_not_wait_for_the_gpu():
+    """A plan made per training step is uploaded while the GPU still runs earlier work, and the
+    kernels queued after it read the uploaded descriptor and token order."""
+    torch.manual_seed(6)
+    n = 500
+    q, k, v = (torch.randn(1, n, 2, 64, device=DEVICE, dtype=torch.bfloat16) for _ in range(3))
+    host = cm.masks.clear(n - 20 * 20, 20, 5, strip=6, reorder=True).specialize(nq=n)
+    host.to(DEVICE)  # the pinned-memory allocator's first blocks, which may sync, come here
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time queued ahead of the upload
+    plan = host.to(DEVICE)
+    assert not torch.cuda.current_stream().query(), "the upload waited for the queued GPU work"
+    out = cm.attention(q, k, v, plan)
+    position = torch.from_numpy(np.argsort(plan.token_order)).to(DEVICE)
+    visible = visible_of(plan)[..., position, :][..., position]
+    want = reference(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), visible, 1 / 8,
+                     torch.zeros_like(q).transpose(1, 2))[0]
+    torch.testing.assert_close(out.transpose(1, 2).double(), want, atol=2e-2, rtol=2e-2)
+
+
 def test_a_pickled_plan_attends_as_the_original_once_moved_to_the_device():
     """Plans made on the host (DataLoader workers) pickle to the training process, which moves
     them to its device: the same outputs, bit for bit, as the plan they were pickled from."""
