@@ -105,13 +105,17 @@ class Mask:
 
 class BoundMask:
     """A Mask with some parameters already given (what the cm.masks helpers return), and
-    optionally a token order made for each specialization (with_token_order)."""
+    optionally a token order made for each specialization (with_token_order) and a check of
+    the specialization's arguments (`check(kwargs)` raises for arguments that do not fit the
+    bound values, such as arrays of one entry per row and another nq)."""
 
     def __init__(self, mask: Mask, params: dict[str, Any],
-                 token_order: Callable[[int], Any] | None = None):
+                 token_order: Callable[[int], Any] | None = None,
+                 check: Callable[[dict[str, Any]], None] | None = None):
         self.mask = mask
         self.bound = params
         self._token_order = token_order
+        self._check = check
 
     def __repr__(self) -> str:
         order = "" if self._token_order is None else " token_order"
@@ -124,16 +128,24 @@ class BoundMask:
 
     def with_token_order(self, order_for: Callable[[int], Any]) -> "BoundMask":
         """This mask, specializing with token_order=order_for(nq) unless given one."""
-        return BoundMask(self.mask, self.bound, order_for)
+        return BoundMask(self.mask, self.bound, order_for, self._check)
+
+    def with_check(self, check: Callable[[dict[str, Any]], None]) -> "BoundMask":
+        """This mask, calling check(kwargs) before each specialize and count_tiles."""
+        return BoundMask(self.mask, self.bound, self._token_order, check)
 
     def specialize(self, **kwargs: Any) -> Plan:
         """Mask.specialize with the bound parameters added (a parameter given again wins)."""
+        if self._check is not None:
+            self._check(kwargs)
         if self._token_order is not None and "token_order" not in kwargs and "nq" in kwargs:
             kwargs["token_order"] = self._token_order(kwargs["nq"])
         return self.mask.specialize(**{**self.bound, **kwargs})
 
     def count_tiles(self, **kwargs: Any) -> dict[str, int]:
         """Mask.count_tiles with the bound parameters added (a parameter given again wins)."""
+        if self._check is not None:
+            self._check(kwargs)
         return self.mask.count_tiles(**{**self.bound, **kwargs})
 
 

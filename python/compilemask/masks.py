@@ -11,6 +11,8 @@ import functools
 from importlib import resources
 from typing import Any
 
+import numpy as np
+
 from ._choice import PlanChoice
 from ._layout import strip_order
 from ._mask import BoundMask, Mask, compile
@@ -94,8 +96,55 @@ def padded(lengths: Any, causal: bool = True) -> BoundMask:
     """A right-padded batch: batch row b holds lengths[b] real tokens, then padding. Real rows
     see the real keys (only those up to themselves when `causal`); padding rows see nothing,
     so their output is 0 and they pass no gradient. Specialize with batch=len(lengths) and nq
-    (= nk) the padded length."""
-    return program("padded").bind(lengths=lengths, causal=int(bool(causal)))
+    (= nk) the padded length. A negative length raises ValueError."""
+    lengths = _integer_array("padded", lengths, "lengths")
+    if lengths.ndim != 1:
+        raise ValueError(f"padded: lengths must hold one length per batch row, got shape "
+                         f"{lengths.shape}")
+    if (lengths < 0).any():
+        raise ValueError(f"padded: lengths must not be negative, got {lengths[lengths < 0][0]}")
+    return program("padded").bind(lengths=lengths, causal=int(bool(causal))).with_check(
+        functools.partial(_check_batch, "padded", "lengths", len(lengths)))
+
+
+def row_intervals(starts: Any, ends: Any) -> BoundMask:
+    """Any mask with one interval of keys per query row, from arrays (FlashMask-style bounds,
+    computed by the caller): row q sees keys [starts[q], ends[q]); with arrays of shape
+    [batch, nq], row q of batch row b sees [starts[b, q], ends[b, q]). An interval whose end
+    is not past its start is empty, and keys are clipped to [0, nk). Specialize with nq equal
+    to the arrays' last dimension (and batch to their first); other shapes raise ValueError."""
+    starts, ends = (_integer_array("row_intervals", x, name)
+                    for x, name in ((starts, "starts"), (ends, "ends")))
+    if starts.shape != ends.shape or starts.ndim not in (1, 2) or starts.size == 0:
+        raise ValueError(f"row_intervals: starts and ends must have one shape, [nq] or "
+                         f"[batch, nq], got {starts.shape} and {ends.shape}")
+
+    def check(kwargs: dict[str, Any]) -> None:
+        rows = starts.shape[-1]
+        if kwargs.get("nq") != rows:
+            raise ValueError(f"row_intervals: the bounds hold {rows} rows, so nq must be "
+                             f"{rows}, got {kwargs.get('nq')}")
+        if starts.ndim == 2:
+            _check_batch("row_intervals", "bounds", starts.shape[0], kwargs)
+
+    return program("row_intervals").bind(starts=starts.reshape(-1),
+                                         ends=ends.reshape(-1)).with_check(check)
+
+
+def _check_batch(helper: str, what: str, batches: int, kwargs: dict[str, Any]) -> None:
+    """Raises ValueError unless specialize's batch (default 1) is `batches`."""
+    if kwargs.get("batch", 1) != batches:
+        raise ValueError(f"{helper}: the {what} hold {batches} batch rows, so batch must be "
+                         f"{batches}, got {kwargs.get('batch', 1)}")
+
+
+def _integer_array(helper: str, values: Any, name: str) -> np.ndarray:
+    """`values` (a list, numpy array or torch tensor) as an int64 numpy array; raises TypeError
+    naming the helper and the argument for other element types."""
+    array = np.asarray(values.cpu() if hasattr(values, "cpu") else values)
+    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"{helper}: {name} must be integers, got dtype {array.dtype}")
+    return array.astype(np.int64)
 
 
 def doc_causal(offsets: Any) -> BoundMask:

@@ -100,6 +100,13 @@ std::vector<ExampleCase> example_cases(int64_t n) {
        {{"lengths", std::vector<int64_t>{n / 3, n}}, {"causal", int64_t{0}}},
        Dims{n, n, 2, 2}},
   };
+  // row_intervals: bounds that stray past both ends and cross, per batch row (2 x n entries).
+  std::vector<int64_t> starts, ends;
+  for (int64_t i = 0; i < 2 * n; ++i) {
+    starts.push_back((i * 37) % (n + 9) - 4);
+    ends.push_back(starts.back() + (i * 11) % 23 - 3);
+  }
+  cases.push_back({"row_intervals", {{"starts", starts}, {"ends", ends}}, Dims{n, n, 2, 1}});
   return cases;
 }
 

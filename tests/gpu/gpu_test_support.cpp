@@ -76,8 +76,16 @@ std::vector<Case> example_cases() {
   const cm::Params hstu = {{"seqs", segs({100, 120, 80})},
                            {"ctx", std::vector<int64_t>{4, 8, 2}},
                            {"targets", std::vector<int64_t>{10, 15, 8}}};
+  // row_intervals: a bound per row of both batch rows (the tests run batch 2), some empty, some
+  // reaching past nk, the rest anywhere.
+  std::vector<int64_t> starts, ends;
+  for (int64_t i = 0; i < 2 * 300; ++i) {
+    starts.push_back((i * 97) % 420 - 60);
+    ends.push_back(starts.back() + (i * 53) % 330 - 30);
+  }
   return {
       {"causal", {}, 300, 300, 128, 4, 2, B::kBFloat16},
+      {"row_intervals", {{"starts", starts}, {"ends", ends}}, 300, 360, 128, 4, 2, B::kBFloat16},
       {"causal", {}, 129, 385, 64, 4, 4, B::kFloat16},
       {"sliding_window", {{"W", int64_t{77}}}, 300, 300, 64, 4, 1, B::kBFloat16},
       {"chunked_causal", {{"C", int64_t{100}}}, 300, 300, 128, 4, 2, B::kFloat16},

@@ -243,5 +243,33 @@ TEST(Examples, Padded) {
   }
 }
 
+TEST(Examples, RowIntervals) {
+  const ir::Program p = example("row_intervals");
+  const int64_t nq = 6, nk = 9;
+  // Two batch rows of bounds: empty, reversed, clipped at both ends, whole.
+  const std::vector<int64_t> starts = {0, 3, 5, -2, 4, 0, 8, 0, 1, 1, 2, 3};
+  const std::vector<int64_t> ends = {1, 3, 2, 4, 20, 9, 9, 9, 2, 8, 7, 6};
+  for (int64_t b = 0; b < 2; ++b) {
+    expect_mask(
+        p, {starts, ends}, nq, nk,
+        [&](int64_t q, int64_t k) {
+          const size_t i = static_cast<size_t>(b * nq + q);
+          return k >= starts[i] && k < ends[i];
+        },
+        0, b);
+  }
+  // One set of rows for every batch row.
+  const std::vector<int64_t> row_starts(starts.begin(), starts.begin() + nq);
+  const std::vector<int64_t> row_ends(ends.begin(), ends.begin() + nq);
+  for (int64_t b = 0; b < 3; ++b) {
+    expect_mask(
+        p, {row_starts, row_ends}, nq, nk,
+        [&](int64_t q, int64_t k) {
+          return k >= row_starts[static_cast<size_t>(q)] && k < row_ends[static_cast<size_t>(q)];
+        },
+        0, b);
+  }
+}
+
 }  // namespace
 }  // namespace cm::lang::testing

@@ -607,5 +607,44 @@ def test_padded_batches_hide_the_padding_per_batch_row():
         for b, n in enumerate(lengths):
             want = (q < n) & (k < n) & ((k <= q) if causal else True)
             np.testing.assert_array_equal(plan.to_dense(b, 0), want, err_msg=f"{causal} {b}")
-    with pytest.raises(ValueError, match="lengths"):
+    with pytest.raises(ValueError, match="lengths hold 3 batch rows, so batch must be 3, got 4"):
         cm.masks.padded(lengths).specialize(nq=300, batch=4)
+    with pytest.raises(ValueError, match="so batch must be 3, got 1"):
+        cm.masks.padded(lengths).count_tiles(nq=300)
+    with pytest.raises(ValueError, match="must not be negative, got -2"):
+        cm.masks.padded(np.array([5, -2]))
+    with pytest.raises(ValueError, match="one length per batch row, got shape"):
+        cm.masks.padded(5)
+    with pytest.raises(TypeError, match="lengths must be integers"):
+        cm.masks.padded([1.5, 2])
+
+
+def test_row_intervals_give_each_row_its_keys():
+    rng = np.random.default_rng(7)
+    nq, nk, batch = 150, 210, 3
+    starts = rng.integers(-20, nk, size=(batch, nq))
+    ends = starts + rng.integers(-5, 120, size=(batch, nq))  # some empty, some past nk
+    k = np.arange(nk)[None, :]
+    plan = cm.masks.row_intervals(starts, ends).specialize(nq=nq, nk=nk, batch=batch, heads=2)
+    for b in range(batch):
+        want = (k >= starts[b][:, None]) & (k < ends[b][:, None])
+        for h in range(2):
+            np.testing.assert_array_equal(plan.to_dense(b, h), want, err_msg=f"{b} {h}")
+    plan = cm.masks.row_intervals(list(starts[1]), ends[1]).specialize(nq=nq, nk=nk, batch=2)
+    for b in range(2):  # one set of rows for every batch row
+        np.testing.assert_array_equal(
+            plan.to_dense(b, 0), (k >= starts[1][:, None]) & (k < ends[1][:, None]))
+
+
+def test_row_intervals_check_their_shapes():
+    starts, ends = np.zeros((2, 50), dtype=np.int32), np.array([[10] * 50, [20] * 50])
+    bound = cm.masks.row_intervals(starts, ends)
+    with pytest.raises(ValueError, match="hold 50 rows, so nq must be 50, got 60"):
+        bound.specialize(nq=60, batch=2)
+    with pytest.raises(ValueError, match="hold 2 batch rows, so batch must be 2, got 3"):
+        bound.count_tiles(nq=50, batch=3)
+    with pytest.raises(ValueError, match="must have one shape"):
+        cm.masks.row_intervals(starts, ends[:, :49])
+    with pytest.raises(TypeError, match="starts must be integers"):
+        cm.masks.row_intervals(starts.astype(np.float32), ends)
+    assert bound.specialize(nq=50, batch=2).stats()["visible_pairs"] == 50 * 10 + 50 * 20

@@ -48,7 +48,15 @@ MASKS = {
     "chunked_causal": lambda n: cm.masks.chunked_causal(200),
     "prefix_lm": lambda n: cm.masks.prefix_lm(n // 5),
     "block_causal_video": lambda n: cm.masks.block_causal_video(n // 7),
+    "row_intervals": lambda n: cm.masks.row_intervals(*random_bounds(n)),
 }
+
+
+def random_bounds(n):
+    """Key intervals for n rows: some empty, some reaching past either end, the rest anywhere."""
+    rng = np.random.default_rng(n)
+    starts = rng.integers(-50, n, size=n)
+    return starts, starts + rng.integers(-10, 300, size=n)
 
 
 def reference(q, k, v, visible, scale, dout, dlse=None, dtype=torch.float64):
