@@ -118,14 +118,51 @@ def row_intervals(starts: Any, ends: Any) -> BoundMask:
     if starts.shape != ends.shape or starts.ndim not in (1, 2) or starts.size == 0:
         raise ValueError(f"row_intervals: starts and ends must have one shape, [nq] or "
                          f"[batch, nq], got {starts.shape} and {ends.shape}")
+    return _row_intervals("row_intervals", starts, ends)
 
+
+def from_dense(visible: Any) -> BoundMask:
+    """The mask of a dense boolean array, [nq, nk] or [batch, nq, nk] (True: visible), such as
+    an SDPA attn_mask, whose every row sees one interval of keys or none. It reads the array
+    once (O(nq * nk)) and keeps only the bounds (row_intervals); specialize with its nq, nk
+    (and batch). A row that sees two or more separate runs of keys raises ValueError naming
+    it: such masks need a program (docs/language.md)."""
+    dense = np.asarray(visible.cpu() if hasattr(visible, "cpu") else visible)
+    if dense.dtype != np.bool_ or dense.ndim not in (2, 3) or 0 in dense.shape:
+        raise ValueError(f"from_dense: expected a boolean array [nq, nk] or [batch, nq, nk], "
+                         f"got dtype {dense.dtype} and shape {dense.shape}")
+    nk = dense.shape[-1]
+    seen = dense.any(axis=-1)
+    starts = np.where(seen, dense.argmax(axis=-1), 0)
+    ends = np.where(seen, nk - dense[..., ::-1].argmax(axis=-1), 0)
+    split = dense.sum(axis=-1) != ends - starts
+    if split.any():
+        at = tuple(int(i) for i in np.argwhere(split)[0])
+        where = f"row {at[-1]}" + (f" of batch row {at[0]}" if len(at) == 2 else "")
+        raise ValueError(f"from_dense: {where} sees {_runs(dense[at])} separate runs of keys; "
+                         f"from_dense takes one interval per row (write a program for more)")
+    return _row_intervals("from_dense", starts, ends, nk)
+
+
+def _runs(row: np.ndarray) -> int:
+    """How many separate runs of True `row` holds."""
+    return int(np.count_nonzero(row[1:] & ~row[:-1]) + row[0])
+
+
+def _row_intervals(helper: str, starts: np.ndarray, ends: np.ndarray,
+                   nk: int | None = None) -> BoundMask:
+    """The row_intervals program bound to `starts` and `ends` ([nq] or [batch, nq], checked),
+    checking at specialize that nq (and batch, and nk if given) match them."""
     def check(kwargs: dict[str, Any]) -> None:
         rows = starts.shape[-1]
         if kwargs.get("nq") != rows:
-            raise ValueError(f"row_intervals: the bounds hold {rows} rows, so nq must be "
-                             f"{rows}, got {kwargs.get('nq')}")
+            raise ValueError(f"{helper}: the bounds hold {rows} rows, so nq must be {rows}, "
+                             f"got {kwargs.get('nq')}")
+        if nk is not None and kwargs.get("nk", rows) != nk:
+            raise ValueError(f"{helper}: the mask has {nk} keys, so nk must be {nk}, got "
+                             f"{kwargs.get('nk', rows)}")
         if starts.ndim == 2:
-            _check_batch("row_intervals", "bounds", starts.shape[0], kwargs)
+            _check_batch(helper, "bounds", starts.shape[0], kwargs)
 
     return program("row_intervals").bind(starts=starts.reshape(-1),
                                          ends=ends.reshape(-1)).with_check(check)

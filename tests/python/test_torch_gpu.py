@@ -355,6 +355,12 @@ def test_a_padded_batch_leaves_the_padding_out():
         assert torch.isneginf(lse[b, :, length:]).all() and torch.isfinite(lse[b, :, :length]).all()
 
 
+def test_from_dense_takes_a_boolean_mask_on_the_gpu():
+    mask = torch.ones(300, 300, dtype=torch.bool, device=DEVICE).tril()
+    plan = cm.masks.from_dense(mask).specialize(nq=300, device=DEVICE)
+    assert plan.descriptor.tobytes() == cm.masks.causal().specialize(nq=300).descriptor.tobytes()
+
+
 def test_jagged_layouts_match_the_padded_layout():
     torch.manual_seed(2)
     n, heads, dim = 384, 2, 64
