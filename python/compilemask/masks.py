@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import sys
 from importlib import resources
 from typing import Any
 
@@ -127,21 +128,32 @@ def from_dense(visible: Any) -> BoundMask:
     once (O(nq * nk)) and keeps only the bounds (row_intervals); specialize with its nq, nk
     (and batch). A row that sees two or more separate runs of keys raises ValueError naming
     it: such masks need a program (docs/language.md)."""
-    dense = np.asarray(visible.cpu() if hasattr(visible, "cpu") else visible)
-    if dense.dtype != np.bool_ or dense.ndim not in (2, 3) or 0 in dense.shape:
+    # A torch tensor stays on its device: only its bounds come to the host.
+    xp = sys.modules["torch"] if hasattr(visible, "cpu") else np
+    dense = visible if xp is not np else np.asarray(visible)
+    if str(dense.dtype) not in ("bool", "torch.bool") or dense.ndim not in (2, 3) or \
+            0 in dense.shape:
         raise ValueError(f"from_dense: expected a boolean array [nq, nk] or [batch, nq, nk], "
-                         f"got dtype {dense.dtype} and shape {dense.shape}")
+                         f"got dtype {dense.dtype} and shape {tuple(dense.shape)}")
     nk = dense.shape[-1]
-    seen = dense.any(axis=-1)
-    starts = np.where(seen, dense.argmax(axis=-1), 0)
-    ends = np.where(seen, nk - dense[..., ::-1].argmax(axis=-1), 0)
-    split = dense.sum(axis=-1) != ends - starts
+    ones = dense.to(xp.uint8) if xp is not np else dense.astype(np.uint8)
+    seen = dense.any(-1)
+    starts = xp.where(seen, ones.argmax(-1), 0)
+    ends = xp.where(seen, nk - xp.flip(ones, (-1,)).argmax(-1), 0)
+    split = ones.sum(-1, dtype=xp.int64) != ends - starts
+    starts, ends, split = (_host(x) for x in (starts, ends, split))
     if split.any():
         at = tuple(int(i) for i in np.argwhere(split)[0])
         where = f"row {at[-1]}" + (f" of batch row {at[0]}" if len(at) == 2 else "")
-        raise ValueError(f"from_dense: {where} sees {_runs(dense[at])} separate runs of keys; "
-                         f"from_dense takes one interval per row (write a program for more)")
+        raise ValueError(f"from_dense: {where} sees {_runs(_host(dense[at]))} separate runs of "
+                         f"keys; from_dense takes one interval per row (write a program for "
+                         f"more)")
     return _row_intervals("from_dense", starts, ends, nk)
+
+
+def _host(array: Any) -> np.ndarray:
+    """A numpy copy of a torch tensor (any device), or the numpy array itself."""
+    return array.cpu().numpy() if hasattr(array, "cpu") else np.asarray(array)
 
 
 def _runs(row: np.ndarray) -> int:
