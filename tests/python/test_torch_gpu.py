@@ -359,7 +359,7 @@ def test_from_dense_takes_a_boolean_mask_on_the_gpu():
     mask = torch.ones(300, 300, dtype=torch.bool, device=DEVICE).tril()
     plan = cm.masks.from_dense(mask).specialize(nq=300, device=DEVICE)
     assert plan.descriptor.tobytes() == cm.masks.causal().specialize(nq=300).descriptor.tobytes()
-    batched = torch.stack([mask, mask.flip(0)])  # a second batch row: rows see k >= 299 - q
+    batched = torch.stack([mask, mask.flip(0)])  # a second batch row: row q sees k <= 299 - q
     plan = cm.masks.from_dense(batched).specialize(nq=300, batch=2)
     assert torch.equal(torch.from_numpy(plan.to_dense(1, 0)).to(DEVICE), batched[1])
     mask[5, 200] = True
