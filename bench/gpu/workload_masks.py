@@ -1,7 +1,8 @@
 """The cm.masks helper call for each benchmark workload, shared by the GPU benchmark
 (bench_python.py) and the CPU tests (tests/python/test_core.py, which check every mapping
 against its predicate), so that both state a workload the same way. Besides workloads.py's
-masks it defines "natten" and "video", grid neighbourhoods with workloads.py's signature.
+masks it defines "natten" and "video", grid neighbourhoods, and "random_window", windows drawn
+per row, with workloads.py's signature.
 Needs numpy and compilemask only (no torch)."""
 import math
 
@@ -36,7 +37,16 @@ def video(N, xp=None, device=None):
     return mask_mod, {"N": frames * plane, "frames": frames, "side": side, "rt": rt, "r": r}
 
 
-EXTRA_WORKLOADS = {"natten": natten, "video": video}
+def random_window(N, max_window=4096, seed=3, xp=np, device=None):
+    """Windows drawn per row (not in workloads.py): row q sees its own w[q] most recent keys,
+    w uniform in [1, max_window]; a mask that comes as data, not as a formula
+    (cm.masks.row_intervals)."""
+    windows = np.random.default_rng(seed).integers(1, max_window + 1, size=N)
+    w = windows if xp is np else xp.as_tensor(windows, device=device)
+    return (lambda b, h, q, k: (k <= q) & (k > q - w[q])), {"N": N, "windows": windows}
+
+
+EXTRA_WORKLOADS = {"natten": natten, "video": video, "random_window": random_window}
 
 
 def workload(workloads, name):
@@ -65,4 +75,7 @@ def helper_mask(name, prm, order):
     if name == "video":
         return cm.masks.video_neighbourhood(prm["frames"], prm["side"], prm["side"], prm["rt"],
                                             prm["r"], prm["r"], **order)
+    if name == "random_window":
+        q = np.arange(prm["N"])
+        return cm.masks.row_intervals(q + 1 - prm["windows"], q + 1)
     raise KeyError(name)

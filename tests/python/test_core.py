@@ -208,7 +208,7 @@ SMALL_WORKLOADS = [
     ("causal", {}, {}), ("sliding", {"W": 100}, {}), ("doc_causal", {"mean": 128}, {}),
     ("hstu", {"mean": 128, "ctx": 8}, {}), ("shared_prefix", {"G": 4}, {}),
     ("clear", {"r": 5, "text": 40}, {"strip": None}), ("natten", {}, {"strip": None}),
-    ("video", {}, {"strip": None}),
+    ("video", {}, {"strip": None}), ("random_window", {"max_window": 100}, {}),
 ]
 
 
