@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
 from bench_common import (H, TILE, TOKENS, argument_parser, interleaved_median_ms,  # noqa: E402
                           tile_counts, write_table)
 from bwd_cm import Backward  # noqa: E402
-from cm_kernel import Kernel, compile_descriptor, workload_mask  # noqa: E402
+from cli_workloads import workload_mask  # noqa: E402
+from cm_kernel import Kernel, compile_descriptor  # noqa: E402
 
 
 def aligned_params(name, prm):

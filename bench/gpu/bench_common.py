@@ -15,7 +15,8 @@ import time
 import numpy as np
 import torch
 
-from cm_kernel import compile_descriptor, workload_base, workload_mask, workload_order
+from cli_workloads import workload_base, workload_mask, workload_order
+from cm_kernel import compile_descriptor
 
 H = 16
 TILE = 128

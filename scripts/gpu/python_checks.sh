@@ -19,6 +19,8 @@ mkdir -p "${OUT}"
 SUMMARY="${OUT}/python_summary.txt"
 : > "${SUMMARY}"
 export PYTHONUNBUFFERED=1 CM_WORKLOADS="${CM_WORKLOADS:-${ROOT}/third_party/shared_reference}"
+# The tool the kernel scripts build (fwd_checks.sh, bwd_checks.sh), for test_cli_workloads.py.
+export CM_CLI="${CM_CLI:-${ROOT}/build-device/tools/cli/compilemask}"
 note() { echo "$*" | tee -a "${SUMMARY}"; }
 cd "${ROOT}" || exit 1
 

@@ -29,7 +29,7 @@ class Case:
 def workload_cases(cli, workloads, lengths):
     """Every workload at the given odd lengths, cycling head dims, GQA ratios, layouts and
     dtypes (cli: the compilemask tool, which gives clear_strips its token order)."""
-    from cm_kernel import workload_mask, workload_order
+    from cli_workloads import workload_mask, workload_order
     builders = {
         "causal": lambda n: workloads.causal(n, xp=torch, device="cuda"),
         "sliding": lambda n: workloads.sliding(n, W=max(1, n // 3), xp=torch, device="cuda"),

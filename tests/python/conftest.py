@@ -1,5 +1,5 @@
 """Shared helpers of the Python tests: dense float64 attention, the workloads module and the
-benchmark's workload-to-helper mapping (bench/gpu/workload_masks.py)."""
+benchmarks' workload mappings (bench/gpu/workload_masks.py, bench/gpu/cli_workloads.py)."""
 from __future__ import annotations
 
 import importlib.util
@@ -23,8 +23,10 @@ def _load(name: str, path: Path):
     return module
 
 
-# How bench/gpu/bench_python.py states each workload through the cm.masks helpers.
+# How bench/gpu/bench_python.py states each workload through the cm.masks helpers, and how the
+# GPU tests and benchmarks state them for the compilemask tool.
 workload_masks = _load("workload_masks", REPO / "bench" / "gpu" / "workload_masks.py")
+cli_workloads = _load("cli_workloads", REPO / "bench" / "gpu" / "cli_workloads.py")
 
 
 def _workloads_path() -> Path | None:
