@@ -12,7 +12,6 @@ Usage: python3 scripts/tile_bitmaps.py [--workload clear] [--n 32768] [--strip 0
 """
 import argparse
 import hashlib
-import importlib.util
 import os
 import sys
 
@@ -23,12 +22,12 @@ TILE = 128
 
 
 def strip_order(text, s, strip, n):
-    """compilemask.strip_order, loaded from its source (the package needs its compiled core)."""
-    spec = importlib.util.spec_from_file_location(
-        "layout", os.path.join(ROOT, "python", "compilemask", "_layout.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.strip_order(text, s, s, strip, n)
+    """compilemask.strip_order (the package, installed: docs/python.md)."""
+    try:
+        import compilemask
+    except ImportError:
+        sys.exit("tile_bitmaps.py: --strip needs the compilemask package (docs/python.md, Install)")
+    return compilemask.strip_order(text, s, s, strip, n)
 
 
 def count(mask_mod, order):
