@@ -1,13 +1,8 @@
 """bench/gpu/sass_hotspots.py on a small source page written here: the duplicate page is
 skipped, samples are summed by reason, and memory instructions are classed by address space."""
-import importlib.util
+from conftest import REPO, _load
 
-from conftest import REPO
-
-spec = importlib.util.spec_from_file_location(
-    "sass_hotspots", REPO / "bench" / "gpu" / "sass_hotspots.py")
-hotspots = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(hotspots)
+hotspots = _load("sass_hotspots", REPO / "bench" / "gpu" / "sass_hotspots.py")
 
 HEADER = ('"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed",'
           '"stall_wait","stall_lg","stall_wait (Not Issued)"')
