@@ -17,6 +17,7 @@ import torch
 
 from cli_workloads import workload_base, workload_mask, workload_order
 from cm_kernel import compile_descriptor
+from extra_workloads import workload
 
 H = 16
 TILE = 128
@@ -184,7 +185,7 @@ class Workload:
     computes, and the token order our kernel runs in (see reordered)."""
 
     def __init__(self, name, n0, a, workloads):
-        self.mm, prm = workloads.WORKLOADS[workload_base(name)](n0, xp=torch, device="cuda")
+        self.mm, prm = workload(workloads, workload_base(name))(n0, xp=torch, device="cuda")
         self.N = prm["N"]
         self.B = max(1, TOKENS // n0)
         self.D = a.dim

@@ -7,10 +7,10 @@ times what a PyTorch user gets: the torch operator (autograd, allocation of out 
 and the plan each helper chooses, such as cm.masks.clear's strip plan with its token order
 where it is estimated faster (PlanChoice; the "plan" column says which was taken). A grid
 workload NAME:row-major times the row-major plan instead, NAME:strips the strip plan. Besides
-workloads.py's masks it knows "natten" and "video", the grid neighbourhoods of
-workload_masks.py, which also maps each workload to its helper call. Shapes, timing and FLOP
-counts are bench_fwd.py's and bwd_bench.py's: B*N = 32768 tokens, 16 heads, head dim --dim,
-bf16, [B, H, N, D] tensors (layout "bhsd"); fwd+bwd FLOPs are 3.5 times the forward's.
+workloads.py's masks it knows extra_workloads.py's (natten, video, random_window);
+workload_masks.py maps each workload to its helper call. Shapes, timing and FLOP counts are
+bench_fwd.py's and bwd_bench.py's: B*N = 32768 tokens, 16 heads, head dim --dim, bf16,
+[B, H, N, D] tensors (layout "bhsd"); fwd+bwd FLOPs are 3.5 times the forward's.
 Plans and BlockMasks are built before timing.
 
 Usage: bench_python.py --workloads DIR --out OUTDIR [--lens 32768] [--masks causal,...]
@@ -28,7 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (H, TOKENS, argument_parser, compiled_flex,  # noqa: E402
                           environment, interleaved_median_ms, record_peer, run_line, run_rows,
                           write_results)
-from workload_masks import helper_mask, workload  # noqa: E402
+from extra_workloads import workload  # noqa: E402
+from workload_masks import helper_mask  # noqa: E402
 
 BWD_FACTOR = 3.5  # fwd+bwd FLOPs over forward FLOPs
 

@@ -1,5 +1,5 @@
-"""How the GPU tests and benchmarks state each workload of workloads.py for the compilemask
-tool: the example mask file and CLI parameters (workload_mask), the token order of the
+"""How the GPU tests and benchmarks state each workload (workloads.py's and
+extra_workloads.py's) for the compilemask tool: the example mask file and CLI parameters (workload_mask), the token order of the
 strip-ordered variant (workload_order), and the descriptor bytes the tool makes of them
 (compile_blob). These scripts run without the Python package, so everything here goes through
 the tool; it needs numpy only (no torch), so the CPU tests check every mapping against the
@@ -57,7 +57,7 @@ def strip_order(cli, start, rows, cols, strip, total):
 
 
 def workload_base(name):
-    """The workloads.py workload a benchmark name stands for."""
+    """The workload a benchmark name stands for (its maker's name)."""
     return "clear" if name == "clear_strips" else name
 
 
@@ -71,8 +71,8 @@ def workload_order(cli, name, prm):
 
 
 def workload_mask(name, prm):
-    """The example mask file and CLI parameters equal to a workloads.py workload's params (for
-    clear_strips: on the tokens reordered by workload_order)."""
+    """The example mask file and CLI parameters equal to a workload's params, workloads.py's or
+    extra_workloads.py's (for clear_strips: on the tokens reordered by workload_order)."""
     N = prm["N"]
     if name == "causal":
         return "causal.mask", {}
@@ -94,4 +94,16 @@ def workload_mask(name, prm):
         s = prm["grid"][0]
         strip = CLEAR_STRIP if name == "clear_strips" else s
         return "clear.mask", {"text": prm["text"], "s": s, "r": prm["r"], "strip": strip}
+    if name == "natten":
+        s, r = prm["side"], prm["r"]
+        return "neighbourhood_2d.mask", {"rows": s, "cols": s, "ry": r, "rx": r, "shape": 0,
+                                         "strip": s}
+    if name == "video":
+        s, r = prm["side"], prm["r"]
+        return "video_neighbourhood.mask", {"frames": prm["frames"], "rows": s, "cols": s,
+                                            "rt": prm["rt"], "ry": r, "rx": r, "strip": s}
+    if name == "random_window":
+        q = np.arange(N)
+        return "row_intervals.mask", {"starts": (q + 1 - prm["windows"]).tolist(),
+                                      "ends": (q + 1).tolist()}
     raise KeyError(name)

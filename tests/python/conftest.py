@@ -1,5 +1,6 @@
 """Shared helpers of the Python tests: dense float64 attention, the workloads module and the
-benchmarks' workload mappings (bench/gpu/workload_masks.py, bench/gpu/cli_workloads.py)."""
+benchmarks' extra workloads and workload mappings (bench/gpu/extra_workloads.py,
+workload_masks.py, cli_workloads.py)."""
 from __future__ import annotations
 
 import importlib.util
@@ -23,8 +24,10 @@ def _load(name: str, path: Path):
     return module
 
 
-# How bench/gpu/bench_python.py states each workload through the cm.masks helpers, and how the
-# GPU tests and benchmarks state them for the compilemask tool.
+# The benchmarks' workloads beyond workloads.py; how bench/gpu/bench_python.py states each
+# workload through the cm.masks helpers; and how the GPU tests and benchmarks state them for
+# the compilemask tool.
+extra_workloads = _load("extra_workloads", REPO / "bench" / "gpu" / "extra_workloads.py")
 workload_masks = _load("workload_masks", REPO / "bench" / "gpu" / "workload_masks.py")
 cli_workloads = _load("cli_workloads", REPO / "bench" / "gpu" / "cli_workloads.py")
 

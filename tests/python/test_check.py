@@ -7,7 +7,7 @@ import pytest
 
 import compilemask as cm
 from compilemask import _check
-from conftest import workload_masks
+from conftest import extra_workloads, workload_masks
 
 WINDOWED = "mask w(W: int[]) { q in all: k in (diag - W[h], diag] }"
 
@@ -42,7 +42,7 @@ def test_the_workload_plans_pass_their_predicates(workloads, backend):
                               ("hstu", {"mean": 128, "ctx": 8}, {}),
                               ("clear", {"r": 5, "text": 40}, {"strip": None}),
                               ("video", {}, {"strip": None})]:
-        fn, p = workload_masks.workload(workloads, name)(700, **args, **backend)
+        fn, p = extra_workloads.workload(workloads, name)(700, **args, **backend)
         workload_masks.helper_mask(name, p, order).specialize(nq=p["N"]).check_mask_mod(fn)
 
 

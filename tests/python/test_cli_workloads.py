@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import compilemask as cm
-from conftest import REPO, cli_workloads
+from conftest import REPO, cli_workloads, extra_workloads
 
 CLI = os.environ.get("CM_CLI") or str(REPO / "build" / "dev" / "tools" / "cli" / "compilemask")
 
@@ -22,12 +22,14 @@ pytestmark = pytest.mark.skipif(not os.access(CLI, os.X_OK),
 # Each workload at small parameters (the makers' keyword arguments).
 CASES = [("causal", {}), ("sliding", {"W": 100}), ("doc_causal", {"mean": 128}),
          ("hstu", {"mean": 128, "ctx": 8}), ("shared_prefix", {"G": 4}),
-         ("clear", {"r": 5, "text": 40}), ("clear_strips", {"r": 5, "text": 40})]
+         ("clear", {"r": 5, "text": 40}), ("clear_strips", {"r": 5, "text": 40}),
+         ("natten", {}), ("video", {}), ("random_window", {"max_window": 100})]
 
 
 @pytest.mark.parametrize("name, args", CASES, ids=[name for name, _ in CASES])
 def test_the_tool_compiles_each_workload_to_its_predicate(workloads, name, args):
-    predicate, prm = workloads.WORKLOADS[cli_workloads.workload_base(name)](700, **args)
+    maker = extra_workloads.workload(workloads, cli_workloads.workload_base(name))
+    predicate, prm = maker(700, **args)
     n = prm["N"]
     mask_file, params = cli_workloads.workload_mask(name, prm)
     blob = cli_workloads.compile_blob(CLI, str(REPO / "examples" / mask_file), params, n, n)

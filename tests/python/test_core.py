@@ -10,7 +10,7 @@ import pytest
 
 import compilemask as cm
 from compilemask import _core
-from conftest import REPO, dense_attention64, workload_masks
+from conftest import REPO, dense_attention64, extra_workloads, workload_masks
 
 SLIDING = "mask w(W: int) { q in all: k in (diag - W, diag] }"
 
@@ -216,7 +216,7 @@ def helper_plans(workloads, n):
     """(name, plan, dense reference) for each workload of the benchmark, its plan made by
     bench/gpu/workload_masks.py's helper call, the reference by its predicate."""
     for name, args, order in SMALL_WORKLOADS:
-        fn, p = workload_masks.workload(workloads, name)(n, **args)
+        fn, p = extra_workloads.workload(workloads, name)(n, **args)
         plan = workload_masks.helper_mask(name, p, order).specialize(nq=p["N"], tile=(64, 64))
         yield name, plan, workloads.dense(fn, p["N"])
     # Strip order: the row-major predicate on reordered tokens.
