@@ -136,7 +136,7 @@ def from_dense(visible: Any) -> BoundMask:
         raise ValueError(f"from_dense: expected a boolean array [nq, nk] or [batch, nq, nk], "
                          f"got dtype {dense.dtype} and shape {tuple(dense.shape)}")
     nk = dense.shape[-1]
-    ones = dense.to(xp.uint8) if xp is not np else dense.astype(np.uint8)
+    ones = dense.to(xp.uint8) if xp is not np else dense  # torch's argmax takes no bool
     seen = dense.any(-1)
     starts = xp.where(seen, ones.argmax(-1), 0)
     ends = xp.where(seen, nk - xp.flip(ones, (-1,)).argmax(-1), 0)
