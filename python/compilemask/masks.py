@@ -108,27 +108,32 @@ def padded(lengths: Any, causal: bool = True) -> BoundMask:
         functools.partial(_check_batch, "padded", "lengths", len(lengths)))
 
 
-def row_intervals(starts: Any, ends: Any) -> BoundMask:
-    """Any mask with one interval of keys per query row, from arrays (FlashMask-style bounds,
-    computed by the caller): row q sees keys [starts[q], ends[q]); with arrays of shape
-    [batch, nq], row q of batch row b sees [starts[b, q], ends[b, q]). An interval whose end
-    is not past its start is empty, and keys are clipped to [0, nk). Specialize with nq equal
-    to the arrays' last dimension (and batch to their first); other shapes raise ValueError."""
-    starts, ends = (_integer_array("row_intervals", x, name)
-                    for x, name in ((starts, "starts"), (ends, "ends")))
-    if starts.shape != ends.shape or starts.ndim not in (1, 2) or starts.size == 0:
-        raise ValueError(f"row_intervals: starts and ends must have one shape, [nq] or "
-                         f"[batch, nq], got {starts.shape} and {ends.shape}")
-    return _row_intervals("row_intervals", starts, ends)
+def row_intervals(starts: Any, ends: Any, starts2: Any = None, ends2: Any = None) -> BoundMask:
+    """Any mask with one interval of keys per query row, or two, from arrays (FlashMask-style
+    bounds, computed by the caller): row q sees keys [starts[q], ends[q]), and with the second
+    pair also [starts2[q], ends2[q]); with arrays of shape [batch, nq], row q of batch row b
+    sees [starts[b, q], ends[b, q]) (and the second pair's). An interval whose end is not past
+    its start is empty, and keys are clipped to [0, nk). Specialize with nq equal to the
+    arrays' last dimension (and batch to their first); other shapes raise ValueError."""
+    if (starts2 is None) != (ends2 is None):
+        raise ValueError("row_intervals: give starts2 and ends2 together, or neither")
+    names = ["starts", "ends"] + (["starts2", "ends2"] if starts2 is not None else [])
+    bounds = [_integer_array("row_intervals", x, name)
+              for x, name in zip((starts, ends, starts2, ends2), names)]
+    shapes = {x.shape for x in bounds}
+    if len(shapes) != 1 or bounds[0].ndim not in (1, 2) or bounds[0].size == 0:
+        raise ValueError(f"row_intervals: {', '.join(names)} must have one shape, [nq] or "
+                         f"[batch, nq], got {', '.join(str(x.shape) for x in bounds)}")
+    return _row_intervals("row_intervals", bounds)
 
 
 def from_dense(visible: Any) -> BoundMask:
     """The mask of a dense boolean array, [nq, nk] or [batch, nq, nk] (True: visible), such as
-    an SDPA attn_mask, whose every row sees one interval of keys or none. It reads the array
-    once (O(nq * nk)) and keeps only the bounds (row_intervals); specialize with its nq, nk
-    (and batch). A row that sees two or more separate runs of keys raises ValueError naming
+    an SDPA attn_mask, whose every row sees at most two separate runs of keys. It reads the
+    array a few times (O(nq * nk)) and keeps only the runs' bounds (row_intervals); specialize
+    with its nq, nk (and batch). A row that sees three or more runs raises ValueError naming
     it: such masks need a program (docs/language.md)."""
-    # A torch tensor stays on its device: only its bounds come to the host.
+    # A torch tensor stays on its device: only the bounds come to the host.
     xp = sys.modules["torch"] if hasattr(visible, "cpu") else np
     dense = visible if xp is not np else np.asarray(visible)
     if str(dense.dtype) not in ("bool", "torch.bool") or dense.ndim not in (2, 3) or \
@@ -136,19 +141,43 @@ def from_dense(visible: Any) -> BoundMask:
         raise ValueError(f"from_dense: expected a boolean array [nq, nk] or [batch, nq, nk], "
                          f"got dtype {dense.dtype} and shape {tuple(dense.shape)}")
     nk = dense.shape[-1]
-    ones = dense.to(xp.uint8) if xp is not np else dense  # torch's argmax takes no bool
-    seen = dense.any(-1)
-    starts = xp.where(seen, ones.argmax(-1), 0)
-    ends = xp.where(seen, nk - xp.flip(ones, (-1,)).argmax(-1), 0)
-    split = ones.sum(-1, dtype=xp.int64) != ends - starts
-    starts, ends, split = (_host(x) for x in (starts, ends, split))
+    rows = dense.reshape(-1, nk)
+    # Numpy: a few million cells at a time, so that the temporaries stay in cache; torch: large
+    # blocks, few launches.
+    step = max(1, (1 << (22 if xp is np else 27)) // nk)
+    parts = [_row_runs(xp, rows[r:r + step]) for r in range(0, rows.shape[0], step)]
+    starts, ends, starts2, ends2, split = (
+        np.concatenate([part[i] for part in parts]).reshape(dense.shape[:-1]) for i in range(5))
+    bounds, second = [starts, ends, starts2, ends2], ends2 > starts2
     if split.any():
         at = tuple(int(i) for i in np.argwhere(split)[0])
         where = f"row {at[-1]}" + (f" of batch row {at[0]}" if len(at) == 2 else "")
         raise ValueError(f"from_dense: {where} sees {_runs(_host(dense[at]))} separate runs of "
-                         f"keys; from_dense takes one interval per row (write a program for "
+                         f"keys; from_dense takes at most two per row (write a program for "
                          f"more)")
-    return _row_intervals("from_dense", starts, ends, nk)
+    return _row_intervals("from_dense", bounds if second.any() else bounds[:2], nk)
+
+
+def _row_runs(xp: Any, rows: Any) -> list[np.ndarray]:
+    """For each row of the boolean [rows, nk] array `rows` (numpy, or torch on any device with
+    xp = torch): the bounds of its first and second runs of True (starts, ends, starts2, ends2;
+    empty runs as 0, 0) and whether it has more than two, as host arrays."""
+    nk = rows.shape[-1]
+    cols = xp.arange(nk) if xp is np else xp.arange(nk, device=rows.device)
+
+    def first(x):  # the first True along the last axis (torch's argmax takes no bool)
+        return (x if xp is np else x.to(xp.uint8)).argmax(-1)
+
+    seen = rows.any(-1)
+    starts = xp.where(seen, first(rows), 0)
+    gap = ~rows & (cols >= starts[:, None])
+    ends = xp.where(seen, xp.where(gap.any(-1), first(gap), nk), 0)
+    rest = rows & (cols >= ends[:, None])
+    second = rest.any(-1)
+    starts2 = xp.where(second, first(rest), 0)
+    ends2 = xp.where(second, nk - first(xp.flip(rows, (-1,))), 0)
+    split = rows.sum(-1, dtype=xp.int64) != (ends - starts) + (ends2 - starts2)
+    return [_host(x) for x in (starts, ends, starts2, ends2, split)]
 
 
 def _host(array: Any) -> np.ndarray:
@@ -161,23 +190,27 @@ def _runs(row: np.ndarray) -> int:
     return int(np.count_nonzero(row[1:] & ~row[:-1]) + row[0])
 
 
-def _row_intervals(helper: str, starts: np.ndarray, ends: np.ndarray,
-                   nk: int | None = None) -> BoundMask:
-    """The row_intervals program bound to `starts` and `ends` ([nq] or [batch, nq], checked),
-    checking at specialize that nq (and batch, and nk if given) match them."""
+def _row_intervals(helper: str, bounds: list[np.ndarray], nk: int | None = None) -> BoundMask:
+    """The program row_intervals (bounds: starts, ends) or row_intervals_2 (starts, ends,
+    starts2, ends2) bound to the bounds ([nq] or [batch, nq] each, checked), checking at
+    specialize that nq (and batch, and nk if given) match them."""
+    shape = bounds[0].shape
+
     def check(kwargs: dict[str, Any]) -> None:
-        rows = starts.shape[-1]
+        rows = shape[-1]
         if kwargs.get("nq") != rows:
             raise ValueError(f"{helper}: the bounds hold {rows} rows, so nq must be {rows}, "
                              f"got {kwargs.get('nq')}")
         if nk is not None and kwargs.get("nk", rows) != nk:
             raise ValueError(f"{helper}: the mask has {nk} keys, so nk must be {nk}, got "
                              f"{kwargs.get('nk', rows)}")
-        if starts.ndim == 2:
-            _check_batch(helper, "bounds", starts.shape[0], kwargs)
+        if len(shape) == 2:
+            _check_batch(helper, "bounds", shape[0], kwargs)
 
-    return program("row_intervals").bind(starts=starts.reshape(-1),
-                                         ends=ends.reshape(-1)).with_check(check)
+    names = ("starts", "ends", "starts2", "ends2")
+    name = "row_intervals" if len(bounds) == 2 else "row_intervals_2"
+    return program(name).bind(**{n: x.reshape(-1) for n, x in zip(names, bounds)}).with_check(
+        check)
 
 
 def _check_batch(helper: str, what: str, batches: int, kwargs: dict[str, Any]) -> None:

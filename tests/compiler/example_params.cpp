@@ -107,6 +107,14 @@ std::vector<ExampleCase> example_cases(int64_t n) {
     ends.push_back(starts.back() + (i * 11) % 23 - 3);
   }
   cases.push_back({"row_intervals", {{"starts", starts}, {"ends", ends}}, Dims{n, n, 2, 1}});
+  std::vector<int64_t> starts2, ends2;
+  for (int64_t i = 0; i < 2 * n; ++i) {
+    starts2.push_back((i * 53) % (n + 5) - 2);
+    ends2.push_back(starts2.back() + (i * 7) % 19 - 2);
+  }
+  cases.push_back({"row_intervals_2",
+                   {{"starts", starts}, {"ends", ends}, {"starts2", starts2}, {"ends2", ends2}},
+                   Dims{n, n, 2, 1}});
   return cases;
 }
 

@@ -83,9 +83,22 @@ std::vector<Case> example_cases() {
     starts.push_back((i * 97) % 420 - 60);
     ends.push_back(starts.back() + (i * 53) % 330 - 30);
   }
+  const auto shifted = [](std::vector<int64_t> bounds) {
+    for (int64_t& x : bounds) x += 90;
+    return bounds;
+  };
   return {
       {"causal", {}, 300, 300, 128, 4, 2, B::kBFloat16},
       {"row_intervals", {{"starts", starts}, {"ends", ends}}, 300, 360, 128, 4, 2, B::kBFloat16},
+      // A second interval per row: the first shifted by 90 keys, some overlapping the first.
+      {"row_intervals_2",
+       {{"starts", starts}, {"ends", ends}, {"starts2", shifted(starts)}, {"ends2", shifted(ends)}},
+       300,
+       360,
+       64,
+       4,
+       2,
+       B::kFloat16},
       {"causal", {}, 129, 385, 64, 4, 4, B::kFloat16},
       {"sliding_window", {{"W", int64_t{77}}}, 300, 300, 64, 4, 1, B::kBFloat16},
       {"chunked_causal", {{"C", int64_t{100}}}, 300, 300, 128, 4, 2, B::kFloat16},

@@ -271,5 +271,17 @@ TEST(Examples, RowIntervals) {
   }
 }
 
+TEST(Examples, RowIntervals2) {
+  const ir::Program p = example("row_intervals_2");
+  const int64_t nq = 5, nk = 9;
+  // Per row: apart, overlapping, the second inside the first, one empty, both empty.
+  const std::vector<int64_t> starts = {0, 2, 1, 4, 3}, ends = {2, 5, 8, 4, 3};
+  const std::vector<int64_t> starts2 = {5, 4, 3, 6, 7}, ends2 = {7, 7, 5, 9, 7};
+  expect_mask(p, {starts, ends, starts2, ends2}, nq, nk, [&](int64_t q, int64_t k) {
+    const size_t i = static_cast<size_t>(q);
+    return (k >= starts[i] && k < ends[i]) || (k >= starts2[i] && k < ends2[i]);
+  });
+}
+
 }  // namespace
 }  // namespace cm::lang::testing

@@ -666,6 +666,41 @@ def test_from_dense_keeps_a_dense_mask_of_one_interval_per_row():
             cm.masks.causal().specialize(nq=1000).descriptor.tobytes())
 
 
+@pytest.mark.parametrize("batch, nq, nk", [(2, 120, 160), (2, 1100, 2000)])  # 2: over 4M cells
+def test_from_dense_takes_two_runs_per_row(batch, nq, nk):
+    """Rows of one run, two runs (touching runs merge) or none; a large mask is read a block
+    of rows at a time."""
+    rng = np.random.default_rng(9)
+    k = np.arange(nk)
+    a = rng.integers(0, nk, size=(batch, nq))
+    b = np.minimum(nk, a + rng.integers(0, 40, size=(batch, nq)))
+    c = np.minimum(nk, b + rng.integers(0, 30, size=(batch, nq)))
+    d = np.minimum(nk, c + rng.integers(0, 40, size=(batch, nq)))
+    dense = ((k >= a[..., None]) & (k < b[..., None])) | ((k >= c[..., None]) & (k < d[..., None]))
+    bound = cm.masks.from_dense(dense)
+    assert bound.mask.name == "row_intervals_2"
+    plan = bound.specialize(nq=nq, nk=nk, batch=batch)
+    for i in range(batch):
+        np.testing.assert_array_equal(plan.to_dense(i, 0), dense[i], err_msg=i)
+    # Sinks plus a window compile as the program stating them, byte for byte.
+    q = np.arange(600)[:, None]
+    sinks = ((np.arange(600) < 4) | (np.arange(600) > q - 100)) & (np.arange(600) <= q)
+    assert (cm.masks.from_dense(sinks).specialize(nq=600).descriptor.tobytes() ==
+            cm.masks.sinks_window(4, 100).specialize(nq=600).descriptor.tobytes())
+
+
+def test_row_intervals_take_a_second_interval_per_row():
+    starts, ends = np.array([0, 5, 9]), np.array([2, 6, 9])
+    plan = cm.masks.row_intervals(starts, ends, [4, 0, 1], [6, 3, 4]).specialize(nq=3, nk=10)
+    k = np.arange(10)
+    want = [(k < 2) | ((k >= 4) & (k < 6)), (k == 5) | (k < 3), (k >= 1) & (k < 4)]
+    np.testing.assert_array_equal(plan.to_dense(), np.array(want))
+    with pytest.raises(ValueError, match="give starts2 and ends2 together"):
+        cm.masks.row_intervals(starts, ends, starts2=starts)
+    with pytest.raises(ValueError, match="must have one shape"):
+        cm.masks.row_intervals(starts, ends, starts, ends[:2])
+
+
 def test_from_dense_names_what_it_cannot_take():
     dense = np.zeros((2, 40, 50), dtype=bool)
     dense[1, 7, [3, 4, 9, 20]] = True
