@@ -362,8 +362,11 @@ def test_from_dense_takes_a_boolean_mask_on_the_gpu():
     batched = torch.stack([mask, mask.flip(0)])  # a second batch row: row q sees k <= 299 - q
     plan = cm.masks.from_dense(batched).specialize(nq=300, batch=2)
     assert torch.equal(torch.from_numpy(plan.to_dense(1, 0)).to(DEVICE), batched[1])
-    mask[5, 200] = True
-    with pytest.raises(ValueError, match="row 5 sees 2 separate runs of keys"):
+    mask[5, 200] = True  # a second run: two intervals per row
+    plan = cm.masks.from_dense(mask).specialize(nq=300)
+    assert torch.equal(torch.from_numpy(plan.to_dense()).to(DEVICE), mask)
+    mask[5, 250] = True
+    with pytest.raises(ValueError, match="row 5 sees 3 separate runs of keys"):
         cm.masks.from_dense(mask)
 
 
