@@ -1,0 +1,133 @@
+"""Masks that come as data rather than as a formula: one or two intervals of keys per query
+row, from arrays (row_intervals) or read off a dense boolean mask (from_dense). Both bind the
+bundled row_intervals programs; the checks of their arrays are shared with cm.masks.padded."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from ._mask import BoundMask
+from ._programs import program
+
+
+def row_intervals(starts: Any, ends: Any, starts2: Any = None, ends2: Any = None) -> BoundMask:
+    """Any mask with one interval of keys per query row, or two, from arrays (FlashMask-style
+    bounds, computed by the caller): row q sees keys [starts[q], ends[q]), and with the second
+    pair also [starts2[q], ends2[q]); with arrays of shape [batch, nq], row q of batch row b
+    sees [starts[b, q], ends[b, q]) (and the second pair's). An interval whose end is not past
+    its start is empty, and keys are clipped to [0, nk). Specialize with nq equal to the
+    arrays' last dimension (and batch to their first); other shapes raise ValueError."""
+    if (starts2 is None) != (ends2 is None):
+        raise ValueError("row_intervals: give starts2 and ends2 together, or neither")
+    names = ["starts", "ends"] + (["starts2", "ends2"] if starts2 is not None else [])
+    bounds = [integer_array("row_intervals", x, name)
+              for x, name in zip((starts, ends, starts2, ends2), names)]
+    shapes = {x.shape for x in bounds}
+    if len(shapes) != 1 or bounds[0].ndim not in (1, 2) or bounds[0].size == 0:
+        raise ValueError(f"row_intervals: {', '.join(names)} must have one shape, [nq] or "
+                         f"[batch, nq], got {', '.join(str(x.shape) for x in bounds)}")
+    return _row_intervals("row_intervals", bounds)
+
+
+def from_dense(visible: Any) -> BoundMask:
+    """The mask of a dense boolean array, [nq, nk] or [batch, nq, nk] (True: visible), such as
+    an SDPA attn_mask, whose every row sees at most two separate runs of keys. It reads the
+    array a few times (O(nq * nk)) and keeps only the runs' bounds (row_intervals); specialize
+    with its nq, nk (and batch). A row that sees three or more runs raises ValueError naming
+    it: such masks need a program (docs/language.md)."""
+    # A torch tensor stays on its device: only the bounds come to the host.
+    xp = sys.modules["torch"] if hasattr(visible, "cpu") else np
+    dense = visible if xp is not np else np.asarray(visible)
+    if str(dense.dtype) not in ("bool", "torch.bool") or dense.ndim not in (2, 3) or \
+            0 in dense.shape:
+        raise ValueError(f"from_dense: expected a boolean array [nq, nk] or [batch, nq, nk], "
+                         f"got dtype {dense.dtype} and shape {tuple(dense.shape)}")
+    nk = dense.shape[-1]
+    rows = dense.reshape(-1, nk)
+    # Numpy: a few million cells at a time, so that the temporaries stay in cache; torch: large
+    # blocks, few launches.
+    step = max(1, (1 << (22 if xp is np else 27)) // nk)
+    parts = [_row_runs(xp, rows[r:r + step]) for r in range(0, rows.shape[0], step)]
+    starts, ends, starts2, ends2, split = (
+        np.concatenate([part[i] for part in parts]).reshape(dense.shape[:-1]) for i in range(5))
+    bounds, second = [starts, ends, starts2, ends2], ends2 > starts2
+    if split.any():
+        at = tuple(int(i) for i in np.argwhere(split)[0])
+        where = f"row {at[-1]}" + (f" of batch row {at[0]}" if len(at) == 2 else "")
+        raise ValueError(f"from_dense: {where} sees {_runs(_host(dense[at]))} separate runs of "
+                         f"keys; from_dense takes at most two per row (write a program for "
+                         f"more)")
+    return _row_intervals("from_dense", bounds if second.any() else bounds[:2], nk)
+
+
+def _row_runs(xp: Any, rows: Any) -> list[np.ndarray]:
+    """For each row of the boolean [rows, nk] array `rows` (numpy, or torch on any device with
+    xp = torch): the bounds of its first and second runs of True (starts, ends, starts2, ends2;
+    empty runs as 0, 0) and whether it has more than two, as host arrays."""
+    nk = rows.shape[-1]
+    cols = xp.arange(nk) if xp is np else xp.arange(nk, device=rows.device)
+
+    def first(x):  # the first True along the last axis (torch's argmax takes no bool)
+        return (x if xp is np else x.to(xp.uint8)).argmax(-1)
+
+    seen = rows.any(-1)
+    starts = xp.where(seen, first(rows), 0)
+    gap = ~rows & (cols >= starts[:, None])
+    ends = xp.where(seen, xp.where(gap.any(-1), first(gap), nk), 0)
+    rest = rows & (cols >= ends[:, None])
+    second = rest.any(-1)
+    starts2 = xp.where(second, first(rest), 0)
+    ends2 = xp.where(second, nk - first(xp.flip(rows, (-1,))), 0)
+    split = rows.sum(-1, dtype=xp.int64) != (ends - starts) + (ends2 - starts2)
+    return [_host(x) for x in (starts, ends, starts2, ends2, split)]
+
+
+def _host(array: Any) -> np.ndarray:
+    """A numpy copy of a torch tensor (any device), or the numpy array itself."""
+    return array.cpu().numpy() if hasattr(array, "cpu") else np.asarray(array)
+
+
+def _runs(row: np.ndarray) -> int:
+    """How many separate runs of True `row` holds."""
+    return int(np.count_nonzero(row[1:] & ~row[:-1]) + row[0])
+
+
+def _row_intervals(helper: str, bounds: list[np.ndarray], nk: int | None = None) -> BoundMask:
+    """The program row_intervals (bounds: starts, ends) or row_intervals_2 (starts, ends,
+    starts2, ends2) bound to the bounds ([nq] or [batch, nq] each, checked), checking at
+    specialize that nq (and batch, and nk if given) match them."""
+    shape = bounds[0].shape
+
+    def check(kwargs: dict[str, Any]) -> None:
+        rows = shape[-1]
+        if kwargs.get("nq") != rows:
+            raise ValueError(f"{helper}: the bounds hold {rows} rows, so nq must be {rows}, "
+                             f"got {kwargs.get('nq')}")
+        if nk is not None and kwargs.get("nk", rows) != nk:
+            raise ValueError(f"{helper}: the mask has {nk} keys, so nk must be {nk}, got "
+                             f"{kwargs.get('nk', rows)}")
+        if len(shape) == 2:
+            check_batch(helper, "bounds", shape[0], kwargs)
+
+    names = ("starts", "ends", "starts2", "ends2")
+    name = "row_intervals" if len(bounds) == 2 else "row_intervals_2"
+    return program(name).bind(**{n: x.reshape(-1) for n, x in zip(names, bounds)}).with_check(
+        check)
+
+
+def check_batch(helper: str, what: str, batches: int, kwargs: dict[str, Any]) -> None:
+    """Raises ValueError unless specialize's batch (default 1) is `batches`."""
+    if kwargs.get("batch", 1) != batches:
+        raise ValueError(f"{helper}: the {what} hold {batches} batch rows, so batch must be "
+                         f"{batches}, got {kwargs.get('batch', 1)}")
+
+
+def integer_array(helper: str, values: Any, name: str) -> np.ndarray:
+    """`values` (a list, numpy array or torch tensor) as an int64 numpy array; raises TypeError
+    naming the helper and the argument for other element types."""
+    array = np.asarray(values.cpu() if hasattr(values, "cpu") else values)
+    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"{helper}: {name} must be integers, got dtype {array.dtype}")
+    return array.astype(np.int64)
