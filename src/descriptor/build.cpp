@@ -14,12 +14,12 @@
 
 #include <cstring>
 #include <span>
-#include <unordered_map>
 
 namespace cm {
 namespace {
 
 using descriptor::BlobWriter;
+using descriptor::DedupIndex;
 using descriptor::RunForm;
 
 uint64_t hash_instance(const InstanceRows& instance) {
@@ -49,20 +49,16 @@ struct DistinctInstances {
 DistinctInstances find_distinct(const std::vector<InstanceRows>& instances) {
   DistinctInstances out;
   out.remap.resize(instances.size());
-  std::unordered_multimap<uint64_t, int32_t> seen;
+  DedupIndex seen;
   for (size_t j = 0; j < instances.size(); ++j) {
     const uint64_t h = instances.size() > 1 ? hash_instance(instances[j]) : 0;
-    int32_t match = -1;
-    const auto [begin, end] = seen.equal_range(h);
-    for (auto it = begin; it != end && match < 0; ++it) {
-      if (same_instance(instances[out.distinct[static_cast<size_t>(it->second)]], instances[j])) {
-        match = it->second;
-      }
-    }
+    auto match = static_cast<int32_t>(seen.find(h, [&](int64_t i) {
+      return same_instance(instances[out.distinct[static_cast<size_t>(i)]], instances[j]);
+    }));
     if (match < 0) {
       match = static_cast<int32_t>(out.distinct.size());
       out.distinct.push_back(j);
-      seen.emplace(h, match);
+      seen.insert(h, match);
     }
     out.remap[j] = match;
   }

@@ -20,15 +20,13 @@ int32_t PatternTable::add_formula(const desc::GridFormula& formula) {
   desc::GridFormula canonical = formula;
   canonical.half_widths_offset = 0;
   const uint64_t h = hash_bytes(bytes_of(canonical), 0);
-  const auto [begin, end] = formula_index_.equal_range(h);
-  for (auto it = begin; it != end; ++it) {
-    if (std::memcmp(&formulas_[it->second], &canonical, sizeof(canonical)) == 0) {
-      return it->second;
-    }
-  }
+  const int64_t found = formula_index_.find(h, [&](int64_t i) {
+    return std::memcmp(&formulas_[static_cast<size_t>(i)], &canonical, sizeof(canonical)) == 0;
+  });
+  if (found >= 0) return static_cast<int32_t>(found);
   const auto index = static_cast<int32_t>(formulas_.size());
   formulas_.push_back(canonical);
-  formula_index_.emplace(h, index);
+  formula_index_.insert(h, index);
   return index;
 }
 
@@ -43,10 +41,9 @@ bool PatternTable::same(const desc::Pattern& p, int32_t formula, uint8_t kind,
 uint32_t PatternTable::add(desc::PatternKind kind, int32_t formula, uint16_t count,
                            std::span<const unsigned char> data) {
   const uint64_t h = hash_bytes(data, (uint64_t{kind} << 32) ^ static_cast<uint32_t>(formula));
-  const auto [begin, end] = pattern_index_.equal_range(h);
-  for (auto it = begin; it != end; ++it) {
-    if (same(patterns_[it->second], formula, kind, data)) return it->second;
-  }
+  const int64_t found = pattern_index_.find(
+      h, [&](int64_t i) { return same(patterns_[static_cast<size_t>(i)], formula, kind, data); });
+  if (found >= 0) return static_cast<uint32_t>(found);
   desc::Pattern p{};
   p.kind = kind;
   p.empty_halves = empty_halves(kind, data);
@@ -58,7 +55,7 @@ uint32_t PatternTable::add(desc::PatternKind kind, int32_t formula, uint16_t cou
   const auto index = static_cast<uint32_t>(patterns_.size());
   patterns_.push_back(p);
   data_sizes_.push_back(data.size());
-  pattern_index_.emplace(h, index);
+  pattern_index_.insert(h, index);
   return index;
 }
 

@@ -3,11 +3,12 @@
 // formulas get one index each; lookups hash the bytes.
 #pragma once
 
+#include "descriptor/hash.h"
+
 #include <compilemask/descriptor.h>
 
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 namespace cm::descriptor {
@@ -41,9 +42,9 @@ class PatternTable {
   std::vector<desc::Pattern> patterns_;
   std::vector<size_t> data_sizes_;
   std::vector<unsigned char> data_;  // each pattern's data starts 8-byte aligned
-  std::unordered_multimap<uint64_t, uint32_t> pattern_index_;
+  DedupIndex pattern_index_;
   std::vector<desc::GridFormula> formulas_;
-  std::unordered_multimap<uint64_t, int32_t> formula_index_;
+  DedupIndex formula_index_;
 };
 
 }  // namespace cm::descriptor
