@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 
 import numpy as np
+from extra_workloads import window_bounds
 
 
 def compile_blob(cli, mask_file, params, nq, nk, batch=1, heads=1):
@@ -32,12 +33,18 @@ def compile_blob(cli, mask_file, params, nq, nk, batch=1, heads=1):
                 text = str(value)
             args += ["-p", f"{name}={text}"]
         out = os.path.join(tmp, "descriptor.bin")
-        args += ["-o", out]
-        done = subprocess.run(args, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+        run_tool(args + ["-o", out])
         with open(out, "rb") as f:
             return f.read()
+
+
+def run_tool(args):
+    """Runs the tool with `args` and returns its standard output; raises RuntimeError with the
+    command and its error output if it fails."""
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+    return done.stdout
 
 
 # "clear_strips" is workloads.py's clear with its image tokens reordered into strips of this many
@@ -50,10 +57,7 @@ def strip_order(cli, start, rows, cols, strip, total):
     tool, because these scripts run without the Python package)."""
     args = [cli, "strip-order", "--start", str(start), "--rows", str(rows), "--cols", str(cols),
             "--strip", str(strip), "--total", str(total)]
-    done = subprocess.run(args, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
-    return np.array(done.stdout.split(), dtype=np.int64)
+    return np.array(run_tool(args).split(), dtype=np.int64)
 
 
 def workload_base(name):
@@ -103,7 +107,6 @@ def workload_mask(name, prm):
         return "video_neighbourhood.mask", {"frames": prm["frames"], "rows": s, "cols": s,
                                             "rt": prm["rt"], "ry": r, "rx": r, "strip": s}
     if name == "random_window":
-        q = np.arange(N)
-        return "row_intervals.mask", {"starts": (q + 1 - prm["windows"]).tolist(),
-                                      "ends": (q + 1).tolist()}
+        starts, ends = window_bounds(prm)
+        return "row_intervals.mask", {"starts": starts.tolist(), "ends": ends.tolist()}
     raise KeyError(name)

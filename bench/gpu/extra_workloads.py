@@ -40,6 +40,12 @@ def random_window(N, max_window=4096, seed=3, xp=np, device=None):
     return (lambda b, h, q, k: (k <= q) & (k > q - w[q])), {"N": N, "windows": windows}
 
 
+def window_bounds(prm):
+    """random_window's rows as key intervals [starts, ends) (what row_intervals takes)."""
+    q = np.arange(prm["N"])
+    return q + 1 - prm["windows"], q + 1
+
+
 EXTRA_WORKLOADS = {"natten": natten, "video": video, "random_window": random_window}
 
 

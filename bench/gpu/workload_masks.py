@@ -5,6 +5,7 @@ state a workload the same way. Needs numpy and compilemask only (no torch)."""
 import numpy as np
 
 import compilemask as cm
+from extra_workloads import window_bounds
 
 
 def offsets(lengths):
@@ -33,6 +34,5 @@ def helper_mask(name, prm, order):
         return cm.masks.video_neighbourhood(prm["frames"], prm["side"], prm["side"], prm["rt"],
                                             prm["r"], prm["r"], **order)
     if name == "random_window":
-        q = np.arange(prm["N"])
-        return cm.masks.row_intervals(q + 1 - prm["windows"], q + 1)
+        return cm.masks.row_intervals(*window_bounds(prm))
     raise KeyError(name)

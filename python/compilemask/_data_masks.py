@@ -127,7 +127,7 @@ def check_batch(helper: str, what: str, batches: int, kwargs: dict[str, Any]) ->
 def integer_array(helper: str, values: Any, name: str) -> np.ndarray:
     """`values` (a list, numpy array or torch tensor) as an int64 numpy array; raises TypeError
     naming the helper and the argument for other element types."""
-    array = np.asarray(values.cpu() if hasattr(values, "cpu") else values)
+    array = _host(values)
     if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f"{helper}: {name} must be integers, got dtype {array.dtype}")
     return array.astype(np.int64)
