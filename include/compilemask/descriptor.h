@@ -30,7 +30,7 @@
 namespace cm::desc {
 
 inline constexpr uint32_t kMagic = 0x4B534D43u;  // "CMSK" in little-endian byte order
-inline constexpr uint16_t kVersion = 5;
+inline constexpr uint16_t kVersion = 6;
 inline constexpr int kMaxTileM = 256;  // pattern row indices are stored in 8 bits
 inline constexpr int kMaxTileN = 256;
 inline constexpr int kMaxTiles = 65535;  // tile indices in runs are 16-bit
@@ -114,6 +114,11 @@ enum PatternKind : uint8_t {
   // its members are exactly the tiles for which partial_tile_nonempty() is true, and a kernel
   // must skip the others. (Added in version 2.)
   kPatternGridSparse = 4,
+  // Per-row ranges: data is RowRange[tile_m * count], row r's ranges at [r * count, r * count
+  // + count). Row r sees the union of its non-empty ranges. For rows whose pieces no few bands
+  // describe (windows drawn per row), a kernel reads each row's ranges in one load instead of
+  // walking every band. (Added in version 6.)
+  kPatternRowRanges = 5,
 };
 
 // True for the kinds whose masking includes a GridFormula.
@@ -127,7 +132,7 @@ struct Pattern {
   // this pattern, so a kernel that walks half tiles may skip that half. A hint: 0 claims
   // nothing (grid kinds always, and descriptors written before the field had a name).
   uint8_t empty_halves;
-  uint16_t count;  // number of RowBand entries (bands and grid kinds)
+  uint16_t count;  // RowBand entries (bands and grid kinds); ranges per row (row ranges)
   uint32_t data_offset;
   int32_t formula;  // GridFormula index for the grid kinds, else -1
   uint32_t reserved1;
@@ -151,6 +156,24 @@ struct RowBand {
   int16_t hi0;
 };
 static_assert(sizeof(RowBand) == 8, "descriptor layout");
+
+// Tile-relative key columns [first, last + 1) of one row, or nothing when first > last
+// (written as {255, 0}). Storing the last column instead of the end keeps tile_n = 256 in 8 bits.
+struct alignas(2) RowRange {
+  uint8_t first;
+  uint8_t last;
+};
+static_assert(sizeof(RowRange) == 2, "descriptor layout");
+inline constexpr RowRange kEmptyRowRange{255, 0};
+
+// Row r's k-th range of a kPatternRowRanges pattern with `count` ranges per row: true, with
+// the columns [lo, hi), when it is not empty.
+CM_HD bool row_range(const RowRange* ranges, int count, int r, int k, int& lo, int& hi) {
+  const RowRange range = ranges[r * count + k];
+  lo = range.first;
+  hi = range.last + 1;
+  return lo < hi;
+}
 
 enum GridShape : int32_t {
   kShapeBox = 0,      // |dt| <= rt, |dy| <= ry, |dx| <= rx
@@ -604,6 +627,14 @@ CM_HD void for_each_pattern_interval(const void* blob, const Pattern& p, int q0,
       const int lo = c;
       while (c < hd.tile_n && ((bits[c / 32] >> (c % 32)) & 1u)) ++c;
       emit(lo, c);
+    }
+    return;
+  }
+  if (p.kind == kPatternRowRanges) {
+    const RowRange* ranges = at<RowRange>(blob, p.data_offset);
+    for (int k = 0; k < p.count; ++k) {
+      int lo, hi;
+      if (row_range(ranges, p.count, r, k, lo, hi)) emit(lo, hi);
     }
     return;
   }

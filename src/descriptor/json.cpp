@@ -98,6 +98,24 @@ class JsonDump {
     out_ += "]";
   }
 
+  // Per tile row, its non-empty ranges as [lo, hi) pairs.
+  void row_ranges(const desc::Pattern& p) {
+    out_ += ", \"row_ranges\": [";
+    const desc::RowRange* ranges = desc::at<desc::RowRange>(blob_, p.data_offset);
+    for (int32_t r = 0; r < hd_.tile_m; ++r) {
+      out_ += r ? ", [" : "[";
+      const char* separator = "";
+      for (int k = 0; k < p.count; ++k) {
+        int lo, hi;
+        if (!desc::row_range(ranges, p.count, r, k, lo, hi)) continue;
+        out_ += std::string(separator) + "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+        separator = ", ";
+      }
+      out_ += "]";
+    }
+    out_ += "]";
+  }
+
   // One hex string per tile row, most significant word first.
   void bitmap(const desc::Pattern& p) {
     out_ += ", \"bitmap\": [";
@@ -124,6 +142,9 @@ class JsonDump {
       if (p.kind == desc::kPatternBitmap) {
         out_ += "\"bitmap\"";
         bitmap(p);
+      } else if (p.kind == desc::kPatternRowRanges) {
+        out_ += "\"row_ranges\"";
+        row_ranges(p);
       } else {
         const char* kind = p.kind == desc::kPatternGrid         ? "\"grid\""
                            : p.kind == desc::kPatternGridSparse ? "\"grid_sparse\""

@@ -67,6 +67,28 @@ size_t bitmap_bytes(int32_t tile_m, int32_t tile_n) {
          sizeof(uint32_t);
 }
 
+void row_ranges_from_bands(std::span<const desc::RowBand> bands, int32_t tile_m, int32_t tile_n,
+                           int32_t per_row, std::vector<desc::RowRange>& ranges) {
+  const auto width = static_cast<size_t>(per_row);
+  ranges.assign(static_cast<size_t>(tile_m) * width, desc::kEmptyRowRange);
+  std::vector<uint8_t> filled(static_cast<size_t>(tile_m), 0);  // slots taken per row
+  for (const desc::RowBand& band : bands) {
+    for (int32_t r = band.row_first; r <= band.row_last; ++r) {
+      int lo, hi;
+      if (!desc::band_row(band, r, tile_n, lo, hi)) continue;
+      ranges[static_cast<size_t>(r) * width + filled[static_cast<size_t>(r)]++] = {
+          static_cast<uint8_t>(lo), static_cast<uint8_t>(hi - 1)};
+    }
+  }
+  if (per_row == 1) return;
+  // Bands list a row's pieces in slot order; sorting by column makes equal sets equal bytes.
+  for (int32_t r = 0; r < tile_m; ++r) {
+    desc::RowRange* row = ranges.data() + static_cast<size_t>(r) * width;
+    std::sort(row, row + filled[static_cast<size_t>(r)],
+              [](desc::RowRange a, desc::RowRange b) { return a.first < b.first; });
+  }
+}
+
 void fill_bitmap(std::span<const RowPiece> pieces, int32_t tile_m, int32_t tile_n,
                  std::vector<uint32_t>& words) {
   const int32_t per_row = bitmap_words_per_row(tile_n);
@@ -74,6 +96,10 @@ void fill_bitmap(std::span<const RowPiece> pieces, int32_t tile_m, int32_t tile_
   for (const RowPiece& piece : pieces) {
     set_bits(words.data() + static_cast<size_t>(piece.row) * per_row, piece.lo, piece.hi);
   }
+}
+
+size_t row_ranges_bytes(int32_t tile_m, int32_t per_row) {
+  return static_cast<size_t>(tile_m) * static_cast<size_t>(per_row) * sizeof(desc::RowRange);
 }
 
 }  // namespace cm::descriptor

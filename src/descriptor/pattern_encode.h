@@ -1,4 +1,4 @@
-// Encodes the visible set of one partial tile as affine row bands or as a bitmap.
+// Encodes the visible set of one partial tile as affine row bands, per-row ranges or a bitmap.
 #pragma once
 
 #include <compilemask/descriptor.h>
@@ -47,6 +47,8 @@ class BandFitter {
   // Post: bands() holds RowBands whose union, row by row, equals the pieces added since reset.
   void finish();
   const std::vector<desc::RowBand>& bands() const { return bands_; }
+  // The most pieces any one row added since reset: one slot opens per piece of the richest row.
+  int32_t most_pieces_per_row() const { return static_cast<int32_t>(open_.size()); }
 
   // A band being grown: rows [first, last] so far, slopes known once it has two rows.
   struct OpenBand {
@@ -98,6 +100,16 @@ inline void set_bits(uint32_t* row, int32_t lo, int32_t hi) {
     c = word_end;
   }
 }
+
+// Bytes of a row-ranges pattern with `per_row` ranges per row.
+size_t row_ranges_bytes(int32_t tile_m, int32_t per_row);
+
+// Pre: `bands` fitted by a BandFitter (its pieces within [0, tile_n)), whose richest row had
+// `per_row` pieces. Post: `ranges` (resized to tile_m * per_row) holds row r's pieces sorted by
+// column from index r * per_row, its other slots desc::kEmptyRowRange: a kPatternRowRanges
+// pattern. Cost O(pieces + tile_m * per_row): each piece lies in exactly one band.
+void row_ranges_from_bands(std::span<const desc::RowBand> bands, int32_t tile_m, int32_t tile_n,
+                           int32_t per_row, std::vector<desc::RowRange>& ranges);
 
 // Pre: as for BandFitter::add. Post: `words` (resized to tile_m * words_per_row) has bit c of row r
 // set exactly when some piece of row r contains c.

@@ -22,8 +22,9 @@ class PatternTable {
   int32_t add_formula(const desc::GridFormula& formula);
 
   // Returns the index of the pattern (kind, formula, data). `count` is the RowBand count for
-  // band and grid kinds, 0 for bitmaps. Pattern::data_offset holds the offset into data();
-  // Pattern::empty_halves marks the halves whose rows the bands or the bitmap leave empty.
+  // band and grid kinds, the ranges per row for row ranges, 0 for bitmaps. Pattern::data_offset
+  // holds the offset into data(); Pattern::empty_halves marks the halves whose rows the bands,
+  // the row ranges or the bitmap leave empty.
   uint32_t add(desc::PatternKind kind, int32_t formula, uint16_t count,
                std::span<const unsigned char> data);
 
@@ -34,7 +35,7 @@ class PatternTable {
  private:
   bool same(const desc::Pattern& p, int32_t formula, uint8_t kind,
             std::span<const unsigned char> data) const;
-  // Pattern::empty_halves of a bands or bitmap pattern; 0 for the grid kinds.
+  // Pattern::empty_halves of a bands, row-ranges or bitmap pattern; 0 for the grid kinds.
   uint8_t empty_halves(desc::PatternKind kind, std::span<const unsigned char> data) const;
 
   int32_t tile_m_, tile_n_;

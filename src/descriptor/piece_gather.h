@@ -26,6 +26,8 @@ class PieceGatherer {
 
   const std::vector<desc::RowBand>& bands(size_t i) const { return fitters_[i].bands(); }
   bool has_pieces(size_t i) const { return !fitters_[i].bands().empty(); }
+  // The most pieces one row of key tile partial[i] holds.
+  int32_t most_pieces_per_row(size_t i) const { return fitters_[i].most_pieces_per_row(); }
 
   // Pre: as for gather, for the single key tile n. Post: `pieces` (cleared first) holds the
   // tile's pieces sorted by (row, lo), for patterns that need them (bitmaps).

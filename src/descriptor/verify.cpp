@@ -151,6 +151,11 @@ class Verifier {
         check_empty_halves(p, name);
         continue;
       }
+      if (p.kind == desc::kPatternRowRanges) {
+        check_row_ranges(p, name);
+        check_empty_halves(p, name);
+        continue;
+      }
       if (p.kind != desc::kPatternBands && !desc::is_grid_kind(p.kind)) {
         fail(name + ": unknown kind " + str(p.kind));
       }
@@ -191,6 +196,25 @@ class Verifier {
   }
 
   // A kernel skips the halves that empty_halves marks, so a marked half must see nothing.
+  // Every non-empty range must lie inside the tile: kernels index column tables by it.
+  void check_row_ranges(const desc::Pattern& p, const std::string& name) const {
+    const desc::Header& h = hd();
+    if (p.formula != -1) fail(name + ": a row-ranges pattern must have formula -1");
+    if (p.count == 0) fail(name + ": a row-ranges pattern must have at least one range per row");
+    require_array(p.data_offset, uint64_t(h.tile_m) * p.count, sizeof(desc::RowRange), 2,
+                  name + " row ranges");
+    const desc::RowRange* ranges = desc::at<desc::RowRange>(blob_, p.data_offset);
+    for (int32_t r = 0; r < h.tile_m; ++r) {
+      for (int k = 0; k < p.count; ++k) {
+        int lo, hi;
+        if (desc::row_range(ranges, p.count, r, k, lo, hi) && hi > h.tile_n) {
+          fail(name + " row " + str(r) + " range " + str(k) + ": columns [" + str(lo) + ", " +
+               str(hi) + ") reach past tile_n " + str(h.tile_n));
+        }
+      }
+    }
+  }
+
   void check_empty_halves(const desc::Pattern& p, const std::string& name) const {
     if (p.empty_halves > 3) fail(name + ": empty_halves has bits other than 0 and 1");
     if (desc::is_grid_kind(p.kind) && p.empty_halves != 0) {
@@ -284,8 +308,7 @@ class Verifier {
       }
       if (forward) {
         std::inplace_merge(tiles.begin() + static_cast<std::ptrdiff_t>(row_begin),
-                           tiles.begin() + static_cast<std::ptrdiff_t>(partial_begin),
-                           tiles.end());
+                           tiles.begin() + static_cast<std::ptrdiff_t>(partial_begin), tiles.end());
       }
     }
     return forward ? tiles : by_query_tile(tiles, num_other);

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <climits>
 #include <cstring>
 #include <functional>
@@ -96,6 +97,68 @@ TEST(DescriptorUnit, CheckerboardTileUsesABitmap) {
   ASSERT_EQ(stats.patterns, 1);
   EXPECT_EQ(desc::pattern(blob.data(), 0).kind, desc::kPatternBitmap);
   expect_equal_dense(blob, board);
+}
+
+// Row q sees its own w(q) most recent keys, w drawn per row: each row starts its own band, so a
+// 128 x 128 tile needs far more than four bands, and the builder stores each row's range.
+Dense per_row_windows(int32_t n, int32_t max_window, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> window(static_cast<size_t>(n));
+  for (int32_t& w : window) w = std::uniform_int_distribution<int32_t>(1, max_window)(rng);
+  return dense_of(
+      n, n, [&](int32_t q, int32_t k) { return k <= q && k > q - window[static_cast<size_t>(q)]; });
+}
+
+TEST(DescriptorUnit, PerRowWindowsUseRowRanges) {
+  const Dense windows = per_row_windows(384, 300, 7);
+  PlanStats stats;
+  const auto blob = build_one(windows, {128, 128}, stats);
+  verify_descriptor(blob.data(), blob.size() * 8);
+  expect_equal_dense(blob, windows);
+  int row_ranges = 0;
+  for (int32_t i = 0; i < stats.patterns; ++i) {
+    const desc::Pattern& p = desc::pattern(blob.data(), static_cast<uint32_t>(i));
+    ASSERT_NE(p.kind, desc::kPatternBitmap) << "pattern " << i;
+    if (p.kind == desc::kPatternBands) {
+      EXPECT_LE(p.count, 4) << "pattern " << i;
+      continue;
+    }
+    ASSERT_EQ(p.kind, desc::kPatternRowRanges) << "pattern " << i;
+    EXPECT_EQ(p.count, 1) << "pattern " << i;  // one window per row
+    ++row_ranges;
+  }
+  EXPECT_GT(row_ranges, 0);
+}
+
+TEST(DescriptorUnit, RowRangesHoldEveryPieceOfTheRichestRow) {
+  // Rows with 1, 2 or 3 windows of their own, so the bands are many and a row holds up to 3.
+  std::mt19937 rng(11);
+  std::vector<std::array<int32_t, 3>> starts(128);
+  for (auto& row : starts) {
+    for (int32_t& s : row) s = std::uniform_int_distribution<int32_t>(0, 120)(rng);
+  }
+  const Dense rows = dense_of(128, 128, [&](int32_t q, int32_t k) {
+    const auto& s = starts[static_cast<size_t>(q)];
+    const int windows = 1 + q % 3;
+    for (int i = 0; i < windows; ++i) {
+      if (k >= s[static_cast<size_t>(i)] && k < s[static_cast<size_t>(i)] + 5) return true;
+    }
+    return false;
+  });
+  PlanStats stats;
+  const auto blob = build_one(rows, {128, 128}, stats);
+  verify_descriptor(blob.data(), blob.size() * 8);
+  expect_equal_dense(blob, rows);
+  ASSERT_EQ(stats.patterns, 1);
+  const desc::Pattern& p = desc::pattern(blob.data(), 0);
+  EXPECT_EQ(p.kind, desc::kPatternRowRanges);
+  EXPECT_EQ(p.count, 3);
+  // The JSON dump lists each row's ranges; row 0 has one window.
+  const std::string row0 = "\"kind\": \"row_ranges\", \"row_ranges\": [[[" +
+                           std::to_string(starts[0][0]) + ", " + std::to_string(starts[0][0] + 5) +
+                           "]], [";
+  const std::string json = descriptor_to_json(blob.data());
+  EXPECT_NE(json.find(row0), std::string::npos) << row0 << "\n" << json;
 }
 
 // CLEAR-like: `text` tokens see and are seen by everything; an s x s image in strips of
@@ -327,6 +390,26 @@ TEST(DescriptorUnit, VerifyNamesTheBrokenRule) {
         mutable_at<desc::Pattern>(b, desc::header(b.data()).patterns_offset)->empty_halves = 4;
       },
       "bits other than 0 and 1");
+}
+
+TEST(DescriptorUnit, VerifyRejectsRowRangesPastTheTile) {
+  PlanStats stats;
+  auto blob = build_one(per_row_windows(256, 200, 3), {128, 128}, stats);
+  const uint32_t patterns = desc::header(blob.data()).patterns_offset;
+  int32_t i = 0;
+  while (desc::pattern(blob.data(), static_cast<uint32_t>(i)).kind != desc::kPatternRowRanges) {
+    ASSERT_LT(++i, stats.patterns) << "no row-ranges pattern";
+  }
+  desc::Pattern& p = *mutable_at<desc::Pattern>(blob, patterns + i * sizeof(desc::Pattern));
+  mutable_at<desc::RowRange>(blob, p.data_offset)[5] = {3, 128};  // columns [3, 129)
+  try {
+    verify_descriptor(blob.data(), blob.size() * 8);
+    ADD_FAILURE() << "a range past the tile was not detected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 5 range 0: columns [3, 129) reach past tile_n 128"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(DescriptorUnit, PatternsMarkTheirEmptyHalves) {
