@@ -71,20 +71,26 @@ void row_ranges_from_bands(std::span<const desc::RowBand> bands, int32_t tile_m,
                            int32_t per_row, std::vector<desc::RowRange>& ranges) {
   const auto width = static_cast<size_t>(per_row);
   ranges.assign(static_cast<size_t>(tile_m) * width, desc::kEmptyRowRange);
-  std::vector<uint8_t> filled(static_cast<size_t>(tile_m), 0);  // slots taken per row
+  // A row's taken slots come first: its next piece goes to the first empty one.
+  auto taken = [&](const desc::RowRange* row) {
+    int lo, hi;
+    int k = 0;
+    while (k < per_row && desc::row_range(row, per_row, 0, k, lo, hi)) ++k;
+    return k;
+  };
   for (const desc::RowBand& band : bands) {
     for (int32_t r = band.row_first; r <= band.row_last; ++r) {
       int lo, hi;
       if (!desc::band_row(band, r, tile_n, lo, hi)) continue;
-      ranges[static_cast<size_t>(r) * width + filled[static_cast<size_t>(r)]++] = {
-          static_cast<uint8_t>(lo), static_cast<uint8_t>(hi - 1)};
+      desc::RowRange* row = ranges.data() + static_cast<size_t>(r) * width;
+      row[taken(row)] = {static_cast<uint8_t>(lo), static_cast<uint8_t>(hi - 1)};
     }
   }
   if (per_row == 1) return;
   // Bands list a row's pieces in slot order; sorting by column makes equal sets equal bytes.
   for (int32_t r = 0; r < tile_m; ++r) {
     desc::RowRange* row = ranges.data() + static_cast<size_t>(r) * width;
-    std::sort(row, row + filled[static_cast<size_t>(r)],
+    std::sort(row, row + taken(row),
               [](desc::RowRange a, desc::RowRange b) { return a.first < b.first; });
   }
 }

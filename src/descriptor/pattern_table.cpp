@@ -71,13 +71,13 @@ uint8_t PatternTable::empty_halves(desc::PatternKind kind,
         if (desc::band_row(b, r, tile_n_, lo, hi)) row_seen[static_cast<size_t>(r)] = 1;
       }
     }
-  } else if (kind == desc::kPatternRowRanges) {  // bytes (first, last) per range
-    const size_t row_bytes = data.size() / static_cast<size_t>(tile_m_);
-    for (size_t r = 0; r < row_seen.size(); ++r) {
-      const unsigned char* row = data.data() + r * row_bytes;
-      for (size_t i = 0; i < row_bytes && !row_seen[r]; i += sizeof(desc::RowRange)) {
-        row_seen[r] = row[i] <= row[i + 1];
-      }
+  } else if (kind == desc::kPatternRowRanges) {
+    const size_t per_row = data.size() / sizeof(desc::RowRange) / static_cast<size_t>(tile_m_);
+    for (size_t i = 0; i < data.size() / sizeof(desc::RowRange); ++i) {
+      desc::RowRange range;  // copied out: the bytes need not be aligned
+      std::memcpy(&range, data.data() + i * sizeof(range), sizeof(range));
+      int lo, hi;
+      if (desc::row_range(&range, 1, 0, 0, lo, hi)) row_seen[i / per_row] = 1;
     }
   } else if (kind == desc::kPatternBitmap) {
     const size_t per_row = static_cast<size_t>(bitmap_words_per_row(tile_n_)) * sizeof(uint32_t);

@@ -195,7 +195,6 @@ class Verifier {
     }
   }
 
-  // A kernel skips the halves that empty_halves marks, so a marked half must see nothing.
   // Every non-empty range must lie inside the tile: kernels index column tables by it.
   void check_row_ranges(const desc::Pattern& p, const std::string& name) const {
     const desc::Header& h = hd();
@@ -215,6 +214,7 @@ class Verifier {
     }
   }
 
+  // A kernel skips the halves that empty_halves marks, so a marked half must see nothing.
   void check_empty_halves(const desc::Pattern& p, const std::string& name) const {
     if (p.empty_halves > 3) fail(name + ": empty_halves has bits other than 0 and 1");
     if (desc::is_grid_kind(p.kind) && p.empty_halves != 0) {
