@@ -6,19 +6,19 @@
 namespace cm::descriptor {
 
 uint32_t BlobWriter::reserve(size_t bytes) {
-  const size_t offset = (bytes_.size() + kAlign - 1) / kAlign * kAlign;
+  const size_t offset = (size_ + kAlign - 1) / kAlign * kAlign;
   if (offset + bytes > size_t{0xFFFFFFFFu}) {
     throw Error("descriptor: the blob would exceed 4 GiB; use larger tiles or fewer instances");
   }
-  bytes_.resize(offset + bytes, 0);
+  size_ = offset + bytes;
+  storage_.resize((size_ + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
   return static_cast<uint32_t>(offset);
 }
 
 std::vector<uint64_t> BlobWriter::finish() {
-  bytes_.resize((bytes_.size() + kAlign - 1) / kAlign * kAlign, 0);
-  std::vector<uint64_t> storage(bytes_.size() / sizeof(uint64_t));
-  std::memcpy(storage.data(), bytes_.data(), bytes_.size());
-  return storage;
+  size_ = (size_ + kAlign - 1) / kAlign * kAlign;
+  storage_.resize(size_ / sizeof(uint64_t), 0);
+  return std::move(storage_);
 }
 
 }  // namespace cm::descriptor

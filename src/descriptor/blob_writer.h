@@ -1,4 +1,5 @@
-// Lays out a descriptor blob: sections appended at 16-byte aligned offsets, written in place.
+// Lays out a descriptor blob: sections appended at 16-byte aligned offsets, written in place
+// into the blob's final 8-byte aligned storage (the blob can be megabytes: no second copy).
 #pragma once
 
 #include <cstdint>
@@ -19,22 +20,23 @@ class BlobWriter {
   template <class T>
   uint32_t append(std::span<const T> items) {
     const uint32_t offset = reserve(items.size_bytes());
-    if (!items.empty()) std::memcpy(bytes_.data() + offset, items.data(), items.size_bytes());
+    if (!items.empty()) std::memcpy(bytes() + offset, items.data(), items.size_bytes());
     return offset;
   }
 
   template <class T>
   void write(uint32_t offset, const T& value) {
-    std::memcpy(bytes_.data() + offset, &value, sizeof(T));
+    std::memcpy(bytes() + offset, &value, sizeof(T));
   }
 
-  // Pads the end to 16 bytes and returns the blob in 8-byte aligned storage.
+  // Pads the end to 16 bytes and hands over the blob.
   std::vector<uint64_t> finish();
 
-  size_t size() const { return bytes_.size(); }
-
  private:
-  std::vector<unsigned char> bytes_;
+  unsigned char* bytes() { return reinterpret_cast<unsigned char*>(storage_.data()); }
+
+  std::vector<uint64_t> storage_;  // always holds at least size_ bytes, zeroed past them
+  size_t size_ = 0;
 };
 
 }  // namespace cm::descriptor

@@ -61,41 +61,35 @@ uint32_t PatternTable::add(desc::PatternKind kind, int32_t formula, uint16_t cou
 
 uint8_t PatternTable::empty_halves(desc::PatternKind kind,
                                    std::span<const unsigned char> data) const {
-  std::vector<uint8_t> row_seen(static_cast<size_t>(tile_m_), 0);
+  bool seen[2] = {false, false};  // whether a row of the half sees a key
+  const auto see = [&](int64_t row) { seen[row >= tile_m_ / 2] = true; };
   if (kind == desc::kPatternBands) {
-    std::vector<desc::RowBand> bands(data.size() / sizeof(desc::RowBand));
-    std::memcpy(bands.data(), data.data(), bands.size() * sizeof(desc::RowBand));
-    for (const desc::RowBand& b : bands) {
+    for (size_t i = 0; i < data.size() / sizeof(desc::RowBand); ++i) {
+      desc::RowBand b;  // copied out: the bytes need not be aligned
+      std::memcpy(&b, data.data() + i * sizeof(b), sizeof(b));
       for (int r = b.row_first; r <= b.row_last && r < tile_m_; ++r) {
         int lo, hi;
-        if (desc::band_row(b, r, tile_n_, lo, hi)) row_seen[static_cast<size_t>(r)] = 1;
+        if (desc::band_row(b, r, tile_n_, lo, hi)) see(r);
       }
     }
   } else if (kind == desc::kPatternRowRanges) {
     const size_t per_row = data.size() / sizeof(desc::RowRange) / static_cast<size_t>(tile_m_);
     for (size_t i = 0; i < data.size() / sizeof(desc::RowRange); ++i) {
-      desc::RowRange range;  // copied out: the bytes need not be aligned
+      desc::RowRange range;
       std::memcpy(&range, data.data() + i * sizeof(range), sizeof(range));
       int lo, hi;
-      if (desc::row_range(&range, 1, 0, 0, lo, hi)) row_seen[i / per_row] = 1;
+      if (desc::row_range(&range, 1, 0, 0, lo, hi)) see(static_cast<int64_t>(i / per_row));
     }
   } else if (kind == desc::kPatternBitmap) {
     const size_t per_row = static_cast<size_t>(bitmap_words_per_row(tile_n_)) * sizeof(uint32_t);
     for (int32_t r = 0; r < tile_m_; ++r) {
       const unsigned char* row = data.data() + static_cast<size_t>(r) * per_row;
-      row_seen[static_cast<size_t>(r)] =
-          std::any_of(row, row + per_row, [](unsigned char c) { return c != 0; });
+      if (std::any_of(row, row + per_row, [](unsigned char c) { return c != 0; })) see(r);
     }
   } else {
     return 0;  // a formula's rows depend on the tile
   }
-  uint8_t empty = 0;
-  for (int half = 0; half < 2; ++half) {
-    const auto first = row_seen.begin() + half * (tile_m_ / 2);
-    const auto end = half == 0 ? row_seen.begin() + tile_m_ / 2 : row_seen.end();
-    if (std::none_of(first, end, [](uint8_t seen) { return seen != 0; })) empty |= 1u << half;
-  }
-  return empty;
+  return static_cast<uint8_t>((seen[0] ? 0u : 1u) | (seen[1] ? 0u : 2u));
 }
 
 }  // namespace cm::descriptor
