@@ -101,16 +101,13 @@ class JsonDump {
   // Per tile row, its non-empty ranges as [lo, hi) pairs.
   void row_ranges(const desc::Pattern& p) {
     out_ += ", \"row_ranges\": [";
-    const desc::RowRange* ranges = desc::at<desc::RowRange>(blob_, p.data_offset);
     for (int32_t r = 0; r < hd_.tile_m; ++r) {
       out_ += r ? ", [" : "[";
       const char* separator = "";
-      for (int k = 0; k < p.count; ++k) {
-        int lo, hi;
-        if (!desc::row_range(ranges, p.count, r, k, lo, hi)) continue;
+      desc::for_each_pattern_interval(blob_, p, 0, 0, r, [&](int lo, int hi) {
         out_ += std::string(separator) + "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
         separator = ", ";
-      }
+      });
       out_ += "]";
     }
     out_ += "]";
