@@ -30,7 +30,7 @@
 namespace cm::desc {
 
 inline constexpr uint32_t kMagic = 0x4B534D43u;  // "CMSK" in little-endian byte order
-inline constexpr uint16_t kVersion = 6;
+inline constexpr uint16_t kVersion = 7;
 inline constexpr int kMaxTileM = 256;  // pattern row indices are stored in 8 bits
 inline constexpr int kMaxTileN = 256;
 inline constexpr int kMaxTiles = 65535;  // tile indices in runs are 16-bit
@@ -119,6 +119,13 @@ enum PatternKind : uint8_t {
   // describe (windows drawn per row), a kernel reads each row's ranges in one load instead of
   // walking every band. (Added in version 6.)
   kPatternRowRanges = 5,
+  // The rows' own key intervals: data is KeyInterval[tile_m * count] in the instance's key
+  // columns (not tile-relative), row r's at [r * count, r * count + count), rows past the query
+  // tile's end empty. Row r sees the union of its intervals, restricted to the tile. One table
+  // serves every key tile of one query tile (and so does the pattern, for the tiles with the
+  // same empty_halves), so rows whose bounds are drawn per row cost O(rows) bytes, not
+  // O(partial tiles x tile_m). (Added in version 7.)
+  kPatternRowTable = 6,
 };
 
 // True for the kinds whose masking includes a GridFormula.
@@ -132,7 +139,7 @@ struct Pattern {
   // this pattern, so a kernel that walks half tiles may skip that half. A hint: 0 claims
   // nothing (grid kinds always, and descriptors written before the field had a name).
   uint8_t empty_halves;
-  uint16_t count;  // RowBand entries (bands and grid kinds); ranges per row (row ranges)
+  uint16_t count;  // RowBand entries (bands and grid kinds); ranges or intervals per row
   uint32_t data_offset;
   int32_t formula;  // GridFormula index for the grid kinds, else -1
   uint32_t reserved1;
@@ -174,6 +181,14 @@ CM_HD bool row_range(const RowRange* ranges, int count, int r, int k, int& lo, i
   hi = range.last + 1;
   return lo < hi;
 }
+
+// Key columns [lo, hi) of one row of a kPatternRowTable pattern, in the instance's key columns;
+// empty when hi <= lo (the builder writes {0, 0}).
+struct alignas(8) KeyInterval {  // aligned so that a reader loads it at once
+  int32_t lo;
+  int32_t hi;
+};
+static_assert(sizeof(KeyInterval) == 8, "descriptor layout");
 
 enum GridShape : int32_t {
   kShapeBox = 0,      // |dt| <= rt, |dy| <= ry, |dx| <= rx
@@ -607,6 +622,35 @@ CM_HD bool band_row(const RowBand& band, int r, int tile_n, int& lo, int& hi) {
   return lo < hi;
 }
 
+// Calls emit(lo, hi) with the intervals a pattern lists for row r (tile-relative) of a tile
+// whose keys start at k0: a row-ranges or row-table pattern's entries for the row, or the
+// bands' (the grid kinds' residual bands too), tile-relative and not clamped, so they may
+// reach outside [0, tile_n) or be empty. Bitmaps and grid formulas list nothing here.
+template <class Emit>
+CM_HD void for_each_listed_interval(const void* blob, const Pattern& p, int k0, int r,
+                                    Emit&& emit) {
+  if (p.kind == kPatternRowRanges) {
+    const RowRange* ranges = at<RowRange>(blob, p.data_offset);
+    for (int k = 0; k < p.count; ++k) {
+      int lo, hi;
+      if (row_range(ranges, p.count, r, k, lo, hi)) emit(lo, hi);
+    }
+  } else if (p.kind == kPatternRowTable) {
+    const KeyInterval* row = at<KeyInterval>(blob, p.data_offset) + r * p.count;
+    for (int k = 0; k < p.count; ++k) {
+      const KeyInterval interval = row[k];  // one 8-byte load
+      emit(interval.lo - k0, interval.hi - k0);
+    }
+  } else if (p.kind != kPatternBitmap) {
+    const RowBand* bands = at<RowBand>(blob, p.data_offset);
+    for (int i = 0; i < p.count; ++i) {
+      const RowBand band = bands[i];  // one load of the whole band
+      int lo, hi;
+      if (band_interval(band, r, lo, hi)) emit(lo, hi);
+    }
+  }
+}
+
 // Calls emit(lo, hi) with tile-relative column intervals [lo, hi) ⊆ [0, tile_n) whose union,
 // cut at the tile's width, is the visible part of row r (tile-relative) of a partial tile at
 // origin (q0, k0) with pattern p. Intervals may overlap and are not sorted. Bitmap patterns
@@ -630,19 +674,11 @@ CM_HD void for_each_pattern_interval(const void* blob, const Pattern& p, int q0,
     }
     return;
   }
-  if (p.kind == kPatternRowRanges) {
-    const RowRange* ranges = at<RowRange>(blob, p.data_offset);
-    for (int k = 0; k < p.count; ++k) {
-      int lo, hi;
-      if (row_range(ranges, p.count, r, k, lo, hi)) emit(lo, hi);
-    }
-    return;
-  }
-  const RowBand* bands = at<RowBand>(blob, p.data_offset);
-  for (int i = 0; i < p.count; ++i) {
-    int lo, hi;
-    if (band_row(bands[i], r, hd.tile_n, lo, hi)) emit(lo, hi);
-  }
+  for_each_listed_interval(blob, p, k0, r, [&](int lo, int hi) {
+    lo = clamp_int(lo, 0, hd.tile_n);
+    hi = clamp_int(hi, 0, hd.tile_n);
+    if (lo < hi) emit(lo, hi);
+  });
   if (is_grid_kind(p.kind)) {
     const GridFormula& f = grid_formula(blob, p.formula);
     for_each_grid_interval(f, q0 + r, k0, k0 + hd.tile_n,

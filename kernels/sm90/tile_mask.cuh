@@ -223,19 +223,10 @@ __host__ __device__ typename Columns::Bits row_visibility(const void* blob, cons
   if (!full) {
     if (p.kind == desc::kPatternBitmap) {  // rows of kMaskTileN / 32 words
       visible = cols.from_bitmap(desc::at<uint32_t>(blob, p.data_offset) + r * (kMaskTileN / 32));
-    } else if (p.kind == desc::kPatternRowRanges) {  // the row's own ranges, next to each other
-      const desc::RowRange* ranges = desc::at<desc::RowRange>(blob, p.data_offset);
-      for (int k = 0; k < p.count; ++k) {
-        int lo, hi;
-        if (desc::row_range(ranges, p.count, r, k, lo, hi)) visible |= cols.range(lo, hi);
-      }
     } else {
-      const desc::RowBand* bands = desc::at<desc::RowBand>(blob, p.data_offset);
-      for (int b = 0; b < p.count; ++b) {
-        const desc::RowBand band = bands[b];  // one load of the whole band
-        int lo, hi;
-        if (desc::band_interval(band, r, lo, hi)) visible |= cols.range(lo, hi);
-      }
+      // Columns sets clamp by themselves, so the listed intervals go in as written.
+      desc::for_each_listed_interval(blob, p, m.k0, r,
+                                     [&](int lo, int hi) { visible |= cols.range(lo, hi); });
       if (desc::is_grid_kind(p.kind)) add_grid_row_bits(blob, m, q0 + r, cols, visible);
     }
   }

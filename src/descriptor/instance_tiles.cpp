@@ -8,6 +8,7 @@
 #include "descriptor/tile_row_tiles.h"
 
 #include <algorithm>
+#include <array>
 #include <memory>
 
 namespace cm::descriptor {
@@ -41,16 +42,29 @@ class TileEncoder {
         strips_(instance.formulas.size()),
         strip_patterns_(instance.formulas.size()) {}
 
-  // Partial tile i of the gatherer as bands while a row has few of them to walk; past that as
-  // per-row ranges, which a kernel reads in one load per row, or as a bitmap when the ranges
-  // would take more bytes. Windows drawn per row fit a band per row or two: walked by every
-  // row, 25 bands cost random_window's forward 2.6 ms of 4.3 at 32K (perf-notes, session 27).
+  // Starts a query tile row: its row table is written when a tile first needs it.
+  void begin_tile_row() {
+    row_table_per_row_ = kNotCounted;
+    row_table_offset_ = -1;
+    row_table_patterns_.fill(-1);
+  }
+
+  // Partial tile i of the gatherer as bands while a row has few of them to walk. Past that, as
+  // the query tile's row table when its rows hold few intervals each: a kernel reads a row's
+  // intervals in one load each, and one table serves every key tile of the query tile, so
+  // bounds drawn per row cost O(rows) bytes instead of a pattern per tile. Else as per-row
+  // ranges, or as a bitmap when the ranges would take more bytes. Windows drawn per row fit a
+  // band per row or two: walked by every row, 25 bands cost random_window's forward 2.6 ms of
+  // 4.3 at 32K (perf-notes, session 27).
   uint32_t plain(const PieceGatherer& gatherer, size_t i, const RowIntervals& rows, int32_t r0,
                  int32_t r1, int32_t n) {
     const std::vector<desc::RowBand>& bands = gatherer.bands(i);
     if (bands.size() <= kMaxWalkedBands) {
       return table_.add(desc::kPatternBands, -1, static_cast<uint16_t>(bands.size()),
                         as_bytes_of(bands));
+    }
+    if (row_table_per_row(rows, r0, r1) <= kMaxWalkedBands) {
+      return row_table_pattern(rows, r0, r1, fitted_bands_empty_halves(bands, tiling_.m));
     }
     const int32_t per_row = gatherer.most_pieces_per_row(i);
     if (row_ranges_bytes(tiling_.m, per_row) <= bitmap_bytes(tiling_.m, tiling_.n)) {
@@ -100,6 +114,42 @@ class TileEncoder {
   }
 
  private:
+  // The most intervals a row of [r0, r1) holds, counted once per query tile row.
+  size_t row_table_per_row(const RowIntervals& rows, int32_t r0, int32_t r1) {
+    if (row_table_per_row_ == kNotCounted) {
+      row_table_per_row_ = 0;
+      for (int32_t q = r0; q < r1; ++q) {
+        row_table_per_row_ = std::max(row_table_per_row_, static_cast<size_t>(rows.row_size(q)));
+      }
+    }
+    return row_table_per_row_;
+  }
+
+  // The query tile row's kPatternRowTable pattern for tiles with `empty_halves`; writes the
+  // table (rows [r0, r1), then empty rows up to tile_m) on first use.
+  uint32_t row_table_pattern(const RowIntervals& rows, int32_t r0, int32_t r1,
+                             uint8_t empty_halves) {
+    int64_t& pattern = row_table_patterns_[empty_halves];
+    if (pattern >= 0) return static_cast<uint32_t>(pattern);
+    const auto per_row = static_cast<uint16_t>(row_table_per_row_);
+    if (row_table_offset_ < 0) {
+      row_table_.assign(static_cast<size_t>(tiling_.m) * per_row, desc::KeyInterval{0, 0});
+      for (int32_t q = r0; q < r1; ++q) {
+        desc::KeyInterval* out = row_table_.data() + static_cast<size_t>(q - r0) * per_row;
+        for (const Interval& interval :
+             std::span(rows.row(q), static_cast<size_t>(rows.row_size(q)))) {
+          *out++ = {interval.lo, interval.hi};
+        }
+      }
+      row_table_offset_ = table_.add_row_table(row_table_);
+    }
+    pattern = table_.add_row_table_pattern(static_cast<uint32_t>(row_table_offset_), per_row,
+                                           empty_halves);
+    return static_cast<uint32_t>(pattern);
+  }
+
+  static constexpr size_t kNotCounted = ~size_t{0};
+
   const InstanceRows& instance_;
   const Tiling& tiling_;
   const TileAxes& axes_;
@@ -107,6 +157,12 @@ class TileEncoder {
   std::vector<RowPiece> pieces_;
   std::vector<desc::RowRange> ranges_;
   std::vector<uint32_t> bitmap_;
+  // The current query tile row's row table: intervals per row, data offset (-1 until written)
+  // and pattern per empty_halves value (-1 until needed).
+  size_t row_table_per_row_ = kNotCounted;
+  int64_t row_table_offset_ = -1;
+  std::array<int64_t, 4> row_table_patterns_{};
+  std::vector<desc::KeyInterval> row_table_;
   // Per formula of a strip layout, once reached: its bitmaps by geometry, and the pattern of
   // each geometry (-1 until a tile without listed pieces needs it).
   std::vector<std::unique_ptr<FormulaBitmaps>> strips_;
@@ -129,6 +185,7 @@ EncodedInstance encode_instance(const InstanceRows& instance, const Tiling& tili
     const int32_t f = tiles.formula;
     count_row(tiles, out.counts);
     builder.begin_row();
+    encoder.begin_tile_row();
     for (const TileRowTiles::Run& run : tiles.full) builder.add_full(run.first, run.end);
     gatherer.gather(*tiles.rows, tiles.r0, tiles.r1, tiles.partial);
     const desc::GridFormula* formula =

@@ -29,8 +29,9 @@ struct EncodedInstance {
 // kPatternGrid (formula plus listed keys as bands) patterns, or, for a strip-layout formula,
 // kPatternBitmap patterns of the formula's and the listed keys. Other query tiles with formula rows
 // are classified from their complete rows, materialized for that tile row only. Other partial
-// tiles get bands (at most four), else per-row ranges, else a bitmap, whichever comes first
-// no larger than the bitmap (docs/descriptor.md, Pattern choice).
+// tiles get bands (at most four), else their query tile's row table when its rows hold at most
+// four intervals each, else per-row ranges, else a bitmap, whichever comes first no larger than
+// the bitmap (docs/descriptor.md, Pattern choice).
 // Cost: O(rows + listed intervals + grid line pairs + partial tiles + pieces), plus, per
 // partial tile a formula might fill, one row scan that stops at the first uncovered row, and
 // per formula-reached strip tile, its rows' grid intervals and a bitmap.

@@ -98,13 +98,15 @@ class JsonDump {
     out_ += "]";
   }
 
-  // Per tile row, its non-empty ranges as [lo, hi) pairs.
-  void row_ranges(const desc::Pattern& p) {
-    out_ += ", \"row_ranges\": [";
+  // Per tile row, its non-empty listed intervals as [lo, hi) pairs, under `key`: tile-relative
+  // for row ranges, in the instance's key columns for a row table.
+  void row_intervals(const desc::Pattern& p, const char* key) {
+    out_ += std::string(", \"") + key + "\": [";
     for (int32_t r = 0; r < hd_.tile_m; ++r) {
       out_ += r ? ", [" : "[";
       const char* separator = "";
-      desc::for_each_pattern_interval(blob_, p, 0, 0, r, [&](int lo, int hi) {
+      desc::for_each_listed_interval(blob_, p, 0, r, [&](int lo, int hi) {
+        if (lo >= hi) return;
         out_ += std::string(separator) + "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
         separator = ", ";
       });
@@ -141,7 +143,10 @@ class JsonDump {
         bitmap(p);
       } else if (p.kind == desc::kPatternRowRanges) {
         out_ += "\"row_ranges\"";
-        row_ranges(p);
+        row_intervals(p, "row_ranges");
+      } else if (p.kind == desc::kPatternRowTable) {
+        out_ += "\"row_table\"";
+        row_intervals(p, "row_table");
       } else {
         const char* kind = p.kind == desc::kPatternGrid         ? "\"grid\""
                            : p.kind == desc::kPatternGridSparse ? "\"grid_sparse\""

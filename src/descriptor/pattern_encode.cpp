@@ -58,6 +58,16 @@ void BandFitter::finish() {
   for (OpenBand& open : open_) close(open);
 }
 
+uint8_t fitted_bands_empty_halves(std::span<const desc::RowBand> bands, int32_t tile_m) {
+  const int32_t half = tile_m / 2;
+  bool seen[2] = {false, false};
+  for (const desc::RowBand& band : bands) {
+    seen[0] = seen[0] || band.row_first < half;
+    seen[1] = seen[1] || band.row_last >= half;
+  }
+  return static_cast<uint8_t>((seen[0] ? 0u : 1u) | (seen[1] ? 0u : 2u));
+}
+
 int32_t bitmap_words_per_row(int32_t tile_n) {
   return (tile_n + 31) / 32;
 }

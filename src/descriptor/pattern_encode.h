@@ -87,6 +87,10 @@ class BandFitter {
   size_t k_ = 0;      // slot of the next piece of row_
 };
 
+// Pattern::empty_halves of a tile_m-row tile whose pieces `bands` fitted (BandFitter, so every
+// row a band covers sees a key): bit h set when no band covers a row of half h.
+uint8_t fitted_bands_empty_halves(std::span<const desc::RowBand> bands, int32_t tile_m);
+
 // Words in one bitmap row and bytes of one bitmap pattern.
 int32_t bitmap_words_per_row(int32_t tile_n);
 size_t bitmap_bytes(int32_t tile_m, int32_t tile_n);

@@ -48,10 +48,8 @@ uint32_t PatternTable::add(desc::PatternKind kind, int32_t formula, uint16_t cou
   p.kind = kind;
   p.empty_halves = empty_halves(kind, data);
   p.count = count;
-  p.data_offset = static_cast<uint32_t>(data_.size());
+  p.data_offset = append_data(data);
   p.formula = formula;
-  data_.insert(data_.end(), data.begin(), data.end());
-  data_.resize((data_.size() + 7) / 8 * 8, 0);
   const auto index = static_cast<uint32_t>(patterns_.size());
   patterns_.push_back(p);
   data_sizes_.push_back(data.size());
@@ -59,20 +57,43 @@ uint32_t PatternTable::add(desc::PatternKind kind, int32_t formula, uint16_t cou
   return index;
 }
 
+uint32_t PatternTable::append_data(std::span<const unsigned char> data) {
+  const auto offset = static_cast<uint32_t>(data_.size());
+  data_.insert(data_.end(), data.begin(), data.end());
+  data_.resize((data_.size() + 7) / 8 * 8, 0);
+  return offset;
+}
+
+uint32_t PatternTable::add_row_table(std::span<const desc::KeyInterval> rows) {
+  return append_data(
+      {reinterpret_cast<const unsigned char*>(rows.data()), rows.size() * sizeof(rows[0])});
+}
+
+uint32_t PatternTable::add_row_table_pattern(uint32_t data_offset, uint16_t count,
+                                             uint8_t empty_halves) {
+  desc::Pattern p{};
+  p.kind = desc::kPatternRowTable;
+  p.empty_halves = empty_halves;
+  p.count = count;
+  p.data_offset = data_offset;
+  p.formula = -1;
+  const auto index = static_cast<uint32_t>(patterns_.size());
+  patterns_.push_back(p);
+  // Not in pattern_index_, so `same` never compares it; data_sizes_ stays indexed like patterns_.
+  data_sizes_.push_back(static_cast<size_t>(tile_m_) * count * sizeof(desc::KeyInterval));
+  return index;
+}
+
 uint8_t PatternTable::empty_halves(desc::PatternKind kind,
                                    std::span<const unsigned char> data) const {
+  if (kind == desc::kPatternBands) {  // the builder's bands come fitted, as a RowBand array
+    return fitted_bands_empty_halves(
+        {reinterpret_cast<const desc::RowBand*>(data.data()), data.size() / sizeof(desc::RowBand)},
+        tile_m_);
+  }
   bool seen[2] = {false, false};  // whether a row of the half sees a key
   const auto see = [&](int64_t row) { seen[row >= tile_m_ / 2] = true; };
-  if (kind == desc::kPatternBands) {
-    for (size_t i = 0; i < data.size() / sizeof(desc::RowBand); ++i) {
-      desc::RowBand b;  // copied out: the bytes need not be aligned
-      std::memcpy(&b, data.data() + i * sizeof(b), sizeof(b));
-      for (int r = b.row_first; r <= b.row_last && r < tile_m_; ++r) {
-        int lo, hi;
-        if (desc::band_row(b, r, tile_n_, lo, hi)) see(r);
-      }
-    }
-  } else if (kind == desc::kPatternRowRanges) {
+  if (kind == desc::kPatternRowRanges) {
     const size_t per_row = data.size() / sizeof(desc::RowRange) / static_cast<size_t>(tile_m_);
     for (size_t i = 0; i < data.size() / sizeof(desc::RowRange); ++i) {
       desc::RowRange range;

@@ -28,6 +28,14 @@ class PatternTable {
   uint32_t add(desc::PatternKind kind, int32_t formula, uint16_t count,
                std::span<const unsigned char> data);
 
+  // Stores `rows`, a kPatternRowTable table, and returns its data offset. Not deduplicated:
+  // each query tile has a table of its own rows.
+  uint32_t add_row_table(std::span<const desc::KeyInterval> rows);
+  // Returns a new kPatternRowTable pattern over the table at `data_offset` (add_row_table)
+  // with `count` intervals per row and the given empty halves, which the caller's tiles must
+  // leave empty. Not deduplicated: the caller keeps one per table and empty_halves.
+  uint32_t add_row_table_pattern(uint32_t data_offset, uint16_t count, uint8_t empty_halves);
+
   const std::vector<desc::Pattern>& patterns() const { return patterns_; }
   const std::vector<unsigned char>& data() const { return data_; }
   const std::vector<desc::GridFormula>& formulas() const { return formulas_; }
@@ -37,11 +45,13 @@ class PatternTable {
             std::span<const unsigned char> data) const;
   // Pattern::empty_halves of a bands, row-ranges or bitmap pattern; 0 for the grid kinds.
   uint8_t empty_halves(desc::PatternKind kind, std::span<const unsigned char> data) const;
+  // Appends `data` at an 8-byte aligned offset of data() and returns the offset.
+  uint32_t append_data(std::span<const unsigned char> data);
 
   int32_t tile_m_, tile_n_;
 
   std::vector<desc::Pattern> patterns_;
-  std::vector<size_t> data_sizes_;
+  std::vector<size_t> data_sizes_;   // per pattern, the bytes `same` compares
   std::vector<unsigned char> data_;  // each pattern's data starts 8-byte aligned
   DedupIndex pattern_index_;
   std::vector<desc::GridFormula> formulas_;

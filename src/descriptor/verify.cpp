@@ -156,6 +156,10 @@ class Verifier {
         check_empty_halves(p, name);
         continue;
       }
+      if (p.kind == desc::kPatternRowTable) {
+        check_row_table(p, name);  // its empty halves depend on the tile: check_instance
+        continue;
+      }
       if (p.kind != desc::kPatternBands && !desc::is_grid_kind(p.kind)) {
         fail(name + ": unknown kind " + str(p.kind));
       }
@@ -214,8 +218,20 @@ class Verifier {
     }
   }
 
-  // A kernel skips the halves that empty_halves marks, so a marked half must see nothing.
-  void check_empty_halves(const desc::Pattern& p, const std::string& name) const {
+  // Kernels read a row's `count` intervals with 8-byte loads; any values are safe to read.
+  void check_row_table(const desc::Pattern& p, const std::string& name) const {
+    if (p.formula != -1) fail(name + ": a row-table pattern must have formula -1");
+    if (p.count == 0) fail(name + ": a row-table pattern must have at least one interval per row");
+    if (p.empty_halves > 3) fail(name + ": empty_halves has bits other than 0 and 1");
+    require_array(p.data_offset, uint64_t(hd().tile_m) * p.count, sizeof(desc::KeyInterval),
+                  alignof(desc::KeyInterval), name + " row table");
+  }
+
+  // A kernel skips the halves that empty_halves marks, so a marked half must see nothing: in
+  // every tile for the kinds whose rows do not depend on the tile (k0 0, width tile_n), in the
+  // tile at key k0 of `width` keys for a row table.
+  void check_empty_halves(const desc::Pattern& p, const std::string& name, int32_t k0 = 0,
+                          int32_t width = desc::kMaxTileN) const {
     if (p.empty_halves > 3) fail(name + ": empty_halves has bits other than 0 and 1");
     if (desc::is_grid_kind(p.kind) && p.empty_halves != 0) {
       fail(name + ": a grid pattern must have empty_halves 0 (its rows depend on the tile)");
@@ -225,9 +241,11 @@ class Verifier {
       if (!desc::half_is_empty(p, half)) continue;
       const int32_t end = half == 0 ? tile_m / 2 : tile_m;
       for (int32_t r = half * (tile_m / 2); r < end; ++r) {
-        desc::for_each_pattern_interval(blob_, p, 0, 0, r, [&](int, int) {
-          fail(name + ": empty_halves marks half " + str(half) + " empty, but row " + str(r) +
-               " sees keys");
+        desc::for_each_pattern_interval(blob_, p, 0, k0, r, [&](int lo, int) {
+          if (lo < width) {
+            fail(name + ": empty_halves marks half " + str(half) + " empty, but row " + str(r) +
+                 " sees keys");
+          }
         });
       }
     }
@@ -335,8 +353,13 @@ class Verifier {
     if (fwd != bwd) fail(name + ": the forward and transposed forms list different tiles");
     uint64_t area = 0;
     for (const auto& [m, n, pattern] : fwd) {
-      area += uint64_t(desc::q_tile_span(blob_, m).size()) *
-              uint64_t(desc::k_tile_span(blob_, n).size());
+      const desc::TileSpan keys = desc::k_tile_span(blob_, n);
+      area += uint64_t(desc::q_tile_span(blob_, m).size()) * uint64_t(keys.size());
+      if (pattern != kFull && desc::pattern(blob_, pattern).kind == desc::kPatternRowTable) {
+        check_empty_halves(desc::pattern(blob_, pattern),
+                           name + " tile (" + str(m) + ", " + str(n) + ") pattern " + str(pattern),
+                           keys.begin, keys.size());
+      }
     }
     if (inst.visible_pairs > area)
       fail(name + ": visible_pairs exceeds the area of its visible tiles");

@@ -44,7 +44,7 @@ void expect_decodes_to(const std::vector<uint64_t>& blob, int32_t b, int32_t h,
 
 TEST(DescriptorProperty, RandomRowsRoundTripExactly) {
   std::mt19937 rng(12345);
-  std::array<int, desc::kPatternRowRanges + 1>
+  std::array<int, desc::kPatternRowTable + 1>
       patterns_of_kind{};  // the inputs must exercise every pattern kind
   for (int iteration = 0; iteration < 300; ++iteration) {
     const int32_t nq = std::uniform_int_distribution<int32_t>(1, 300)(rng);
@@ -78,6 +78,7 @@ TEST(DescriptorProperty, RandomRowsRoundTripExactly) {
   EXPECT_GT(patterns_of_kind[desc::kPatternGrid], 0);
   EXPECT_GT(patterns_of_kind[desc::kPatternGridSparse], 0);
   EXPECT_GT(patterns_of_kind[desc::kPatternRowRanges], 0);
+  EXPECT_GT(patterns_of_kind[desc::kPatternRowTable], 0);
 }
 
 // Pattern::empty_halves is exact for bands and bitmaps: a half of a partial tile is marked

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -109,47 +110,74 @@ Dense per_row_windows(int32_t n, int32_t max_window, uint32_t seed) {
       n, n, [&](int32_t q, int32_t k) { return k <= q && k > q - window[static_cast<size_t>(q)]; });
 }
 
-TEST(DescriptorUnit, PerRowWindowsUseRowRanges) {
+TEST(DescriptorUnit, PerRowWindowsShareTheirQueryTilesRowTable) {
   const Dense windows = per_row_windows(384, 300, 7);
   PlanStats stats;
   const auto blob = build_one(windows, {128, 128}, stats);
   verify_descriptor(blob.data(), blob.size() * 8);
   expect_equal_dense(blob, windows);
-  int row_ranges = 0;
-  for (int32_t i = 0; i < stats.patterns; ++i) {
-    const desc::Pattern& p = desc::pattern(blob.data(), static_cast<uint32_t>(i));
-    ASSERT_NE(p.kind, desc::kPatternBitmap) << "pattern " << i;
-    if (p.kind == desc::kPatternBands) {
-      EXPECT_LE(p.count, 4) << "pattern " << i;
-      continue;
+  // Per query tile: its row table's offset, and its row-table tiles.
+  std::map<int32_t, uint32_t> table_of_tile_row;
+  int row_table_tiles = 0;
+  const desc::Instance& inst = desc::instance(blob.data(), 0);
+  for (int32_t m = 0; m < desc::header(blob.data()).num_q_tiles; ++m) {
+    const desc::TileRow& row = desc::q_tile(blob.data(), inst, m);
+    const desc::PartialRun* runs = desc::partial_runs(blob.data(), row);
+    for (int i = 0; i < row.partial_count; ++i) {
+      const desc::Pattern& p = desc::pattern(blob.data(), runs[i].pattern);
+      ASSERT_NE(p.kind, desc::kPatternBitmap) << "tile row " << m;
+      ASSERT_NE(p.kind, desc::kPatternRowRanges) << "tile row " << m;
+      if (p.kind == desc::kPatternBands) {
+        EXPECT_LE(p.count, 4) << "tile row " << m;
+        continue;
+      }
+      ASSERT_EQ(p.kind, desc::kPatternRowTable) << "tile row " << m;
+      EXPECT_EQ(p.count, 1) << "tile row " << m;  // one window per row
+      const auto [it, first] = table_of_tile_row.emplace(m, p.data_offset);
+      EXPECT_EQ(it->second, p.data_offset) << "tile row " << m << " has two tables";
+      // The table holds row q's window in key columns.
+      const desc::KeyInterval* table = desc::at<desc::KeyInterval>(blob.data(), p.data_offset);
+      const int32_t q = desc::q_tile_span(blob.data(), m).begin + 17;
+      EXPECT_EQ(table[17].hi, q + 1) << "tile row " << m;
+      EXPECT_EQ(windows.at(q, table[17].lo), 1);
+      EXPECT_TRUE(table[17].lo == 0 || windows.at(q, table[17].lo - 1) == 0);
+      row_table_tiles += runs[i].count;
     }
-    ASSERT_EQ(p.kind, desc::kPatternRowRanges) << "pattern " << i;
-    EXPECT_EQ(p.count, 1) << "pattern " << i;  // one window per row
-    ++row_ranges;
   }
-  EXPECT_GT(row_ranges, 0);
+  EXPECT_EQ(table_of_tile_row.size(), 3u);  // every query tile has tiles of more than 4 bands
+  EXPECT_GT(row_table_tiles, 3);            // so some table serves two key tiles or more
 }
 
-TEST(DescriptorUnit, RowRangesHoldEveryPieceOfTheRichestRow) {
-  // Rows with 1, 2 or 3 windows of their own, so the bands are many and a row holds up to 3.
-  std::mt19937 rng(11);
-  std::vector<std::array<int32_t, 3>> starts(128);
+// Rows of 128 x 256 keys with `windows(q)` windows of 5 keys in each 128-key half, starting
+// at random columns: past four intervals per row, so tiles keep their own row ranges.
+Dense windows_in_both_halves(uint32_t seed, const std::function<int(int32_t)>& windows,
+                             std::vector<std::array<int32_t, 3>>& starts) {
+  std::mt19937 rng(seed);
+  starts.assign(128, {});
   for (auto& row : starts) {
     for (int32_t& s : row) s = std::uniform_int_distribution<int32_t>(0, 120)(rng);
   }
-  const Dense rows = dense_of(128, 128, [&](int32_t q, int32_t k) {
+  return dense_of(128, 256, [&](int32_t q, int32_t k) {
     const auto& s = starts[static_cast<size_t>(q)];
-    const int windows = 1 + q % 3;
-    for (int i = 0; i < windows; ++i) {
-      if (k >= s[static_cast<size_t>(i)] && k < s[static_cast<size_t>(i)] + 5) return true;
+    for (int i = 0; i < windows(q); ++i) {
+      const int32_t c = k % 128;
+      if (c >= s[static_cast<size_t>(i)] && c < s[static_cast<size_t>(i)] + 5) return true;
     }
     return false;
   });
+}
+
+TEST(DescriptorUnit, RowRangesHoldEveryPieceOfTheRichestRow) {
+  // Rows with 1, 2 or 3 windows per tile (2 to 6 in the row), so the bands are many, a row
+  // holds up to 3 pieces in a tile, and the rows of 6 are too many for a row table.
+  std::vector<std::array<int32_t, 3>> starts;
+  const Dense rows = windows_in_both_halves(
+      11, [](int32_t q) { return 1 + q % 3; }, starts);
   PlanStats stats;
   const auto blob = build_one(rows, {128, 128}, stats);
   verify_descriptor(blob.data(), blob.size() * 8);
   expect_equal_dense(blob, rows);
-  ASSERT_EQ(stats.patterns, 1);
+  ASSERT_EQ(stats.patterns, 1);  // both tiles have the same pieces
   const desc::Pattern& p = desc::pattern(blob.data(), 0);
   EXPECT_EQ(p.kind, desc::kPatternRowRanges);
   EXPECT_EQ(p.count, 3);
@@ -157,6 +185,30 @@ TEST(DescriptorUnit, RowRangesHoldEveryPieceOfTheRichestRow) {
   const std::string row0 = "\"kind\": \"row_ranges\", \"row_ranges\": [[[" +
                            std::to_string(starts[0][0]) + ", " + std::to_string(starts[0][0] + 5) +
                            "]], [";
+  const std::string json = descriptor_to_json(blob.data());
+  EXPECT_NE(json.find(row0), std::string::npos) << row0 << "\n" << json;
+}
+
+TEST(DescriptorUnit, RowTableHoldsEveryIntervalOfTheRichestRow) {
+  // Rows with 1 or 2 windows per tile (2 or 4 in the row): one table, 4 intervals per row.
+  std::vector<std::array<int32_t, 3>> starts;
+  const Dense rows = windows_in_both_halves(
+      11, [](int32_t q) { return 1 + q % 2; }, starts);
+  PlanStats stats;
+  const auto blob = build_one(rows, {128, 128}, stats);
+  verify_descriptor(blob.data(), blob.size() * 8);
+  expect_equal_dense(blob, rows);
+  ASSERT_EQ(stats.patterns, 1);  // both tiles: one table, neither half empty
+  const desc::Pattern& p = desc::pattern(blob.data(), 0);
+  EXPECT_EQ(p.kind, desc::kPatternRowTable);
+  EXPECT_EQ(p.count, 4);
+  EXPECT_EQ(p.empty_halves, 0);
+  // The JSON dump lists each row's intervals in key columns; row 0 has one window per tile
+  // (two when they touch across the tiles' boundary, which these starts keep apart).
+  const int32_t s = starts[0][0];
+  const std::string row0 = "\"kind\": \"row_table\", \"row_table\": [[[" + std::to_string(s) +
+                           ", " + std::to_string(s + 5) + "], [" + std::to_string(128 + s) + ", " +
+                           std::to_string(128 + s + 5) + "]], [";
   const std::string json = descriptor_to_json(blob.data());
   EXPECT_NE(json.find(row0), std::string::npos) << row0 << "\n" << json;
 }
@@ -321,6 +373,16 @@ TEST(DescriptorUnit, RejectsMalformedRowsAndMaps) {
   EXPECT_NO_THROW(build_descriptor({rows}, {0, 0}, 1, 2, {16, 16}, stats));
 }
 
+// Expects verification of a damaged `blob` to fail naming `rule`.
+void expect_verify_error(const std::vector<uint64_t>& blob, const std::string& rule) {
+  try {
+    verify_descriptor(blob.data(), blob.size() * 8);
+    ADD_FAILURE() << "corruption not detected: " << rule;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+  }
+}
+
 // Builds causal 512 / 128x128, lets `corrupt` damage a copy, and expects verification to fail
 // naming `rule`.
 void expect_verify_failure(const std::function<void(std::vector<uint64_t>&)>& corrupt,
@@ -329,12 +391,7 @@ void expect_verify_failure(const std::function<void(std::vector<uint64_t>&)>& co
   auto blob =
       build_one(dense_of(512, 512, [](int32_t q, int32_t k) { return k <= q; }), {128, 128}, stats);
   corrupt(blob);
-  try {
-    verify_descriptor(blob.data(), blob.size() * 8);
-    ADD_FAILURE() << "corruption not detected: " << rule;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
-  }
+  expect_verify_error(blob, rule);
 }
 
 template <class T>
@@ -393,23 +450,43 @@ TEST(DescriptorUnit, VerifyNamesTheBrokenRule) {
 }
 
 TEST(DescriptorUnit, VerifyRejectsRowRangesPastTheTile) {
+  std::vector<std::array<int32_t, 3>> starts;
+  PlanStats stats;
+  auto blob = build_one(windows_in_both_halves(
+                            3, [](int32_t q) { return 1 + q % 3; }, starts),
+                        {128, 128}, stats);
+  const uint32_t patterns = desc::header(blob.data()).patterns_offset;
+  desc::Pattern& p = *mutable_at<desc::Pattern>(blob, patterns);
+  ASSERT_EQ(p.kind, desc::kPatternRowRanges);
+  mutable_at<desc::RowRange>(blob, p.data_offset)[5 * p.count] = {3, 128};  // columns [3, 129)
+  expect_verify_error(blob, "row 5 range 0: columns [3, 129) reach past tile_n 128");
+}
+
+// The first row-table pattern of per-row windows, for the verifier tests to break.
+desc::Pattern& first_row_table(std::vector<uint64_t>& blob, int32_t patterns) {
+  const uint32_t offset = desc::header(blob.data()).patterns_offset;
+  for (int32_t i = 0; i < patterns; ++i) {
+    desc::Pattern& p = *mutable_at<desc::Pattern>(blob, offset + i * sizeof(desc::Pattern));
+    if (p.kind == desc::kPatternRowTable) return p;
+  }
+  throw Error("no row-table pattern");
+}
+
+TEST(DescriptorUnit, VerifyRejectsRowTableHalvesMarkedEmptyThatSeeKeys) {
   PlanStats stats;
   auto blob = build_one(per_row_windows(256, 200, 3), {128, 128}, stats);
-  const uint32_t patterns = desc::header(blob.data()).patterns_offset;
-  int32_t i = 0;
-  while (desc::pattern(blob.data(), static_cast<uint32_t>(i)).kind != desc::kPatternRowRanges) {
-    ASSERT_LT(++i, stats.patterns) << "no row-ranges pattern";
-  }
-  desc::Pattern& p = *mutable_at<desc::Pattern>(blob, patterns + i * sizeof(desc::Pattern));
-  mutable_at<desc::RowRange>(blob, p.data_offset)[5] = {3, 128};  // columns [3, 129)
-  try {
-    verify_descriptor(blob.data(), blob.size() * 8);
-    ADD_FAILURE() << "a range past the tile was not detected";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("row 5 range 0: columns [3, 129) reach past tile_n 128"),
-              std::string::npos)
-        << e.what();
-  }
+  desc::Pattern& p = first_row_table(blob, stats.patterns);
+  ASSERT_EQ(p.empty_halves, 0);  // every row sees its own key, in its query tile's last tile
+  p.empty_halves = 2;
+  expect_verify_error(blob, "empty_halves marks half 1 empty, but row 64 sees keys");
+}
+
+TEST(DescriptorUnit, VerifyRejectsRowTablePastTheBlob) {
+  PlanStats stats;
+  auto blob = build_one(per_row_windows(256, 200, 3), {128, 128}, stats);
+  desc::Pattern& p = first_row_table(blob, stats.patterns);
+  p.data_offset = static_cast<uint32_t>(blob.size() * 8 - 512);  // 128 rows need 1024 bytes
+  expect_verify_error(blob, "row table [");
 }
 
 TEST(DescriptorUnit, PatternsMarkTheirEmptyHalves) {

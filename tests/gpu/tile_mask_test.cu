@@ -146,7 +146,7 @@ TEST(KernelMasking, ColumnRangesMatchTheirColumns) {
 
 TEST(KernelMasking, RandomInstancesMatchTheirDenseMasks) {
   std::mt19937 rng(90);
-  std::array<int, desc::kPatternRowRanges + 1> patterns_of_kind{};
+  std::array<int, desc::kPatternRowTable + 1> patterns_of_kind{};
   int64_t rows = 0;
   for (int iteration = 0; iteration < 120; ++iteration) {
     const int32_t nq = std::uniform_int_distribution<int32_t>(1, 700)(rng);
@@ -167,6 +167,7 @@ TEST(KernelMasking, RandomInstancesMatchTheirDenseMasks) {
   EXPECT_GT(patterns_of_kind[desc::kPatternGrid], 0);
   EXPECT_GT(patterns_of_kind[desc::kPatternGridSparse], 0);
   EXPECT_GT(patterns_of_kind[desc::kPatternRowRanges], 0);
+  EXPECT_GT(patterns_of_kind[desc::kPatternRowTable], 0);
   EXPECT_GT(rows, 100000);
 }
 
