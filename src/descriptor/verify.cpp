@@ -218,13 +218,23 @@ class Verifier {
     }
   }
 
-  // Kernels read a row's `count` intervals with 8-byte loads; any values are safe to read.
+  // Kernels read a row's `count` intervals with 8-byte loads and subtract the tile's first
+  // key, which bounds in [0, nk] keep from overflowing.
   void check_row_table(const desc::Pattern& p, const std::string& name) const {
     if (p.formula != -1) fail(name + ": a row-table pattern must have formula -1");
     if (p.count == 0) fail(name + ": a row-table pattern must have at least one interval per row");
     if (p.empty_halves > 3) fail(name + ": empty_halves has bits other than 0 and 1");
-    require_array(p.data_offset, uint64_t(hd().tile_m) * p.count, sizeof(desc::KeyInterval),
-                  alignof(desc::KeyInterval), name + " row table");
+    const uint64_t entries = uint64_t(hd().tile_m) * p.count;
+    require_array(p.data_offset, entries, sizeof(desc::KeyInterval), alignof(desc::KeyInterval),
+                  name + " row table");
+    const desc::KeyInterval* table = desc::at<desc::KeyInterval>(blob_, p.data_offset);
+    for (uint64_t i = 0; i < entries; ++i) {
+      const desc::KeyInterval& e = table[i];
+      if (e.lo < 0 || e.hi < 0 || e.lo > hd().nk || e.hi > hd().nk) {
+        fail(name + " row " + str(int64_t(i / p.count)) + " interval " + str(int64_t(i % p.count)) +
+             ": [" + str(e.lo) + ", " + str(e.hi) + ") must lie in [0, nk = " + str(hd().nk) + "]");
+      }
+    }
   }
 
   // A kernel skips the halves that empty_halves marks, so a marked half must see nothing: in

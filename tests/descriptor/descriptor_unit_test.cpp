@@ -485,6 +485,14 @@ TEST(DescriptorUnit, VerifyRejectsRowTableHalvesMarkedEmptyThatSeeKeys) {
   expect_verify_error(blob, "empty_halves marks half 1 empty, but row 64 sees keys");
 }
 
+TEST(DescriptorUnit, VerifyRejectsRowTableBoundsPastTheKeys) {
+  PlanStats stats;
+  auto blob = build_one(per_row_windows(256, 200, 3), {128, 128}, stats);
+  const desc::Pattern& p = first_row_table(blob, stats.patterns);
+  mutable_at<desc::KeyInterval>(blob, p.data_offset)[3 * p.count] = {-5, 10};
+  expect_verify_error(blob, "row 3 interval 0: [-5, 10) must lie in [0, nk = 256]");
+}
+
 TEST(DescriptorUnit, VerifyRejectsRowTablePastTheBlob) {
   PlanStats stats;
   auto blob = build_one(per_row_windows(256, 200, 3), {128, 128}, stats);
