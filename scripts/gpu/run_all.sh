@@ -10,13 +10,12 @@
 #   bench_fwd.md, bench_fwd.json, bench_fwd.png    forward benchmark (bench stage)
 #   bench_bwd.md, bench_bwd.json                   fwd+bwd benchmark (bench stage)
 #   logs.txt       the failure lines of every log, and the CLI run
-# Full logs stay in $LOGS (default /tmp/cm-logs) on the GPU machine. Every stage at the four
-# benchmark lengths takes longer than one 10-minute device call: split the stages over calls
-# (build test sanitize; then bench with BENCH_LENS, or fwd_checks.sh / bwd_checks.sh bench).
-# Measured: the forward bench at 32K takes about 80 s; the backward bench at 32K about 65 s
-# for causal, hstu, shared_prefix and sliding together, but over 200 s for doc_causal, clear
-# and clear_strips (the clear rows' deterministic and Flex timings are slow), and about 120 s
-# for every workload at 1K plus four at 4K.
+# Full logs stay in $LOGS (default /tmp/cm-logs) on the GPU machine. Measured in session 29
+# (runs 171-173): build, test and sanitize of both passes about 100 s, the forward bench at
+# the four lengths 100 s, the forward + backward bench 150 s, the Python stage 80 s; all
+# stages fit one 10-minute device call, with little to spare on a slow machine, so split them
+# over calls when the time is short (build test sanitize; then bench with BENCH_LENS, or
+# fwd_checks.sh / bwd_checks.sh bench).
 set -uo pipefail
 # shellcheck source=scripts/gpu/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
