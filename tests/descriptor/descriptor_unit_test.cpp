@@ -110,12 +110,18 @@ Dense per_row_windows(int32_t n, int32_t max_window, uint32_t seed) {
       n, n, [&](int32_t q, int32_t k) { return k <= q && k > q - window[static_cast<size_t>(q)]; });
 }
 
+// The blob of `rows` with 128 x 128 tiles, checked to decode to them.
+std::vector<uint64_t> build_checked(const Dense& rows) {
+  PlanStats stats;
+  auto blob = build_one(rows, {128, 128}, stats);
+  verify_descriptor(blob.data(), blob.size() * 8);
+  expect_equal_dense(blob, rows);
+  return blob;
+}
+
 TEST(DescriptorUnit, PerRowWindowsShareTheirQueryTilesRowTable) {
   const Dense windows = per_row_windows(384, 300, 7);
-  PlanStats stats;
-  const auto blob = build_one(windows, {128, 128}, stats);
-  verify_descriptor(blob.data(), blob.size() * 8);
-  expect_equal_dense(blob, windows);
+  const auto blob = build_checked(windows);
   // Per query tile: its row table's offset, and its row-table tiles.
   std::map<int32_t, uint32_t> table_of_tile_row;
   int row_table_tiles = 0;
@@ -133,7 +139,7 @@ TEST(DescriptorUnit, PerRowWindowsShareTheirQueryTilesRowTable) {
       }
       ASSERT_EQ(p.kind, desc::kPatternRowTable) << "tile row " << m;
       EXPECT_EQ(p.count, 1) << "tile row " << m;  // one window per row
-      const auto [it, first] = table_of_tile_row.emplace(m, p.data_offset);
+      const auto it = table_of_tile_row.emplace(m, p.data_offset).first;
       EXPECT_EQ(it->second, p.data_offset) << "tile row " << m << " has two tables";
       // The table holds row q's window in key columns.
       const desc::KeyInterval* table = desc::at<desc::KeyInterval>(blob.data(), p.data_offset);
@@ -165,15 +171,6 @@ Dense windows_in_both_halves(uint32_t seed, const std::function<int(int32_t)>& w
     }
     return false;
   });
-}
-
-// The blob of `rows` with 128 x 128 tiles, checked to decode to them.
-std::vector<uint64_t> build_checked(const Dense& rows) {
-  PlanStats stats;
-  auto blob = build_one(rows, {128, 128}, stats);
-  verify_descriptor(blob.data(), blob.size() * 8);
-  expect_equal_dense(blob, rows);
-  return blob;
 }
 
 TEST(DescriptorUnit, RowRangesHoldEveryPieceOfTheRichestRow) {
