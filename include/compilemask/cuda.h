@@ -32,7 +32,9 @@ enum class DType : int32_t { kBFloat16 = 0, kFloat16 = 1 };
 // warpgroup (the two warpgroups still overlap each other); kPingpong also overlaps the softmax
 // with the products inside a warpgroup and makes the two warpgroups alternate. Measured on an
 // H200 (docs/perf-notes.md, v9), pingpong is 2–11% faster on every benchmark workload and
-// length, short rows included; kAuto picks it.
+// length, short rows included, at head dims up to 128; at head dims above 128 serial is 3–20%
+// faster (pingpong's scores, probabilities and O outgrow the registers; session 30). kAuto
+// picks the faster one for the head dim.
 enum class Mainloop : int32_t { kAuto = 0, kSerial = 1, kPingpong = 2 };
 
 // A [batch, rows, heads, head_dim] tensor by element strides; head_dim must be contiguous.
@@ -54,7 +56,7 @@ struct Problem {
   int32_t heads_kv = 1;  // heads_q must be a multiple (GQA/MQA)
   int32_t nq = 0;        // query rows per sequence; must equal the descriptor's nq
   int32_t nk = 0;        // key rows per sequence; must equal the descriptor's nk
-  int32_t head_dim = 0;  // a multiple of 8 up to 128: head_dim_supported() (cuda_limits.h)
+  int32_t head_dim = 0;  // head_dim_supported(head_dim, Pass) (cuda_limits.h)
   float scale = 0.f;     // softmax scale; 0 means 1/sqrt(head_dim)
   TensorRef q, k, v;
   TensorRef out;  // same dtype as q; forward() writes it (through a cast), backward() reads it

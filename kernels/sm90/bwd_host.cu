@@ -17,7 +17,7 @@ namespace {
 
 constexpr int kTile = sm90::kBwdTile;
 constexpr size_t kSectionAlign = 256;
-constexpr host::LaunchChecks check{"cm::cuda::backward"};
+constexpr host::LaunchChecks check{"cm::cuda::backward", Pass::kBackward};
 
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;

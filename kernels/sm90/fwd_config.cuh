@@ -3,6 +3,7 @@
 // the loader says about each key tile. fwd_kernel.cuh describes the roles.
 #pragma once
 
+#include "fwd_launch.h"
 #include "sync.cuh"
 #include "tile_mask.cuh"
 
@@ -24,10 +25,12 @@ struct WorkItem {
   const desc::TileRow* row;
 };
 
-// What the loader tells the consumers about the key tile of a K/V stage.
+// What the loader tells the consumers about the keys of a K/V stage: a key tile, or at head
+// dim 256 one of its 64-key halves (FwdConfig::kStageKeys).
 struct KeyTileInfo {
-  bool masked;  // its visibility is in the consumers' next mask slot
-  bool last;    // the last key tile of the work item
+  bool masked;   // the tile's visibility is in the consumers' next mask slot (read at part 0)
+  bool last;     // the last stage of the work item
+  uint8_t part;  // which kStageKeys-wide part of the key tile the stage holds
 };
 
 // The forward kernel's named barriers (bar.sync ids; 0 is __syncthreads), all in one place so
@@ -47,7 +50,11 @@ struct FwdConfig {
   static constexpr bool kIntraOverlap = kIntraOverlapV;
   static constexpr int kBlockM = 128;  // query rows per tile (two consumer warpgroups of 64)
   static constexpr int kBlockN = 128;  // key columns per tile
-  static constexpr int kStages = 2;    // K/V pipeline depth
+  // Keys per K/V stage and per product: the whole tile, or at head dim 256 a 64-key part, so
+  // that a warpgroup's O (128 fp32 registers per thread) leaves room for the scores.
+  static constexpr int kStageKeys = forward_keys_per_stage(kHeadDim);
+  static constexpr int kTileParts = kBlockN / kStageKeys;
+  static constexpr int kStages = 2;  // K/V pipeline depth
   static constexpr int kConsumerThreads = 256;
   static constexpr int kThreads = 128 + kConsumerThreads;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
@@ -63,15 +70,18 @@ struct FwdConfig {
   static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 168 * kThreads,
                 "register file");
   static constexpr int kItemSlots = 2;
-  static constexpr int kQStages = 2;  // the next item's Q loads while this one finishes
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "head dims 64 and 128 are instantiated");
+  // The next item's Q loads while this one finishes; at head dim 256 two Q tiles (128 KB) would
+  // not fit beside K and V, so the next Q waits for this item's O to leave the buffer.
+  static constexpr int kQStages = kHeadDim == 256 ? 1 : 2;
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "head dims 64, 128 and 256 are instantiated");
   static_assert(kBlockN == kMaskTileN, "tile_mask.cuh assumes 128-column key tiles");
 
   using MmaQK = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kStageKeys>, Int<kHeadDim>>>(),
       Layout<Shape<_2, _1, _1>>{}));
   using MmaPV = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>,
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kStageKeys>>,
                            GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<_2, _1, _1>>{}));
 
@@ -80,21 +90,21 @@ struct FwdConfig {
   using LayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
                                          Shape<Int<kBlockM>, Int<kHeadDim>, Int<kQStages>>{}));
   using LayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
-                                         Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
+                                         Shape<Int<kStageKeys>, Int<kHeadDim>, Int<kStages>>{}));
   // V as the (head_dim x keys) B operand of P V, head_dim contiguous (MN-major).
   using LayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
-                                          Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{},
+                                          Shape<Int<kHeadDim>, Int<kStageKeys>, Int<kStages>>{},
                                           Step<_2, _1, _3>{}));
 
   static constexpr int kBoxCols = 64;  // TMA box width: 128 bytes, the swizzle span
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
-  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kKVBytes = kStageKeys * kHeadDim * sizeof(Element);
 
   // A Q buffer, once its item's products are done, stages that item's O for the store.
   struct SharedStorage {
     alignas(1024) Element q[kQStages * kBlockM * kHeadDim];
-    alignas(1024) Element k[kStages * kBlockN * kHeadDim];
-    alignas(1024) Element v[kStages * kBlockN * kHeadDim];
+    alignas(1024) Element k[kStages * kStageKeys * kHeadDim];
+    alignas(1024) Element v[kStages * kStageKeys * kHeadDim];
     QuadBits mask[kMaskSlots][kBlockM];   // a masked tile's visibility, row by row
     QuadBits quad_below[kMaskTileN + 1];  // the mask warps' QuadColumns table
     uint64_t q_full[kQStages], q_empty[kQStages];
@@ -107,8 +117,8 @@ struct FwdConfig {
   };
   static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();
   static_assert(cosize_v<LayoutQ> == kQStages * kBlockM * kHeadDim, "Q layout is dense");
-  static_assert(cosize_v<LayoutK> == kStages * kBlockN * kHeadDim, "K layout is dense");
-  static_assert(cosize_v<LayoutVt> == kStages * kBlockN * kHeadDim, "V layout is dense");
+  static_assert(cosize_v<LayoutK> == kStages * kStageKeys * kHeadDim, "K layout is dense");
+  static_assert(cosize_v<LayoutVt> == kStages * kStageKeys * kHeadDim, "V layout is dense");
 };
 
 }  // namespace cm::sm90

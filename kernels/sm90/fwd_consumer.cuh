@@ -41,7 +41,7 @@ template <class Config>
 struct Consumer {
   using Element = typename Config::Element;
   static constexpr int kBlockM = Config::kBlockM;
-  static constexpr int kBlockN = Config::kBlockN;
+  static constexpr int kStageKeys = Config::kStageKeys;  // the columns of S
   static constexpr int kHeadDim = Config::kHeadDim;
 
   const FwdParams& p;
@@ -66,37 +66,41 @@ struct Consumer {
     slot.advance();
   }
 
-  // Sets masked scores to -inf. tSrS is the (2, 2, 16) accumulator: element (e, h, j) is row h
-  // of the thread, column 8j + 2 * quad + e.
+  // Sets masked scores to -inf. tSrS is the (2, 2, kStageKeys / 8) accumulator: element
+  // (e, h, j) is row h of the thread, column 8j + 2 * quad + e of the stage's keys, which are
+  // columns from part * kStageKeys of the tile: bit 2j + e of the visibility shifted by
+  // part * kStageKeys / 4 (tile_mask.cuh).
   template <class TS>
-  __device__ static void mask_tile(TS& tSrS, const uint32_t (&visible)[2]) {
+  __device__ static void mask_tile(TS& tSrS, const uint32_t (&visible)[2], int part) {
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
+      const uint32_t bits = visible[h] >> (part * kStageKeys / 4);
       CUTE_UNROLL
-      for (int j = 0; j < kBlockN / 8; ++j) {
+      for (int j = 0; j < kStageKeys / 8; ++j) {
         CUTE_UNROLL
         for (int e = 0; e < 2; ++e) {
-          const bool keep = (visible[h] >> (2 * j + e)) & 1u;
+          const bool keep = (bits >> (2 * j + e)) & 1u;
           tSrS(make_coord(e, h, j), 0, 0) = keep ? tSrS(make_coord(e, h, j), 0, 0) : kNegInf;
         }
       }
     }
   }
 
-  // Finishes the scores of a key tile, whose Q Kᵀ was just issued, into probabilities: a
-  // masked tile's visibility is fetched under the product, then the wait (leaving the newest
-  // kPending wgmma groups in flight), the K stage's release, masking and the online softmax.
+  // Finishes the scores of a stage, whose Q Kᵀ was just issued, into probabilities: a masked
+  // tile's visibility is fetched under the product of its first part (and kept in `visible` for
+  // its other parts), then the wait (leaving the newest kPending wgmma groups in flight), the K
+  // stage's release, masking and the online softmax.
   template <int kPending, class TS>
   __device__ void scores_to_probabilities(TS& tSrS, const KeyTileInfo& tile,
                                           PipeState<Config::kMaskSlots>& mask_slot,
-                                          uint64_t& k_empty, RowState& state,
-                                          float (&correction)[2]) const {
-    uint32_t visible[2];
-    if (tile.masked) take_visibility(mask_slot, visible);
+                                          uint32_t (&visible)[2], uint64_t& k_empty,
+                                          RowState& state, float (&correction)[2]) const {
+    const int part = Config::kTileParts == 1 ? 0 : tile.part;
+    if (tile.masked && part == 0) take_visibility(mask_slot, visible);
     warpgroup_wait<kPending>();
     warpgroup_fence_operand(tSrS);
     arrive_per_warp(k_empty);
-    if (tile.masked) mask_tile(tSrS, visible);
+    if (tile.masked) mask_tile(tSrS, visible, part);
     online_softmax(tSrS, state, correction);
   }
 
@@ -109,7 +113,7 @@ struct Consumer {
     for (int h = 0; h < 2; ++h) {
       float row_max = state.max[h];
       CUTE_UNROLL
-      for (int j = 0; j < kBlockN / 8; ++j) {
+      for (int j = 0; j < kStageKeys / 8; ++j) {
         row_max =
             fmaxf(row_max, fmaxf(tSrS(make_coord(0, h, j), 0, 0), tSrS(make_coord(1, h, j), 0, 0)));
       }
@@ -121,7 +125,7 @@ struct Consumer {
       state.max[h] = row_max;
       float sum = 0.f;
       CUTE_UNROLL
-      for (int j = 0; j < kBlockN / 8; ++j) {
+      for (int j = 0; j < kStageKeys / 8; ++j) {
         CUTE_UNROLL
         for (int e = 0; e < 2; ++e) {
           float& s = tSrS(make_coord(e, h, j), 0, 0);
@@ -147,8 +151,8 @@ struct Consumer {
 
   // P as the register A operand of P V: the accumulator's (e, h, j) order, read as k-blocks of
   // 16 columns ((e, h, j % 2), j / 2), is exactly the wgmma A fragment order.
-  using PLayout =
-      Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBlockN / 16>>, Stride<Stride<_1, _2, _4>, _0, _8>>;
+  using PLayout = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kStageKeys / 16>>,
+                         Stride<Stride<_1, _2, _4>, _0, _8>>;
 
   template <class TS, class TP>
   __device__ static void convert(const TS& tSrS, TP& tOrP) {
@@ -173,6 +177,10 @@ struct Consumer {
     }
     const int64_t row0 = item.q_row0;
     const int64_t batch = p.q_offsets != nullptr ? 0 : item.b;
+    // With one Q buffer, the previous item's copy-out below read this buffer. Its reads are
+    // ordered before these writes through q_empty and q_full already (the loader refills the
+    // buffer in between), but compute-sanitizer's racecheck does not follow that chain.
+    if constexpr (Config::kQStages == 1) named_sync(barrier_id, 128);
 
     // The warpgroup's own products are done (wait<0>), and it only touches its own 64 rows.
     // The thread's addresses are recomputed here rather than kept across the mainloop.
@@ -180,8 +188,8 @@ struct Consumer {
     const int quad = fresh_tid % 4;
     const int first_row = fwd_first_row(fresh_tid);
     // fwd_staged(first_row + 8h, 8j + 2 quad): both rows have the same row % 8, so the
-    // thread's 32 stores use only 8 swizzled chunk addresses, each with constant offsets for h
-    // and j / 8 (fwd_staging_test checks it; computed per store, the addressing took 350
+    // thread's kHeadDim / 4 stores use only 8 swizzled chunk addresses, each with constant offsets
+    // for h and j / 8 (fwd_staging_test checks it; computed per store, the addressing took 350
     // instructions).
     CUTE_UNROLL
     for (int chunk = 0; chunk < 8; ++chunk) {
@@ -198,19 +206,26 @@ struct Consumer {
     }
     named_sync(barrier_id, 128);
 
-    // Thread t copies chunk t % kChunks of rows first + kRows * k: all of them have the same
-    // row % 8, so one staged address and one global address serve every k, with constant steps.
-    constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-    constexpr int kRows = 128 / kChunks;   // rows per pass of the warpgroup's 128 threads
+    // Thread t copies chunks t % kThreadChunks + kThreadChunks c of rows first + kRows * k: all
+    // of them have the same row % 8, so one staged address and one global address serve every
+    // k and c, with constant steps (a step of 16 chunks is two 64-column blocks).
+    constexpr int kChunks = kHeadDim / 8;                       // 16-byte chunks per row
+    constexpr int kThreadChunks = kChunks < 16 ? kChunks : 16;  // chunk columns per pass
+    constexpr int kChunkSteps = kChunks / kThreadChunks;
+    constexpr int kRows = 128 / kThreadChunks;  // rows per pass of the warpgroup's 128 threads
     static_assert(kRows % 8 == 0, "the swizzle repeats every 8 rows");
     const int t = fresh_thread_index() % 128;
-    const int first = 64 * wg + t / kChunks;
-    const int chunk = t % kChunks;
+    const int first = 64 * wg + t / kThreadChunks;
+    const int chunk = t % kThreadChunks;
     const Element* staged_row = buffer + fwd_staged<kBlockM>(first, 8 * chunk);
-    uint4 values[64 / kRows];
+    uint4 values[64 / kRows][kChunkSteps];
     CUTE_UNROLL
     for (int k = 0; k < 64 / kRows; ++k) {
-      values[k] = *reinterpret_cast<const uint4*>(staged_row + k * kRows * 64);
+      CUTE_UNROLL
+      for (int c = 0; c < kChunkSteps; ++c) {
+        values[k][c] =
+            *reinterpret_cast<const uint4*>(staged_row + k * kRows * 64 + c * 2 * kBlockM * 64);
+      }
     }
     // The buffer goes back to TMA (async proxy) after these generic-proxy accesses. The fence
     // (a MEMBAR, then the proxy fence) waits for the thread's outstanding memory operations, so
@@ -226,14 +241,18 @@ struct Consumer {
         }
       }
     }
-    if (8 * chunk >= p.head_dim) return;
     Element* out = static_cast<Element*>(p.out) + batch * p.out_stride_b + item.h * p.out_stride_h +
                    (row0 + first) * p.out_stride_s + 8 * chunk;
     const int rows_left = item.rows - first;  // row first + kRows k: k * kRows < it
     CUTE_UNROLL
-    for (int k = 0; k < 64 / kRows; ++k) {
-      if (k * kRows < rows_left) {
-        *reinterpret_cast<uint4*>(out + k * kRows * p.out_stride_s) = values[k];
+    for (int c = 0; c < kChunkSteps; ++c) {
+      if (8 * (chunk + kThreadChunks * c) >= p.head_dim) return;
+      CUTE_UNROLL
+      for (int k = 0; k < 64 / kRows; ++k) {
+        if (k * kRows < rows_left) {
+          *reinterpret_cast<uint4*>(out + k * kRows * p.out_stride_s + 8 * kThreadChunks * c) =
+              values[k][c];
+        }
       }
     }
   }
@@ -269,6 +288,7 @@ struct Consumer {
       Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBlockM>, Int<kHeadDim>>{});
       clear(tOrO);
       RowState state;
+      uint32_t visible[2] = {};  // the current masked tile's rows
       wait_barrier(ss.q_full[qs.stage], qs.phase);
       if (item.has_key_tiles) {
         const auto tSrQs = tSrQ(_, _, _, qs.stage);
@@ -279,7 +299,7 @@ struct Consumer {
           Tensor tOrP = make_tensor<Element>(PLayout{});
           bool last;
           {
-            Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+            Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kStageKeys>>{});
             wait_barrier(ss.k_full[kv.stage], kv.phase);
             const KeyTileInfo tile = warp_uniform_load(ss.key_tile[kv.stage]);
             last = tile.last;
@@ -287,14 +307,14 @@ struct Consumer {
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             pass_turn();
             float correction[2];
-            scores_to_probabilities<0>(tSrS, tile, mask_slot, ss.k_empty[kv.stage], state,
+            scores_to_probabilities<0>(tSrS, tile, mask_slot, visible, ss.k_empty[kv.stage], state,
                                        correction);
             convert(tSrS, tOrP);
           }
           PipeState<Config::kStages> prev = kv;
           kv.advance();
           while (!last) {
-            Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+            Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kStageKeys>>{});
             wait_barrier(ss.k_full[kv.stage], kv.phase);
             const KeyTileInfo tile = warp_uniform_load(ss.key_tile[kv.stage]);
             last = tile.last;
@@ -304,7 +324,7 @@ struct Consumer {
             wgmma<false>(mma_pv, tOrP, tOrVt(_, _, _, prev.stage), tOrO);
             pass_turn();
             float correction[2];
-            scores_to_probabilities<1>(tSrS, tile, mask_slot, ss.k_empty[kv.stage], state,
+            scores_to_probabilities<1>(tSrS, tile, mask_slot, visible, ss.k_empty[kv.stage], state,
                                        correction);
             warpgroup_wait<0>();
             warpgroup_fence_operand(tOrO);
@@ -325,13 +345,13 @@ struct Consumer {
           arrive_per_warp(ss.v_empty[prev.stage]);
         } else {
           for (bool last = false; !last;) {
-            Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+            Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kStageKeys>>{});
             wait_barrier(ss.k_full[kv.stage], kv.phase);
             const KeyTileInfo tile = warp_uniform_load(ss.key_tile[kv.stage]);
             last = tile.last;
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             float correction[2];
-            scores_to_probabilities<0>(tSrS, tile, mask_slot, ss.k_empty[kv.stage], state,
+            scores_to_probabilities<0>(tSrS, tile, mask_slot, visible, ss.k_empty[kv.stage], state,
                                        correction);
             rescale(tOrO, correction);
             Tensor tOrP = make_tensor<Element>(PLayout{});

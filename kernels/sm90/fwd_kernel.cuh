@@ -13,6 +13,8 @@
 //        wgmma from shared memory, online softmax in registers, O += P V by wgmma with P from
 //        registers. They never read the descriptor: a masked tile costs one shared-memory load
 //        per row.
+// At head dim 256 each key tile passes through the K/V stages and the products as two 64-key
+// parts (FwdConfig::kStageKeys), its visibility read once for both.
 // Tile shapes, pipeline depths, the register split and shared memory: fwd_config.cuh.
 // Full key tiles run no mask code; partial tiles (and key tiles narrower than 128) mask elements
 // from per-row visibility bits (tile_mask.cuh). Rows that see no key get O = 0, LSE = -inf.

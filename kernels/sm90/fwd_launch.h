@@ -13,6 +13,13 @@ namespace cm::sm90 {
 
 enum class ElementKind { kBFloat16, kFloat16 };
 
+// Keys per K/V pipeline stage (and per product) of the kernel for kernel_head_dim: a whole
+// 128-key tile, or at head dim 256 half of one, whose scores and O then fit the consumers'
+// registers (fwd_config.cuh). The launcher's K and V tensor maps load boxes of that many rows.
+constexpr int forward_keys_per_stage(int kernel_head_dim) {
+  return kernel_head_dim == 256 ? 64 : 128;
+}
+
 // Launches the persistent kernel on `grid` CTAs. Returns the launch's error code.
 template <ElementKind kElement, int kHeadDim, bool kIntraOverlap>
 cudaError_t launch_forward(const FwdParams& params, const CUtensorMap& q, const CUtensorMap& k,

@@ -1,5 +1,6 @@
 // The forward kernel's loader: one thread that takes work items from the global counter and
-// TMA-loads each item's Q and the K/V tiles its descriptor row lists.
+// TMA-loads each item's Q and the K/V tiles its descriptor row lists (at head dim 256 each tile
+// in two 64-key stages).
 #pragma once
 
 #include "fwd_config.cuh"
@@ -17,7 +18,8 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
                            const CUtensorMap* tma_v) {
   using Element = typename Config::Element;
   constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;
-  constexpr int kTileElems = Config::kBlockN * Config::kHeadDim;
+  constexpr int kStageElems = Config::kStageKeys * Config::kHeadDim;
+  constexpr int kBoxElems = Config::kStageKeys * Config::kBoxCols;
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kQStages> qs;
   PipeState<Config::kStages> kv;
@@ -56,22 +58,29 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     int n, pattern;
     while (cursor.next(n, pattern)) {
       const desc::TileSpan keys = key_tile(p, n);
-      const int row = k_row0 + keys.begin;
-      const int box_elems = Config::kBlockN * Config::kBoxCols;
-      wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);
-      ss.key_tile[kv.stage] = {tile_needs_mask(pattern, keys.size()), cursor.done()};
-      expect_bytes(ss.k_full[kv.stage], Config::kKVBytes);  // releases key_tile with the K load
-      for (int c = 0; c < kColBlocks; ++c) {
-        tma_load(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kTileElems + c * box_elems,
-                 c * Config::kBoxCols, row, kv_head, batch);
+      const bool masked = tile_needs_mask(pattern, keys.size());
+      // A tile narrower than 128 keys (cut by nk or a restart) loads only the parts it has.
+      constexpr int kKeys = Config::kStageKeys;
+      const int parts =
+          Config::kTileParts == 1 ? 1 : min(Config::kTileParts, (keys.size() + kKeys - 1) / kKeys);
+      for (int part = 0; part < parts; ++part) {
+        const int row = k_row0 + keys.begin + part * Config::kStageKeys;
+        wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);
+        ss.key_tile[kv.stage] = {masked, cursor.done() && part + 1 == parts,
+                                 static_cast<uint8_t>(part)};
+        expect_bytes(ss.k_full[kv.stage], Config::kKVBytes);  // releases key_tile with the K load
+        for (int c = 0; c < kColBlocks; ++c) {
+          tma_load(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kStageElems + c * kBoxElems,
+                   c * Config::kBoxCols, row, kv_head, batch);
+        }
+        wait_barrier(ss.v_empty[kv.stage], kv.phase ^ 1u);
+        expect_bytes(ss.v_full[kv.stage], Config::kKVBytes);
+        for (int c = 0; c < kColBlocks; ++c) {
+          tma_load(tma_v, ss.v_full[kv.stage], ss.v + kv.stage * kStageElems + c * kBoxElems,
+                   c * Config::kBoxCols, row, kv_head, batch);
+        }
+        kv.advance();
       }
-      wait_barrier(ss.v_empty[kv.stage], kv.phase ^ 1u);
-      expect_bytes(ss.v_full[kv.stage], Config::kKVBytes);
-      for (int c = 0; c < kColBlocks; ++c) {
-        tma_load(tma_v, ss.v_full[kv.stage], ss.v + kv.stage * kTileElems + c * box_elems,
-                 c * Config::kBoxCols, row, kv_head, batch);
-      }
-      kv.advance();
     }
   }
 }

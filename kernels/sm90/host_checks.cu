@@ -52,8 +52,9 @@ void LaunchChecks::dtype(DType dtype) const {
 }
 
 void LaunchChecks::head_dim(int32_t head_dim) const {
-  require(head_dim_supported(head_dim),
-          "head_dim " + std::to_string(head_dim) + " is not supported (" + kHeadDimRule + ")");
+  require(
+      head_dim_supported(head_dim, pass_),
+      "head_dim " + std::to_string(head_dim) + " is not supported (" + head_dim_rule(pass_) + ")");
 }
 
 void LaunchChecks::heads_group(int32_t heads_q, int32_t heads_kv) const {
@@ -131,7 +132,7 @@ bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) co
 }
 
 int kernel_head_dim(int32_t head_dim) {
-  return head_dim <= 64 ? 64 : 128;
+  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
 }
 
 float softmax_scale(const Problem& a) {

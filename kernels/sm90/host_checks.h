@@ -16,10 +16,11 @@
 
 namespace cm::cuda::host {
 
-// The checks of one entry point; `entry` (e.g. "cm::cuda::forward") prefixes every message.
+// The checks of one entry point; `entry` (e.g. "cm::cuda::forward") prefixes every message, and
+// `pass` says whose head dims it accepts.
 class LaunchChecks {
  public:
-  explicit constexpr LaunchChecks(const char* entry) : entry_(entry) {}
+  constexpr LaunchChecks(const char* entry, Pass pass) : entry_(entry), pass_(pass) {}
 
   const char* entry() const { return entry_; }
 
@@ -38,7 +39,7 @@ class LaunchChecks {
 
   void dtype(DType dtype) const;  // bf16 or fp16
 
-  // head_dim_supported (cuda_limits.h).
+  // head_dim_supported for the entry's pass (cuda_limits.h).
   void head_dim(int32_t head_dim) const;
 
   // heads_q is a multiple of heads_kv (heads_kv >= 1 already checked).
@@ -68,10 +69,11 @@ class LaunchChecks {
 
  private:
   const char* entry_;
+  Pass pass_;
 };
 
-// The head dim of the kernel instantiation that runs a checked head_dim: 64 up to 64, else 128.
-// The kernels pad the columns past head_dim with zeros (ProblemShape::head_dim).
+// The head dim of the kernel instantiation that runs a checked head_dim: 64 up to 64, 128 up to
+// 128, else 256. The kernels pad the columns past head_dim with zeros (ProblemShape::head_dim).
 int kernel_head_dim(int32_t head_dim);
 
 // The scale the kernels apply: Problem::scale, or 1/sqrt(head_dim) for 0.

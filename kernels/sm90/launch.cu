@@ -16,7 +16,7 @@ namespace cm::cuda {
 namespace {
 
 constexpr int kTile = 128;  // the kernel's tile_m and tile_n
-constexpr host::LaunchChecks check{"cm::cuda::forward"};
+constexpr host::LaunchChecks check{"cm::cuda::forward", Pass::kForward};
 
 // Validates args against the descriptor header; throws cm::Error naming the broken rule.
 void validate(const DescriptorView& d, const ForwardArgs& a) {
@@ -34,8 +34,14 @@ template <sm90::ElementKind kElement, bool kOverlap>
 cudaError_t dispatch_head_dim(int head_dim, const sm90::FwdParams& p, const CUtensorMap& q,
                               const CUtensorMap& k, const CUtensorMap& v, int grid,
                               cudaStream_t stream) {
-  return head_dim == 64 ? sm90::launch_forward<kElement, 64, kOverlap>(p, q, k, v, grid, stream)
-                        : sm90::launch_forward<kElement, 128, kOverlap>(p, q, k, v, grid, stream);
+  switch (head_dim) {
+    case 64:
+      return sm90::launch_forward<kElement, 64, kOverlap>(p, q, k, v, grid, stream);
+    case 128:
+      return sm90::launch_forward<kElement, 128, kOverlap>(p, q, k, v, grid, stream);
+    default:
+      return sm90::launch_forward<kElement, 256, kOverlap>(p, q, k, v, grid, stream);
+  }
 }
 
 template <sm90::ElementKind kElement>
@@ -105,18 +111,20 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const int64_t k_rows = packed ? args.total_k : args.nk;
   const CUtensorMap q = host::make_tile_map(check, args.q, args.dtype, args.head_dim, q_rows,
                                             args.heads_q, args.batch, packed, kTile);
+  const int kernel_head_dim = host::kernel_head_dim(args.head_dim);
+  const int stage_keys = sm90::forward_keys_per_stage(kernel_head_dim);
   const CUtensorMap k = host::make_tile_map(check, args.k, args.dtype, args.head_dim, k_rows,
-                                            args.heads_kv, args.batch, packed, kTile);
+                                            args.heads_kv, args.batch, packed, stage_keys);
   const CUtensorMap v = host::make_tile_map(check, args.v, args.dtype, args.head_dim, k_rows,
-                                            args.heads_kv, args.batch, packed, kTile);
+                                            args.heads_kv, args.batch, packed, stage_keys);
 
   const int sms = check.multiprocessors();
   const int ctas = args.max_ctas > 0 ? std::min(sms, args.max_ctas) : sms;
   const int grid = static_cast<int>(std::min<int64_t>(ctas, p.total_items));
 
   check.cuda(cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream), "zeroing the work counter");
-  const bool pingpong = args.mainloop != Mainloop::kSerial;
-  const int kernel_head_dim = host::kernel_head_dim(args.head_dim);
+  const bool pingpong = args.mainloop == Mainloop::kPingpong ||
+                        (args.mainloop == Mainloop::kAuto && kernel_head_dim <= 128);
   const cudaError_t launched = args.dtype == DType::kBFloat16
                                    ? dispatch_variant<sm90::ElementKind::kBFloat16>(
                                          pingpong, kernel_head_dim, p, q, k, v, grid, stream)

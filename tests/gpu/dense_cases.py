@@ -26,9 +26,20 @@ class Case:
                 f"h={self.heads_q}/{self.heads_kv} b={self.batch} {dt} {self.layout}")
 
 
-def workload_cases(cli, workloads, lengths):
-    """Every workload at the given odd lengths, cycling head dims, GQA ratios, layouts and
-    dtypes (cli: the compilemask tool, which gives clear_strips its token order)."""
+# (head dim, query heads, kv heads, layout, dtype) cycled over the workload cases of both passes.
+VARIANTS = [(128, 4, 4, "bshd", torch.bfloat16), (64, 4, 2, "bhsd", torch.bfloat16),
+            (128, 4, 1, "thd", torch.float16), (64, 2, 2, "bshd", torch.float16),
+            (128, 6, 2, "bhsd", torch.bfloat16), (96, 4, 2, "bshd", torch.bfloat16),
+            (40, 4, 1, "thd", torch.float16)]
+# Head dims only the forward has: 256, and others above 128 on its kernel for 256.
+WIDE_VARIANTS = [(256, 4, 2, "bshd", torch.bfloat16), (200, 4, 1, "thd", torch.float16),
+                 (136, 2, 2, "bhsd", torch.bfloat16), (256, 6, 2, "bhsd", torch.float16)]
+WIDE_LENGTHS = [17, 255, 1023]
+
+
+def workload_cases(cli, workloads, lengths, variants=VARIANTS):
+    """Every workload at the given odd lengths, cycling `variants` (head dims, GQA ratios,
+    layouts and dtypes; cli: the compilemask tool, which gives clear_strips its token order)."""
     from cli_workloads import workload_mask, workload_order
     builders = {
         "causal": lambda n: workloads.causal(n, xp=torch, device="cuda"),
@@ -40,10 +51,6 @@ def workload_cases(cli, workloads, lengths):
         "clear": lambda n: workloads.clear(n, r=4, text=max(1, n // 8), xp=torch, device="cuda"),
     }
     builders["clear_strips"] = builders["clear"]  # the same mask on tokens in strip order
-    variants = [(128, 4, 4, "bshd", torch.bfloat16), (64, 4, 2, "bhsd", torch.bfloat16),
-                (128, 4, 1, "thd", torch.float16), (64, 2, 2, "bshd", torch.float16),
-                (128, 6, 2, "bhsd", torch.bfloat16), (96, 4, 2, "bshd", torch.bfloat16),
-                (40, 4, 1, "thd", torch.float16)]
     cases, i = [], 0
     for n in lengths:
         for name, build in builders.items():
@@ -116,10 +123,11 @@ def missing_hopper(tests):
     return None
 
 
-def suite_cases(args, tests, quick_lengths):
+def suite_cases(args, tests, quick_lengths, wide_heads=False):
     """The start of a dense suite: without a Hopper GPU, prints the SKIP line and returns None;
     else seeds torch and returns every workload at LENGTHS (the first quick_lengths of them
-    with --quick) followed by the special cases."""
+    with --quick) followed by the special cases, and with wide_heads every workload at
+    WIDE_LENGTHS in WIDE_VARIANTS (the first two lengths with --quick)."""
     skip = missing_hopper(tests)
     if skip:
         print(skip)
@@ -128,7 +136,11 @@ def suite_cases(args, tests, quick_lengths):
     import workloads
     torch.manual_seed(0)
     lengths = LENGTHS[:quick_lengths] if args.quick else LENGTHS
-    return workload_cases(args.cli, workloads, lengths) + special_cases()
+    cases = workload_cases(args.cli, workloads, lengths) + special_cases()
+    if wide_heads:
+        wide_lengths = WIDE_LENGTHS[:2] if args.quick else WIDE_LENGTHS
+        cases += workload_cases(args.cli, workloads, wide_lengths, WIDE_VARIANTS)
+    return cases
 
 
 def run_plan(plan, *args):

@@ -61,37 +61,42 @@ void check_staging_stores() {
   }
 }
 
-// The copy out: thread t of warpgroup wg reads the 16-byte chunk t % kChunks of rows
-// first + kRows k (first = 64 wg + t / kChunks) from base + k * kRows * 64; together the
+// The copy out: thread t of warpgroup wg reads the 16-byte chunks chunk + kThreadChunks c of
+// rows first + kRows k (first = 64 wg + t / kThreadChunks, chunk = t % kThreadChunks, at most
+// 16 chunk columns per pass) from base + k * kRows * 64 + c * 2 * kBlockM * 64; together the
 // warpgroup's threads read each chunk of its 64 rows once, and each 8 consecutive lanes (one
 // phase of a 128-bit access) read 8 different 16-byte bank groups.
 template <int kHeadDim>
 void check_copy_out() {
   SCOPED_TRACE("head dim " + std::to_string(kHeadDim));
   constexpr int kChunks = kHeadDim / 8;
-  constexpr int kRows = 128 / kChunks;
+  constexpr int kThreadChunks = kChunks < 16 ? kChunks : 16;
+  constexpr int kRows = 128 / kThreadChunks;
   for (int wg = 0; wg < 2; ++wg) {
     std::set<std::pair<int, int>> read;
     for (int k = 0; k < 64 / kRows; ++k) {
-      for (int phase = 0; phase < 128 / 8; ++phase) {
-        std::set<int> groups;
-        for (int lane = 0; lane < 8; ++lane) {
-          const int t = 8 * phase + lane;
-          const int first = 64 * wg + t / kChunks;
-          const int chunk = t % kChunks;
-          const int row = first + kRows * k;
-          const int at = fwd_staged<kBlockM>(row, 8 * chunk);
-          for (int e = 0; e < 8; ++e) {
-            ASSERT_EQ(fwd_staged<kBlockM>(row, 8 * chunk + e), at + e) << "a chunk is contiguous";
+      for (int c = 0; c < kChunks / kThreadChunks; ++c) {
+        for (int phase = 0; phase < 128 / 8; ++phase) {
+          std::set<int> groups;
+          for (int lane = 0; lane < 8; ++lane) {
+            const int t = 8 * phase + lane;
+            const int first = 64 * wg + t / kThreadChunks;
+            const int chunk = t % kThreadChunks + kThreadChunks * c;
+            const int row = first + kRows * k;
+            const int at = fwd_staged<kBlockM>(row, 8 * chunk);
+            for (int e = 0; e < 8; ++e) {
+              ASSERT_EQ(fwd_staged<kBlockM>(row, 8 * chunk + e), at + e) << "a chunk is contiguous";
+            }
+            ASSERT_EQ(at, fwd_staged<kBlockM>(first, 8 * (t % kThreadChunks)) + k * kRows * 64 +
+                              c * 2 * kBlockM * 64)
+                << "thread " << t << " k " << k << " c " << c;
+            ASSERT_TRUE(read.insert({row, chunk}).second) << "row " << row << " chunk " << chunk;
+            EXPECT_GE(row, 64 * wg);
+            EXPECT_LT(row, 64 * wg + 64);
+            groups.insert(at / 8 % 8);
           }
-          ASSERT_EQ(at, fwd_staged<kBlockM>(first, 8 * chunk) + k * kRows * 64)
-              << "thread " << t << " k " << k;
-          ASSERT_TRUE(read.insert({row, chunk}).second) << "row " << row << " chunk " << chunk;
-          EXPECT_GE(row, 64 * wg);
-          EXPECT_LT(row, 64 * wg + 64);
-          groups.insert(at / 8 % 8);
+          EXPECT_EQ(groups.size(), 8u) << "warpgroup " << wg << " k " << k << " phase " << phase;
         }
-        EXPECT_EQ(groups.size(), 8u) << "warpgroup " << wg << " k " << k << " phase " << phase;
       }
     }
     EXPECT_EQ(read.size(), static_cast<size_t>(64 * kChunks)) << "warpgroup " << wg;
@@ -101,16 +106,19 @@ void check_copy_out() {
 TEST(FwdStaging, EveryElementHasItsOwnPlaceInItsQRow) {
   check_layout<64>();
   check_layout<128>();
+  check_layout<256>();
 }
 
 TEST(FwdStaging, StagingStoresFromEightBases) {
   check_staging_stores<64>();
   check_staging_stores<128>();
+  check_staging_stores<256>();
 }
 
 TEST(FwdStaging, CopyOutFromOneBase) {
   check_copy_out<64>();
   check_copy_out<128>();
+  check_copy_out<256>();
 }
 
 }  // namespace
