@@ -72,17 +72,22 @@ def median_ms(fn, grads=None):
 def interleaved_median_ms(fns, min_rounds=6, grads=None):
     """Median times in ms of the functions in the dict fns, measured in rounds of a short
     do_bench per function, so that clock and thermal drift falls on all of them alike. The
-    order rotates from round to round, and the rounds (at least min_rounds) are a multiple of
-    the number of functions, so that each function takes every place in the order equally
-    often and none gains from its place. Even so, the same kernel timed under two names in one
-    call differs by up to 5% (docs/results/README.md). The tensors in grads get their .grad
-    reset between calls. Returns a dict with the same keys."""
+    order rotates from round to round and every other round runs reversed, and the rounds (at
+    least min_rounds) are a multiple of twice the number of functions, so that each function
+    takes every place in the order equally often and follows each of its two neighbours
+    equally often: what runs just before a kernel changes its time (at head dim 256 one
+    kernel timed under two names, always after the same other one, read up to 11% apart;
+    docs/perf-notes.md). The tensors in grads get their .grad reset between calls. Returns a
+    dict with the same keys."""
     import triton.testing
     keys = list(fns)
     times = {key: [] for key in keys}
-    rounds = -(-min_rounds // len(keys)) * len(keys)
+    period = 2 * len(keys)
+    rounds = -(-min_rounds // period) * period
     for r in range(rounds):
-        for key in keys[r % len(keys):] + keys[:r % len(keys)]:
+        shift = (r // 2) % len(keys)
+        order = keys[shift:] + keys[:shift]
+        for key in (order if r % 2 == 0 else order[::-1]):
             times[key].append(triton.testing.do_bench(fns[key], warmup=5, rep=25,
                                                       grad_to_none=grads,
                                                       return_mode="median"))
