@@ -32,7 +32,7 @@ enum class DType : int32_t { kBFloat16 = 0, kFloat16 = 1 };
 // warpgroup (the two warpgroups still overlap each other); kPingpong also overlaps the softmax
 // with the products inside a warpgroup and makes the two warpgroups alternate. Measured on an
 // H200 (docs/perf-notes.md, v9), pingpong is 2–11% faster on every benchmark workload and
-// length, short rows included, at head dims up to 128; at head dims above 128 serial is 3–20%
+// length, short rows included, at head dims up to 128; at head dims above 128 serial is 4–22%
 // faster (pingpong's scores, probabilities and O outgrow the registers; session 30). kAuto
 // picks the faster one for the head dim.
 enum class Mainloop : int32_t { kAuto = 0, kSerial = 1, kPingpong = 2 };

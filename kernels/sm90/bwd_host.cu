@@ -17,7 +17,7 @@ namespace {
 
 constexpr int kTile = sm90::kBwdTile;
 constexpr size_t kSectionAlign = 256;
-constexpr host::LaunchChecks check{"cm::cuda::backward", Pass::kBackward};
+constexpr host::LaunchChecks check{"cm::cuda::backward"};
 
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
@@ -37,7 +37,7 @@ WorkspaceLayout workspace_layout(const DescriptorView& descriptor, int32_t batch
   check.require(batch >= 1 && batch <= 65535, "batch must be in [1, 65535]");
   check.require(heads_q >= 1 && heads_q <= 65535, "heads_q must be in [1, 65535]");
   check.require(h.nq >= 1, "the descriptor's nq must be >= 1");
-  check.head_dim(head_dim);
+  check.head_dim(head_dim, Pass::kBackward);
   WorkspaceLayout w{};
   w.rows_padded = int64_t{h.num_q_tiles} * kTile;
   const int64_t rows = int64_t{batch} * heads_q * w.rows_padded;
@@ -56,7 +56,7 @@ WorkspaceLayout workspace_layout(const DescriptorView& descriptor, int32_t batch
 // Validates args against the descriptor header; throws cm::Error naming the broken rule.
 void validate(const DescriptorView& d, const BackwardArgs& a) {
   const desc::Header& h = check.descriptor(d, kTile);
-  const bool packed = check.problem(h, kTile, a);
+  const bool packed = check.problem(h, kTile, a, Pass::kBackward);
   check.tensor(a.dout, "dout", packed);
   check.tensor(a.dq, "dq", packed);
   check.tensor(a.dk, "dk", packed);

@@ -16,11 +16,10 @@
 
 namespace cm::cuda::host {
 
-// The checks of one entry point; `entry` (e.g. "cm::cuda::forward") prefixes every message, and
-// `pass` says whose head dims it accepts.
+// The checks of one entry point; `entry` (e.g. "cm::cuda::forward") prefixes every message.
 class LaunchChecks {
  public:
-  constexpr LaunchChecks(const char* entry, Pass pass) : entry_(entry), pass_(pass) {}
+  explicit constexpr LaunchChecks(const char* entry) : entry_(entry) {}
 
   const char* entry() const { return entry_; }
 
@@ -39,8 +38,8 @@ class LaunchChecks {
 
   void dtype(DType dtype) const;  // bf16 or fp16
 
-  // head_dim_supported for the entry's pass (cuda_limits.h).
-  void head_dim(int32_t head_dim) const;
+  // head_dim_supported for `pass` (cuda_limits.h).
+  void head_dim(int32_t head_dim, Pass pass) const;
 
   // heads_q is a multiple of heads_kv (heads_kv >= 1 already checked).
   void heads_group(int32_t heads_q, int32_t heads_kv) const;
@@ -62,14 +61,13 @@ class LaunchChecks {
 
   void lse(const float* lse, int64_t stride_h, int64_t stride_b) const;  // set, strides >= 0
 
-  // Everything above for the fields forward and backward share: dtype, head dim,
+  // Everything above for the fields forward and backward share: dtype, head dim (for `pass`),
   // sizes >= 1 that fit the header `h` (tile x tile tiles), GQA grouping, scale, layout, and
   // q, k, v, out and the LSE. Returns whether the layout is packed.
-  bool problem(const desc::Header& h, int tile, const Problem& a) const;
+  bool problem(const desc::Header& h, int tile, const Problem& a, Pass pass) const;
 
  private:
   const char* entry_;
-  Pass pass_;
 };
 
 // The head dim of the kernel instantiation that runs a checked head_dim: 64 up to 64, 128 up to

@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kThreads)
 
 void permute_rows(const TensorRef& src, const TensorRef& dst, int32_t batch, int32_t heads,
                   int32_t rows, int32_t head_dim, const int32_t* order, cudaStream_t stream) {
-  const host::LaunchChecks check("cm::cuda::permute_rows", Pass::kForward);  // no head dim rule
+  const host::LaunchChecks check("cm::cuda::permute_rows");
   check.require(batch >= 1 && heads >= 1 && rows >= 1, "batch, heads and rows must be >= 1");
   check.require(head_dim >= kChunkElements && head_dim % kChunkElements == 0,
                 "head_dim must be a positive multiple of 8");
