@@ -241,8 +241,8 @@ Command run_command() {
            "few times that are expected.\n"
            "--gpu needs --dim a multiple of 8 up to 256, up to 128 with --backward (the kernels\n"
            "for 64, 128 and 256 run the others with zero-padded columns) and the default --tile\n"
-           "128x128. Effective TFLOP/s\n"
-           "count 4*D flops per visible (q, k) pair forward and 2.5 times that backward." +
+           "128x128. Effective TFLOP/s count 4*D flops per visible (q, k) pair forward and 2.5\n"
+           "times that backward." +
                param_syntax_help(),
            flags},
           run_attention};
