@@ -56,7 +56,7 @@ struct Problem {
   int32_t heads_kv = 1;  // heads_q must be a multiple (GQA/MQA)
   int32_t nq = 0;        // query rows per sequence; must equal the descriptor's nq
   int32_t nk = 0;        // key rows per sequence; must equal the descriptor's nk
-  int32_t head_dim = 0;  // head_dim_supported(head_dim, Pass) (cuda_limits.h)
+  int32_t head_dim = 0;  // head_dim_supported(head_dim) (cuda_limits.h)
   float scale = 0.f;     // softmax scale; 0 means 1/sqrt(head_dim)
   TensorRef q, k, v;
   TensorRef out;  // same dtype as q; forward() writes it (through a cast), backward() reads it

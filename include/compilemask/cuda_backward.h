@@ -9,8 +9,7 @@
 // checks the problem against the descriptor and throws cm::Error before launching anything
 // when they do not fit; CUDA failures throw cm::cuda::CudaError. With GQA/MQA, dK and dV are
 // summed over the query heads of each kv group. Rows that see no key contribute nothing. Head
-// dims stop at 128 here, where the forward goes to 256: head_dim_supported(d, Pass::kBackward)
-// (cuda_limits.h).
+// dims as the forward: head_dim_supported (cuda_limits.h).
 #pragma once
 
 #include <compilemask/cuda.h>

@@ -2,12 +2,15 @@
 // wgmma atoms and the shared-memory layout. bwd_kernel.cuh describes the roles.
 #pragma once
 
+#include "bwd_launch.h"
 #include "bwd_params.h"
 #include "sync.cuh"
 #include "tile_mask.cuh"
 
 #include <cutlass/numeric_types.h>
 #include <cute/tensor.hpp>
+
+#include <type_traits>
 
 namespace cm::sm90 {
 
@@ -21,34 +24,53 @@ enum BwdNamedBarrier : int {
   kBwdZeroingBarrier = 4,    // producer warps 2-3 (bwd_zeroing.cuh)
 };
 
+// Two designs, by head dim (bwd_kernel.cuh):
+//   kSplitHeadDim = false (64, 128): a CTA takes a whole 128-key tile; the consumer warpgroups
+//     split the keys (64 each), and P and dS feed the dK and dV products from registers.
+//   kSplitHeadDim = true (256): dK and dV of 128 keys would fill the register file, so a CTA
+//     takes 64 keys (half a tile); the warpgroups split the step's query rows for Sᵀ and dPᵀ
+//     (32 each) and the head dim for dK, dV and dQ (128 each), with Pᵀ and dS through shared
+//     memory. Shared memory then holds one Q/dO stage and one dQ buffer.
 template <class ElementT, int kHeadDimV>
 struct BwdConfig {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
-  static constexpr int kBlockN = kBwdTile;  // keys per CTA
-  static_assert(kBlockN == kMaskTileN, "tile_mask.cuh assumes 128-column key tiles");
-  static constexpr int kBlockM = kBwdStepRows;  // query rows per step
-  static constexpr int kStages = 2;             // Q/dO pipeline depth
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "head dims 64, 128 and 256 are instantiated");
+  static constexpr bool kSplitHeadDim = kHeadDim == 256;
+  static constexpr int kBlockN = backward_keys_per_item(kHeadDim);  // keys per CTA
+  static constexpr int kKeyParts = kBwdTile / kBlockN;              // CTAs per key tile
+  static_assert(kBwdTile == kMaskTileN, "tile_mask.cuh assumes 128-column key tiles");
+  static constexpr int kBlockM = kBwdStepRows;           // query rows per step
+  static constexpr int kStages = kSplitHeadDim ? 1 : 2;  // Q/dO pipeline depth
   static constexpr int kConsumerThreads = 256;
   static constexpr int kThreads = 128 + kConsumerThreads;
   static constexpr int kBoxCols = 64;  // TMA box width: 128 bytes, the swizzle span
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "head dims 64 and 128 are instantiated");
-  // setmaxnreg split of the 168 x 384 registers the launch reserves: head dim 128 gives the
-  // consumers (dK and dV, 64 fp32 each per thread) all it can; 64 leaves the producer room.
-  static constexpr int kProducerRegs = kHeadDim == 128 ? 24 : 40;
-  static constexpr int kConsumerRegs = kHeadDim == 128 ? 240 : 232;
+  // setmaxnreg split of the 168 x 384 registers the launch reserves: head dims 128 and 256 give
+  // the consumers (dK and dV, 64 fp32 each per thread) all it can; 64 leaves the producer room.
+  static constexpr int kProducerRegs = kHeadDim == 64 ? 40 : 24;
+  static constexpr int kConsumerRegs = kHeadDim == 64 ? 232 : 240;
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 168 * kThreads,
                 "the register split must fit what the launch reserves");
 
-  // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: keys are M, split over the two consumer warpgroups.
+  // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: keys are M; the warpgroups split the keys, or the query rows.
   using MmaSdP = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockM>, Int<kHeadDim>>>(),
-      Layout<Shape<_2, _1, _1>>{}));
-  // dV += Pᵀ dO and dK += dSᵀ Q: A from registers, B (dO, Q) head-dim contiguous (MN-major).
-  using MmaKV = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>,
-                           GMMA::Major::K, GMMA::Major::MN>(),
-      Layout<Shape<_2, _1, _1>>{}));
+      GMMA::ss_op_selector<Element, Element, float,
+                           Shape<_64, Int<kBlockM / (kSplitHeadDim ? 2 : 1)>, Int<kHeadDim>>>(),
+      std::conditional_t<kSplitHeadDim, Layout<Shape<_1, _2, _1>>, Layout<Shape<_2, _1, _1>>>{}));
+  // dV += Pᵀ dO and dK += dSᵀ Q, B (dO, Q) head-dim contiguous (MN-major). Keys split: A from
+  // registers, each warpgroup its keys. Head dim split: A (Pᵀ, dSᵀ; query rows contiguous,
+  // K-major) from shared memory, each warpgroup half the head dim.
+  using MmaKV = std::conditional_t<
+      kSplitHeadDim,
+      decltype(make_tiled_mma(
+          GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim / 2>, Int<kBlockM>>,
+                               GMMA::Major::K, GMMA::Major::MN>(),
+          Layout<Shape<_1, _2, _1>>{})),
+      decltype(make_tiled_mma(
+          GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>,
+                               GMMA::Major::K, GMMA::Major::MN>(),
+          Layout<Shape<_2, _1, _1>>{}))>;
   // dQ_step = dS K: query rows are M; the head dim (N) is split over the two warpgroups.
   // dS is stored query-contiguous (MN-major A), K head-dim contiguous (MN-major B).
   using MmaQ = decltype(make_tiled_mma(
@@ -68,9 +90,12 @@ struct BwdConfig {
   using LayoutQt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
                                           Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStages>>{},
                                           Step<_2, _1, _3>{}));
-  // dS as (query row, key), query rows contiguous.
+  // dS (and, head dim split, P) as (query row, key), query rows contiguous; the "t" layout
+  // views the same bytes as (key, query row), the K-major A operand of MmaKV.
   using LayoutdS = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
                                           Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  using LayoutdSt = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                           Shape<Int<kBlockN>, Int<kBlockM>>{}));
   // An Sᵀ accumulator read as the register A operand of MmaKV: the accumulator's (e, h, j)
   // order, read as k-blocks of 16 columns ((e, h, j % 2), j / 2), is the wgmma A fragment order.
   using AccAsA =
@@ -80,14 +105,17 @@ struct BwdConfig {
   static constexpr uint32_t kRowsBytes = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kStepBytes = 2 * kRowsBytes + 2 * kBlockM * sizeof(float);
   static constexpr uint32_t kDqBytes = kBlockM * kHeadDim * sizeof(float);
-  static constexpr int kDqBuffers = 2;
+  // At head dim 256: K and V 32 KB each, one Q and dO stage 32 KB each, dS and P 8 KB each and
+  // one 64 KB dQ buffer, 208 KB of the 227; a second stage or dQ buffer would not fit.
+  static constexpr int kDqBuffers = kSplitHeadDim ? 1 : 2;
 
   struct SharedStorage {
     alignas(1024) Element k[kBlockN * kHeadDim];
     alignas(1024) Element v[kBlockN * kHeadDim];
     alignas(1024) Element q[kStages * kBlockM * kHeadDim];
     alignas(1024) Element dout[kStages * kBlockM * kHeadDim];
-    alignas(1024) Element ds[kBlockM * kBlockN];
+    // dS, and with the head dim split also P: [0] dS, [1] P.
+    alignas(1024) Element ds[kSplitHeadDim ? 2 : 1][kBlockM * kBlockN];
     // Two dQ_step buffers, used in turn: a step's bulk reduce-add may still read one while the
     // next step writes the other. Rows of kHeadDim, chunks dq_chunk_swizzle'd.
     alignas(128) float dq[kDqBuffers][kBlockM * kHeadDim];
@@ -104,6 +132,7 @@ struct BwdConfig {
   static_assert(cosize_v<LayoutQ> == kStages * kBlockM * kHeadDim, "Q layout is dense");
   static_assert(cosize_v<LayoutQt> == kStages * kBlockM * kHeadDim, "Qᵀ layout is dense");
   static_assert(cosize_v<LayoutdS> == kBlockM * kBlockN, "dS layout is dense");
+  static_assert(cosize_v<LayoutdSt> == kBlockM * kBlockN, "dSᵀ layout is dense");
 };
 
 }  // namespace cm::sm90

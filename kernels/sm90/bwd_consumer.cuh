@@ -1,5 +1,7 @@
 // The backward main kernel's consumer warpgroups: the five products of each step by wgmma, P
 // and dS in registers, dK and dV accumulated in registers, dQ reduced into the fp32 workspace.
+// Two mainloops, one per BwdConfig design: run_split_keys (the warpgroups own 64 keys each) and
+// run_split_head_dim (they split the step's rows, then the head dim); the rest is shared.
 #pragma once
 
 #include "bwd_params.h"
@@ -63,26 +65,103 @@ struct BwdConsumer {
   // reports the one-arrival-per-warp form).
   __device__ void release(uint64_t& bar) const { arrive_barrier(bar); }
 
-  // The warpgroup's two words of ss.visible for the step's 64 rows (its keys [64 wg, +64)):
-  // thread t of the warpgroup computes keys [32 (2 wg + t % 2), +32) of row t / 2, from the
-  // pattern's intervals (all keys for a full tile) cut at the key tile's width; rows past the
-  // query tile's end see none. Each
-  // warpgroup reads only its own words, so only it has to wait for them.
-  __device__ void build_visibility(const BwdStep& step) const {
-    const int r = (tid % 128) / 2;
-    const int word = 2 * wg() + tid % 2;
+  // Words [first_word, +2) of ss.visible (the item's keys [32 first_word, +64)) for the step's
+  // rows [first_row, +rows), built by the warpgroup: thread t < 2 rows computes word
+  // first_word + t % 2 of row first_row + t / 2 from the pattern's intervals (all keys for a full
+  // tile) cut at the key tile's width; rows past the query tile's end see none. Each warpgroup
+  // reads only the words it built, so only it has to wait for them.
+  __device__ void build_visibility(const BwdStep& step, int first_row, int rows,
+                                   int first_word) const {
+    const int t = tid % 128;
+    if (t >= 2 * rows) return;
+    const int r = first_row + t / 2;
+    const int word = first_word + t % 2;
+    const WindowColumns cols(word + item.part * (kBlockN / 32));  // of the key tile's words
     const int tile_row = step.half * kBwdStepRows + r;
-    const desc::TileSpan rows = desc::tile_span(p.shape.q_starts, step.m);
+    const desc::TileSpan rows_span = desc::tile_span(p.shape.q_starts, step.m);
     const desc::TileSpan keys = desc::k_tile_span(p.descriptor, item.n);
     TileMask mask = tile_mask(p.descriptor, step.pattern);
-    mask.at_keys(keys.begin, WindowColumns(word));
-    ss.visible[r][word] = tile_row < rows.size()
-                              ? row_visibility(p.descriptor, mask, rows.begin, tile_row,
-                                               keys.size(), WindowColumns(word))
-                              : 0u;
+    mask.at_keys(keys.begin, cols);
+    ss.visible[r][word] =
+        tile_row < rows_span.size()
+            ? row_visibility(p.descriptor, mask, rows_span.begin, tile_row, keys.size(), cols)
+            : 0u;
   }
 
-  // dst += dq after every lower key tile added its part, then signals the next one.
+  // Whether the step masks this item's keys: a partial tile, or keys past the key tile's end.
+  __device__ bool step_needs_mask(const BwdStep& step, int key_tile_width) const {
+    return tile_needs_mask(step.pattern, key_tile_width + kBwdTile - (item.part + 1) * kBlockN);
+  }
+
+  // Bit i of the result: element i of this thread's Sᵀ fragment (a warpgroup's 64 keys x kCols
+  // rows) is visible. Element (e, h, j) is item key key_base + row0 + 8h, step row
+  // row_base + 8j + col0 + e, read from ss.visible.
+  template <int kCols>
+  __device__ uint32_t keep_bits(int row_base, int key_base) const {
+    const Fragment frag(fresh_thread_index() - 128);
+    uint32_t keep = 0;
+    CUTE_UNROLL
+    for (int j = 0; j < kCols / 8; ++j) {
+      CUTE_UNROLL
+      for (int e = 0; e < 2; ++e) {
+        const int key = key_base + frag.row0;
+        const uint32_t word = ss.visible[row_base + 8 * j + frag.col0 + e][key / 32];
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          keep |= ((word >> ((key + 8 * h) % 32)) & 1u) << Fragment::index(e, h, j);
+        }
+      }
+    }
+    return keep;
+  }
+
+  // P = exp2(Sᵀ scale_log2 - lse_log2), 0 where keep's bit is clear, and dS = P (dPᵀ - dsum),
+  // in the element type, for this thread's kCols / 8 x 4 fragment elements, whose step rows
+  // start at row_base (keep_bits); lse_log2 and dsum are the stage's.
+  template <int kCols, class TAcc, class TOut>
+  __device__ void probabilities_and_ds(const TAcc& s, const TAcc& dp, uint32_t keep,
+                                       const float* lse_log2, const float* dsum, int row_base,
+                                       TOut& prob_out, TOut& ds_out) const {
+    const Fragment frag(fresh_thread_index() - 128);
+    CUTE_UNROLL
+    for (int j = 0; j < kCols / 8; ++j) {
+      CUTE_UNROLL
+      for (int e = 0; e < 2; ++e) {
+        const int row = row_base + 8 * j + frag.col0 + e;
+        const float lse = lse_log2[row];
+        const float ds_bias = dsum[row];
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int i = Fragment::index(e, h, j);
+          float prob = exp2_approx(fmaf(s(i), p.scale_log2, -lse));
+          prob = (keep >> i) & 1u ? prob : 0.f;
+          prob_out(i) = static_cast<Element>(prob);
+          ds_out(i) = static_cast<Element>(prob * (dp(i) - ds_bias));
+        }
+      }
+    }
+  }
+
+  // Stores a (keys x kCols rows) fragment of the element type, as probabilities_and_ds lays it
+  // out, to the (step row, key) tile at `tile` (ds_offset), row pairs e = 0, 1 in one 32-bit
+  // store.
+  template <int kCols, class TFrag>
+  __device__ void store_transposed(const TFrag& x, Element* tile, int row_base,
+                                   int key_base) const {
+    const Fragment frag(fresh_thread_index() - 128);
+    CUTE_UNROLL
+    for (int j = 0; j < kCols / 8; ++j) {
+      CUTE_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int key = key_base + frag.row0 + 8 * h;
+        const int at = ds_offset(row_base + 8 * j + frag.col0, key);
+        store_pair(tile + at, x(Fragment::index(0, h, j)), x(Fragment::index(1, h, j)));
+      }
+    }
+  }
+
+  // dst += dq after every lower item (key tile, then part) added its part, then signals the next
+  // one.
   __device__ void add_dq_in_order(float* dst, const float* dq, int32_t* semaphore, int rank) const {
     if (tid == 0) {
       while (load_acquire(semaphore) != rank) {
@@ -106,6 +185,57 @@ struct BwdConsumer {
   }
 
   __device__ void run() {
+    if constexpr (Config::kSplitHeadDim) {
+      run_split_head_dim();
+    } else {
+      run_split_keys();
+    }
+  }
+
+  // Waits for K and V, and in default mode for this slice's zeroed dq_accum (bwd_zeroing.cuh).
+  __device__ void wait_for_item() const {
+    wait_barrier(ss.kv_full, 0);
+    if (!kDeterministic) wait_barrier(ss.slice_zeroed, 0);
+  }
+
+  // Called by every consumer thread once the previous dQ_step in this buffer may be overwritten
+  // (default mode: its reduce-add has read it; thread 0 waits for that before a consumers'
+  // barrier): stores this step's dQ_step fragment (element (e, h, j) is step row row0 + 8h,
+  // column (D / 2) wg + 8j + col0 + e) to buffer dq_buffer and adds it to dq_accum.
+  template <class TAcc>
+  __device__ void add_dq_step(const TAcc& dq_step, const BwdStep& step, int dq_buffer) const {
+    float* dq = ss.dq[dq_buffer];
+    const Fragment dq_frag(fresh_thread_index() - 128);
+    CUTE_UNROLL
+    for (int j = 0; j < kHeadDim / 16; ++j) {
+      CUTE_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int r = dq_frag.row0 + 8 * h;
+        const int chunk = (kHeadDim / 16) * wg() + j;
+        const int at = r * kHeadDim + 8 * dq_chunk_swizzle(dq_frag.r8, chunk) + dq_frag.col0;
+        *reinterpret_cast<float2*>(dq + at) =
+            make_float2(dq_step(Fragment::index(0, h, j)), dq_step(Fragment::index(1, h, j)));
+      }
+    }
+    cutlass::arch::fence_view_async_shared();  // dq is read by the copy engine
+    sync_consumers();
+    const int row = step.m * kBwdTile + step.half * kBwdStepRows;
+    const int64_t bh = int64_t{item.b} * p.shape.heads_q + step.h;
+    float* dst = p.ws.dq_accum + (bh * p.shape.rows_padded + row) * kHeadDim;
+    if constexpr (kDeterministic) {
+      int32_t* semaphore =
+          p.ws.semaphores + bh * (p.shape.rows_padded / kBwdStepRows) + row / kBwdStepRows;
+      const int rank =
+          tid == 0 ? Config::kKeyParts * dq_rank(p, item, step.h, step.m, step.half) + item.part
+                   : 0;
+      add_dq_in_order(dst, dq, semaphore, rank);
+    } else if (tid == 0) {
+      bulk_reduce_add(dst, dq, Config::kDqBytes);
+    }
+  }
+
+  // Keys split (head dims 64 and 128): warpgroup wg owns keys [64 wg, +64) of the item.
+  __device__ void run_split_keys() {
     using MmaSdP = typename Config::MmaSdP;
     using MmaKV = typename Config::MmaKV;
     using MmaQ = typename Config::MmaQ;
@@ -124,7 +254,7 @@ struct BwdConsumer {
     Tensor sdO = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutQ{});
     Tensor sQt = make_tensor(make_smem_ptr(ss.q), typename Config::LayoutQt{});
     Tensor sdOt = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutQt{});
-    Tensor sdS = make_tensor(make_smem_ptr(ss.ds), typename Config::LayoutdS{});
+    Tensor sdS = make_tensor(make_smem_ptr(ss.ds[0]), typename Config::LayoutdS{});
 
     Tensor tSrK = thr_sdp.partition_fragment_A(sK);
     Tensor tSrV = thr_sdp.partition_fragment_A(sV);
@@ -140,9 +270,7 @@ struct BwdConsumer {
     clear(tdKrdK);
     clear(tdVrdV);
     const Fragment frag(tid);
-    const int key0 = 64 * wg() + frag.row0;  // tile-relative key of the thread's Sᵀ row h = 0
-    wait_barrier(ss.kv_full, 0);
-    if (!kDeterministic) wait_barrier(ss.slice_zeroed, 0);  // bwd_zeroing.cuh
+    wait_for_item();
 
     PipeState<Config::kStages> st;
     int dq_buffer = 0;
@@ -151,119 +279,142 @@ struct BwdConsumer {
     const int key_width = desc::k_tile_span(p.descriptor, item.n).size();
     while (steps.next(step)) {
       wait_barrier(ss.step_full[st.stage], st.phase);
-      // Sᵀ and dPᵀ: element (e, h, j) is key key0 + 8h, step row 8j + col0 + e.
+      // Sᵀ and dPᵀ: element (e, h, j) is key 64 wg + row0 + 8h, step row 8j + col0 + e.
       Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, st.stage), tSrS);
       wgmma<true>(mma_sdp, tSrV, tSrdO(_, _, _, st.stage), tSrdP);
-      // Bit i of keep: element i of this thread's Sᵀ is visible.
       uint32_t keep = ~0u;
-      const Fragment mask_frag(fresh_thread_index() - 128);
-      if (tile_needs_mask(step.pattern, key_width)) {
-        build_visibility(step);  // overlaps the two GEMMs
+      if (step_needs_mask(step, key_width)) {
+        build_visibility(step, 0, kBlockM, 2 * wg());  // overlaps the two GEMMs
         sync_warpgroup();
-        keep = 0;
-        CUTE_UNROLL
-        for (int j = 0; j < kBlockM / 8; ++j) {
-          CUTE_UNROLL
-          for (int e = 0; e < 2; ++e) {
-            const int key = 64 * wg() + mask_frag.row0;
-            const uint32_t word = ss.visible[8 * j + mask_frag.col0 + e][key / 32];
-            CUTE_UNROLL
-            for (int h = 0; h < 2; ++h) {
-              keep |= ((word >> ((key + 8 * h) % 32)) & 1u) << Fragment::index(e, h, j);
-            }
-          }
-        }
+        keep = keep_bits<kBlockM>(0, 64 * wg());
       }
       warpgroup_wait<0>();
 
-      const float* lse_log2 = ss.lse_log2[st.stage];
-      const float* dsum = ss.dsum[st.stage];
       Tensor tPrP = make_tensor<Element>(AccAsA{});
       Tensor tdSrdS = make_tensor<Element>(AccAsA{});
-      CUTE_UNROLL
-      for (int j = 0; j < kBlockM / 8; ++j) {
-        CUTE_UNROLL
-        for (int e = 0; e < 2; ++e) {
-          const int row = 8 * j + mask_frag.col0 + e;
-          const float lse = lse_log2[row];
-          const float ds_bias = dsum[row];
-          CUTE_UNROLL
-          for (int h = 0; h < 2; ++h) {
-            const int i = Fragment::index(e, h, j);
-            float prob = exp2_approx(fmaf(tSrS(i), p.scale_log2, -lse));
-            prob = (keep >> i) & 1u ? prob : 0.f;
-            tPrP(i) = static_cast<Element>(prob);
-            tdSrdS(i) = static_cast<Element>(prob * (tSrdP(i) - ds_bias));
-          }
-        }
-      }
+      probabilities_and_ds<kBlockM>(tSrS, tSrdP, keep, ss.lse_log2[st.stage], ss.dsum[st.stage], 0,
+                                    tPrP, tdSrdS);
       // dV and dK take P and dS from registers: they run while dS goes through shared memory.
       wgmma<false>(mma_kv, tPrP, tKVrdOt(_, _, _, st.stage), tdVrdV);
       wgmma<false>(mma_kv, tdSrdS, tKVrQt(_, _, _, st.stage), tdKrdK);
-      // dS to shared memory as (step row, key), row pairs e = 0, 1 in one 32-bit store.
-      const Fragment store_frag(fresh_thread_index() - 128);
-      CUTE_UNROLL
-      for (int j = 0; j < kBlockM / 8; ++j) {
-        CUTE_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          const int key = 64 * wg() + store_frag.row0 + 8 * h;
-          const int at = ds_offset(8 * j + store_frag.col0, key);
-          store_pair(ss.ds + at, tdSrdS(Fragment::index(0, h, j)),
-                     tdSrdS(Fragment::index(1, h, j)));
-        }
-      }
+      store_transposed<kBlockM>(tdSrdS, ss.ds[0], 0, 64 * wg());
       cutlass::arch::fence_view_async_shared();  // dS is read by wgmma (async proxy)
-      float* dq = ss.dq[dq_buffer];
       // The reduce-add that read this buffer, two steps ago, is done reading it.
       if (!kDeterministic && tid == 0) bulk_wait_read<Config::kDqBuffers - 1>();
       sync_consumers();
 
-      // dQ_step: element (e, h, j) is step row row0 + 8h, column (D / 2) wg + 8j + col0 + e.
       Tensor tQrdQ = partition_fragment_C(mma_q, Shape<Int<kBlockM>, Int<kHeadDim>>{});
       wgmma<true>(mma_q, tQrdS, tQrKt, tQrdQ);
       warpgroup_wait<0>();
       release(ss.step_empty[st.stage]);
       st.advance();
-
-      const Fragment dq_frag(fresh_thread_index() - 128);
-      CUTE_UNROLL
-      for (int j = 0; j < kHeadDim / 16; ++j) {
-        CUTE_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          const int r = dq_frag.row0 + 8 * h;
-          const int chunk = (kHeadDim / 16) * wg() + j;
-          const int at = r * kHeadDim + 8 * dq_chunk_swizzle(dq_frag.r8, chunk) + dq_frag.col0;
-          *reinterpret_cast<float2*>(dq + at) =
-              make_float2(tQrdQ(Fragment::index(0, h, j)), tQrdQ(Fragment::index(1, h, j)));
-        }
-      }
-      cutlass::arch::fence_view_async_shared();  // dq is read by the copy engine
-      sync_consumers();
-      const int row = step.m * kBwdTile + step.half * kBwdStepRows;
-      const int64_t bh = int64_t{item.b} * p.shape.heads_q + step.h;
-      float* dst = p.ws.dq_accum + (bh * p.shape.rows_padded + row) * kHeadDim;
-      if constexpr (kDeterministic) {
-        int32_t* semaphore =
-            p.ws.semaphores + bh * (p.shape.rows_padded / kBwdStepRows) + row / kBwdStepRows;
-        add_dq_in_order(dst, dq, semaphore,
-                        tid == 0 ? dq_rank(p, item, step.h, step.m, step.half) : 0);
-      } else if (tid == 0) {
-        bulk_reduce_add(dst, dq, Config::kDqBytes);
-      }
+      add_dq_step(tQrdQ, step, dq_buffer);
       dq_buffer = (dq_buffer + 1) % Config::kDqBuffers;
     }
     if (!kDeterministic && tid == 0) bulk_wait_all();
-    store_dkdv(tdKrdK, tdVrdV, frag, key0);
+    // dK, dV element (e, h, j): key 64 wg + row0 + 8h, column 8j + col0 + e.
+    store_dkdv(tdKrdK, tdVrdV, 64 * wg() + frag.row0, frag.col0);
   }
 
-  // dK (scaled) and dV of the keys below nk and their first head_dim columns, in the element type,
-  // staged through the Q and dO rings (free once both warpgroups' last products are done) so that
-  // every row goes out in 16-byte stores. Element (e, h, j) of the accumulators is key key0 + 8h,
-  // column 8j + col0 + e.
+  // Head dim split (head dim 256): warpgroup wg computes Sᵀ and dPᵀ for the step's rows
+  // [32 wg, +32), then dK, dV and dQ_step for head-dim columns [128 wg, +128), from Pᵀ and dS in
+  // shared memory. One Q/dO stage and one dQ buffer.
+  __device__ void run_split_head_dim() {
+    using MmaSdP = typename Config::MmaSdP;
+    using MmaKV = typename Config::MmaKV;
+    using MmaQ = typename Config::MmaQ;
+    constexpr int kCols = kBlockM / 2;  // the warpgroup's step rows in Sᵀ and dPᵀ
+    MmaSdP mma_sdp;
+    MmaKV mma_kv;
+    MmaQ mma_q;
+    auto thr_sdp = mma_sdp.get_thread_slice(tid);
+    auto thr_kv = mma_kv.get_thread_slice(tid);
+    auto thr_q = mma_q.get_thread_slice(tid);
+
+    Tensor sK = make_tensor(make_smem_ptr(ss.k), typename Config::LayoutKV{});
+    Tensor sV = make_tensor(make_smem_ptr(ss.v), typename Config::LayoutKV{});
+    Tensor sKt = make_tensor(make_smem_ptr(ss.k), typename Config::LayoutKt{});
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q), typename Config::LayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutQ{});
+    Tensor sQt = make_tensor(make_smem_ptr(ss.q), typename Config::LayoutQt{});
+    Tensor sdOt = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutQt{});
+    Tensor sdS = make_tensor(make_smem_ptr(ss.ds[0]), typename Config::LayoutdS{});
+    Tensor sdSt = make_tensor(make_smem_ptr(ss.ds[0]), typename Config::LayoutdSt{});
+    Tensor sPt = make_tensor(make_smem_ptr(ss.ds[1]), typename Config::LayoutdSt{});
+
+    Tensor tSrK = thr_sdp.partition_fragment_A(sK);
+    Tensor tSrV = thr_sdp.partition_fragment_A(sV);
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);
+    Tensor tSrdO = thr_sdp.partition_fragment_B(sdO);
+    Tensor tKVrPt = thr_kv.partition_fragment_A(sPt);
+    Tensor tKVrdSt = thr_kv.partition_fragment_A(sdSt);
+    Tensor tKVrdOt = thr_kv.partition_fragment_B(sdOt);
+    Tensor tKVrQt = thr_kv.partition_fragment_B(sQt);
+    Tensor tQrdS = thr_q.partition_fragment_A(sdS);
+    Tensor tQrKt = thr_q.partition_fragment_B(sKt);
+
+    Tensor tdKrdK = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+    Tensor tdVrdV = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+    clear(tdKrdK);
+    clear(tdVrdV);
+    const Fragment frag(tid);
+    wait_for_item();
+
+    PipeState<Config::kStages> st;
+    StepCursor steps(p, item);
+    BwdStep step;
+    const int key_width = desc::k_tile_span(p.descriptor, item.n).size();
+    while (steps.next(step)) {
+      wait_barrier(ss.step_full[st.stage], st.phase);
+      // Sᵀ and dPᵀ: element (e, h, j) is key row0 + 8h, step row 32 wg + 8j + col0 + e.
+      Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, st.stage), tSrS);
+      wgmma<true>(mma_sdp, tSrV, tSrdO(_, _, _, st.stage), tSrdP);
+      uint32_t keep = ~0u;
+      if (step_needs_mask(step, key_width)) {
+        build_visibility(step, kCols * wg(), kCols, 0);  // overlaps the two GEMMs
+        sync_warpgroup();
+        keep = keep_bits<kCols>(kCols * wg(), 0);
+      }
+      warpgroup_wait<0>();
+
+      Tensor tPrP = make_tensor<Element>(Layout<Int<kCols / 2>>{});
+      Tensor tdSrdS = make_tensor<Element>(Layout<Int<kCols / 2>>{});
+      probabilities_and_ds<kCols>(tSrS, tSrdP, keep, ss.lse_log2[st.stage], ss.dsum[st.stage],
+                                  kCols * wg(), tPrP, tdSrdS);
+      // Both warpgroups' dK, dV and dQ_step products of the last step are done (add_dq_step's
+      // barrier came after their waits), so Pᵀ and dS may be overwritten.
+      store_transposed<kCols>(tPrP, ss.ds[1], kCols * wg(), 0);
+      store_transposed<kCols>(tdSrdS, ss.ds[0], kCols * wg(), 0);
+      cutlass::arch::fence_view_async_shared();  // Pᵀ and dS are read by wgmma (async proxy)
+      // The last step's reduce-add is done reading the one dQ buffer.
+      if (!kDeterministic && tid == 0) bulk_wait_read<0>();
+      sync_consumers();
+
+      wgmma<false>(mma_kv, tKVrPt, tKVrdOt(_, _, _, st.stage), tdVrdV);
+      wgmma<false>(mma_kv, tKVrdSt, tKVrQt(_, _, _, st.stage), tdKrdK);
+      Tensor tQrdQ = partition_fragment_C(mma_q, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+      wgmma<true>(mma_q, tQrdS, tQrKt, tQrdQ);
+      warpgroup_wait<1>();  // dV and dK: Q and dO are free for the next step's loads
+      release(ss.step_empty[st.stage]);
+      st.advance();
+      warpgroup_wait<0>();
+      add_dq_step(tQrdQ, step, 0);
+    }
+    if (!kDeterministic && tid == 0) bulk_wait_all();
+    // dK, dV element (e, h, j): key row0 + 8h, column 128 wg + 8j + col0 + e.
+    store_dkdv(tdKrdK, tdVrdV, frag.row0, (kHeadDim / 2) * wg() + frag.col0);
+  }
+
+  // dK (scaled) and dV of the item's keys below nk and their first head_dim columns, in the
+  // element type, staged through the Q and dO rings (free once both warpgroups' last products
+  // are done) so that every row goes out in 16-byte stores. Element (e, h, j) of the
+  // accumulators is item key key0 + 8h, column col0 + 8j + e.
   template <class TAcc>
-  __device__ void store_dkdv(const TAcc& dk, const TAcc& dv, const Fragment& frag, int key0) const {
+  __device__ void store_dkdv(const TAcc& dk, const TAcc& dv, int key0, int col0) const {
     static_assert(Config::kStages * kBlockM >= kBlockN, "the Q and dO rings hold dK and dV");
     constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
     // Chunk c of row r lies at chunk c ^ (r % 8): a warp's pair stores (8 rows, one chunk
@@ -275,9 +426,9 @@ struct BwdConsumer {
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
       CUTE_UNROLL
-      for (int j = 0; j < kHeadDim / 8; ++j) {  // columns 8j + col0 + {0, 1}; col0 is even
+      for (int j = 0; j < size(dk) / 4; ++j) {  // columns col0 + 8j + {0, 1}; col0 is even
         const int i = Fragment::index(0, h, j);
-        const int at = staged(key0 + 8 * h, 8 * j + frag.col0);
+        const int at = staged(key0 + 8 * h, col0 + 8 * j);
         store_pair(ss.q + at, dk(i) * p.scale, dk(i + 1) * p.scale);
         store_pair(ss.dout + at, dv(i), dv(i + 1));
       }
@@ -285,11 +436,12 @@ struct BwdConsumer {
     sync_consumers();
     const bool packed = p.shape.k_offsets != nullptr;
     const int64_t batch = packed ? 0 : item.b;
-    const desc::TileSpan keys = desc::k_tile_span(p.descriptor, item.n);
-    const int64_t row0 = (packed ? p.shape.k_offsets[item.b] : 0) + int64_t{keys.begin};
+    const desc::TileSpan tile = desc::k_tile_span(p.descriptor, item.n);
+    const int first = tile.begin + item.part * kBlockN;
+    const int64_t row0 = (packed ? p.shape.k_offsets[item.b] : 0) + int64_t{first};
     Element* dk_out = static_cast<Element*>(p.dk) + batch * p.dk_stride_b + item.hk * p.dk_stride_h;
     Element* dv_out = static_cast<Element*>(p.dv) + batch * p.dv_stride_b + item.hk * p.dv_stride_h;
-    const int rows = keys.size();
+    const int rows = min(tile.end - first, kBlockN);
     for (int i = fresh_thread_index() - 128; i < rows * kChunks; i += Config::kConsumerThreads) {
       const int r = i / kChunks;
       const int col = 8 * (i % kChunks);

@@ -37,7 +37,7 @@ WorkspaceLayout workspace_layout(const DescriptorView& descriptor, int32_t batch
   check.require(batch >= 1 && batch <= 65535, "batch must be in [1, 65535]");
   check.require(heads_q >= 1 && heads_q <= 65535, "heads_q must be in [1, 65535]");
   check.require(h.nq >= 1, "the descriptor's nq must be >= 1");
-  check.head_dim(head_dim, Pass::kBackward);
+  check.head_dim(head_dim);
   WorkspaceLayout w{};
   w.rows_padded = int64_t{h.num_q_tiles} * kTile;
   const int64_t rows = int64_t{batch} * heads_q * w.rows_padded;
@@ -56,7 +56,7 @@ WorkspaceLayout workspace_layout(const DescriptorView& descriptor, int32_t batch
 // Validates args against the descriptor header; throws cm::Error naming the broken rule.
 void validate(const DescriptorView& d, const BackwardArgs& a) {
   const desc::Header& h = check.descriptor(d, kTile);
-  const bool packed = check.problem(h, kTile, a, Pass::kBackward);
+  const bool packed = check.problem(h, kTile, a);
   check.tensor(a.dout, "dout", packed);
   check.tensor(a.dq, "dq", packed);
   check.tensor(a.dk, "dk", packed);
@@ -68,10 +68,17 @@ cudaError_t dispatch_head_dim(int head_dim, const sm90::BwdPrepParams& prep,
                               const sm90::BwdMainParams& main, const sm90::BwdPostParams& post,
                               const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
                               const CUtensorMap& dout, bool deterministic, cudaStream_t stream) {
-  return head_dim == 64 ? sm90::launch_backward<kElement, 64>(prep, main, post, q, k, v, dout,
-                                                              deterministic, stream)
-                        : sm90::launch_backward<kElement, 128>(prep, main, post, q, k, v, dout,
-                                                               deterministic, stream);
+  switch (head_dim) {
+    case 64:
+      return sm90::launch_backward<kElement, 64>(prep, main, post, q, k, v, dout, deterministic,
+                                                 stream);
+    case 128:
+      return sm90::launch_backward<kElement, 128>(prep, main, post, q, k, v, dout, deterministic,
+                                                  stream);
+    default:
+      return sm90::launch_backward<kElement, 256>(prep, main, post, q, k, v, dout, deterministic,
+                                                  stream);
+  }
 }
 
 }  // namespace
@@ -158,10 +165,11 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
                                             args.batch, packed, step);
   const CUtensorMap dout = host::make_tile_map(check, args.dout, args.dtype, d, q_rows,
                                                args.heads_q, args.batch, packed, step);
+  const int item_keys = sm90::backward_keys_per_item(kernel_d);
   const CUtensorMap k = host::make_tile_map(check, args.k, args.dtype, d, k_rows, args.heads_kv,
-                                            args.batch, packed, kTile);
+                                            args.batch, packed, item_keys);
   const CUtensorMap v = host::make_tile_map(check, args.v, args.dtype, d, k_rows, args.heads_kv,
-                                            args.batch, packed, kTile);
+                                            args.batch, packed, item_keys);
 
   const cudaError_t launched =
       args.dtype == DType::kBFloat16

@@ -1,28 +1,33 @@
 // The sm90 (Hopper) backward attention kernel driven by the transposed form of a CompileMask
 // descriptor (per key tile: runs of full and partial query tiles).
 //
-// One CTA per (batch, kv head, key tile of 128 keys), three warpgroups:
+// One CTA per item: (batch, kv head, key tile of 128 keys), or at head dim 256 half of a key
+// tile (64 keys; BwdConfig describes the two designs). Three warpgroups:
 //   WG0  producer (bwd_producer.cuh): one thread TMA-loads K and V once, then, for every query
 //        head of the kv group and every query tile the descriptor lists for this key tile, Q,
 //        dO, lse_log2 and dsum of 64 query rows at a time (a "step", bwd_work.cuh) into a
-//        2-stage mbarrier ring. In the default mode warps 2-3 zero a share of the dq_accum of
-//        the kv slice a pair ahead, and warp 1 waits until this CTA's slice is zero
-//        (bwd_zeroing.cuh).
-//   WG1, WG2  consumers (bwd_consumer.cuh): each owns 64 of the 128 keys. Per step, by wgmma:
+//        2-stage mbarrier ring (1 stage at head dim 256). In the default mode warps 2-3 zero a
+//        share of the dq_accum of the kv slice a pair ahead, and warp 1 waits until this CTA's
+//        slice is zero (bwd_zeroing.cuh).
+//   WG1, WG2  consumers (bwd_consumer.cuh). Per step, by wgmma:
 //          Sᵀ = K Qᵀ, dPᵀ = V dOᵀ                       (keys x 64 rows, from shared memory)
 //          Pᵀ = exp2(Sᵀ scale_log2 - lse_log2), dSᵀ = Pᵀ (dPᵀ - dsum)   (in registers)
-//          dV += Pᵀ dO, dK += dSᵀ Q                      (Pᵀ, dSᵀ as register operands)
+//          dV += Pᵀ dO, dK += dSᵀ Q
 //          dQ_step = dS K                                 (dS through shared memory; each
 //                                                          warpgroup takes half the head dim)
-//        dQ_step goes to one of two shared-memory buffers, in turn, and is added to the fp32
-//        dq_accum workspace by one bulk reduce-add (cp.reduce.async.bulk), which may still read
-//        it during the next step; or, in deterministic mode, by ordinary adds ordered across key
-//        tiles with a per-64-row semaphore (ascending key tile).
+//        Head dims 64 and 128: each warpgroup owns 64 of the 128 keys through every product,
+//        and Pᵀ and dSᵀ enter dV and dK as register operands. Head dim 256: each warpgroup takes
+//        32 of the step's rows for Sᵀ and dPᵀ, then half the head dim of dV, dK and dQ_step,
+//        with Pᵀ and dS read from shared memory.
+//        dQ_step goes to one of two shared-memory buffers (one at 256), in turn, and is added to
+//        the fp32 dq_accum workspace by one bulk reduce-add (cp.reduce.async.bulk), which may
+//        still read it during the next step; or, in deterministic mode, by ordinary adds ordered
+//        across items with a per-64-row semaphore (ascending key tile, then part).
 // dK and dV stay in registers over all steps (so GQA groups are summed inside the CTA) and are
 // written once. Full tiles run no mask code; partial tiles and the key tile cut by nk build a
-// 64 x 128 visibility bitmap from the descriptor's per-row intervals. Rows past nq and rows
-// that see no key have lse_log2 = +inf (bwd_params.h), so their P is exactly 0. Tile shapes,
-// the register split and shared memory: bwd_config.cuh.
+// 64-row visibility bitmap of the item's keys from the descriptor's per-row intervals. Rows
+// past nq and rows that see no key have lse_log2 = +inf (bwd_params.h), so their P is exactly
+// 0. Tile shapes, the register split and shared memory: bwd_config.cuh.
 #pragma once
 
 #include "bwd_config.cuh"
@@ -60,16 +65,17 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   }
   __syncthreads();
 
-  const BwdItem item = decode_bwd_item(params, kDeterministic);
+  const BwdItem item = decode_bwd_item(params, kDeterministic, Config::kKeyParts);
+  const int units = params.shape.num_k_tiles * Config::kKeyParts;  // items per kv slice
   if (warp < 4) {
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
     if (threadIdx.x == 0) {
       run_bwd_producer<Config>(params, *ss, item, &tma_q, &tma_k, &tma_v, &tma_dout);
     } else if (!kDeterministic && threadIdx.x == 32) {
-      signal_slice_zeroed(params, item, ss->slice_zeroed);
+      signal_slice_zeroed(params, item, units, ss->slice_zeroed);
     } else if (!kDeterministic && warp > 1) {
-      zero_slice_ahead<Config::kHeadDim>(params, item, static_cast<int>(threadIdx.x) - 64, 64,
-                                         kBwdZeroingBarrier);
+      zero_slice_ahead<Config::kHeadDim>(params, item, units, static_cast<int>(threadIdx.x) - 64,
+                                         64, kBwdZeroingBarrier);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();

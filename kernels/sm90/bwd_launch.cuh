@@ -22,11 +22,11 @@ cudaError_t launch_bwd_main(const BwdMainParams& params, const CUtensorMap& q, c
   const cudaError_t status = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Config::kSmemBytes));
   if (status != cudaSuccess) return status;
-  const auto tiles = static_cast<unsigned>(params.shape.num_k_tiles);
+  const auto items = static_cast<unsigned>(params.shape.num_k_tiles * Config::kKeyParts);
   const auto heads = static_cast<unsigned>(params.shape.heads_kv);
   const auto batch = static_cast<unsigned>(params.shape.batch);
   // The dispatch order decode_bwd_item expects (bwd_kernel.cuh).
-  const dim3 grid = kDeterministic ? dim3(heads, batch, tiles) : dim3(tiles, heads, batch);
+  const dim3 grid = kDeterministic ? dim3(heads, batch, items) : dim3(items, heads, batch);
   kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params, q, k, v, dout);
   return cudaGetLastError();
 }

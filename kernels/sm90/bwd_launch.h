@@ -11,8 +11,16 @@
 
 namespace cm::sm90 {
 
-// Enqueues preprocess, main kernel and postprocess on `stream`. The main kernel's grid is
-// (batch * heads_kv, num_k_tiles). Returns the first launch error.
+// Keys per CTA of the backward main kernel for kernel_head_dim: a whole 128-key tile, or at head
+// dim 256 half of one, whose dK and dV then fit the consumers' registers (bwd_config.cuh). The
+// launcher's K and V tensor maps load boxes of that many rows.
+constexpr int backward_keys_per_item(int kernel_head_dim) {
+  return kernel_head_dim == 256 ? 64 : 128;
+}
+
+// Enqueues preprocess, main kernel and postprocess on `stream`. The main kernel runs one CTA per
+// backward_keys_per_item keys of every key tile of every kv slice. Returns the first launch
+// error.
 template <ElementKind kElement, int kHeadDim>
 cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main,
                             const BwdPostParams& post, const CUtensorMap& q, const CUtensorMap& k,

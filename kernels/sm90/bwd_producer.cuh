@@ -1,5 +1,5 @@
-// The backward main kernel's producer: one thread that TMA-loads K and V once, then Q, dO,
-// lse_log2 and dsum of every step into the consumers' ring.
+// The backward main kernel's producer: one thread that TMA-loads the item's K and V once, then
+// Q, dO, lse_log2 and dsum of every step into the consumers' ring.
 #pragma once
 
 #include "bwd_params.h"
@@ -21,8 +21,8 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   const bool packed = p.shape.q_offsets != nullptr;
   const int batch = packed ? 0 : item.b;
   const int q_base = packed ? p.shape.q_offsets[item.b] : 0;
-  const int k_row =
-      (packed ? p.shape.k_offsets[item.b] : 0) + desc::k_tile_span(p.descriptor, item.n).begin;
+  const int k_row = (packed ? p.shape.k_offsets[item.b] : 0) +
+                    desc::k_tile_span(p.descriptor, item.n).begin + item.part * kBlockN;
 
   expect_bytes(ss.kv_full, 2 * Config::kKVBytes);
   for (int c = 0; c < kColBlocks; ++c) {

@@ -9,34 +9,37 @@
 
 namespace cm::sm90 {
 
-// The key tile n of kv head hk of sequence b.
+// Keys [part * keys, (part + 1) * keys) of key tile n of kv head hk of sequence b, where keys
+// is the kernel's keys per CTA (BwdConfig::kBlockN; part is 0 when a CTA takes a whole tile).
 struct BwdItem {
-  int b, hk, n;
-  int rank;  // default mode: of the key tile in its kv slice's order (the zeroing's chunk)
+  int b, hk, n, part;
+  int rank;  // default mode: of the item in its kv slice's order (the zeroing's chunk)
 };
 
-// CTAs are dispatched in blockIdx order, x fastest (the launch sets the grid to match).
-// Default: the linear block index is a key tile of a kv slice (b, hk) in paired order
+// CTAs are dispatched in blockIdx order, x fastest (the launch sets the grid to match), and
+// each key tile is `parts` items, its parts in turn.
+// Default: the linear block index is an item of a kv slice (b, hk) in paired order
 // (paired_unit, problem_shape.h), each slice's key tiles in the descriptor's longest-first
 // order of the group's first head. The CTAs running at once then share two or three (b, hk),
 // so the dQ accumulator rows, Q and dO they all touch stay in L2 instead of streaming from
-// DRAM (perf-notes). Deterministic: x is hk, y is b, z the key tile in ascending order. A key
-// tile's ordered dQ adds wait for the lower key tiles of its head, which were all dispatched
+// DRAM (perf-notes). Deterministic: x is hk, y is b, z the item in ascending key order. An
+// item's ordered dQ adds wait for the lower items of its head, which were all dispatched
 // before it, and the CTAs running at once belong to different heads and so do not wait for
 // each other.
-__device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool deterministic) {
+__device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool deterministic, int parts) {
   if (deterministic) {
-    return {static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x),
-            static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.z)};
+    const int z = static_cast<int>(blockIdx.z);
+    return {static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x), z / parts, z % parts, z};
   }
   const BwdShape& s = p.shape;
   const int index =
       static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-  const PairedUnit unit = paired_unit(index, s.num_k_tiles, s.batch * s.heads_kv);
+  const PairedUnit unit = paired_unit(index, s.num_k_tiles * parts, s.batch * s.heads_kv);
   const int b = unit.instance / s.heads_kv;  // the kv slice, kv_slice (bwd_params.h)
   const int hk = unit.instance - b * s.heads_kv;
   const desc::Instance& inst = instance_for(p.descriptor, s, b, hk * (s.heads_q / s.heads_kv));
-  return {b, hk, desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[unit.rank], unit.rank};
+  return {b, hk, desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[unit.rank / parts],
+          unit.rank % parts, unit.rank};
 }
 
 // One step of the main loop: rows [64 half, 64 half + 64) of query tile m of query head h;
@@ -132,7 +135,8 @@ class StepCursor {
 };
 
 // Deterministic mode: the number of key tiles below item.n whose items add to the dQ of half
-// `half` of query tile m of query head h, that is the dQ adds that come before this item's.
+// `half` of query tile m of query head h. Every part of a key tile walks the same steps, so
+// with `parts` items per key tile, parts * dq_rank + item.part dQ adds come before this item's.
 // Counts what StepCursor walks: every listed tile of a full run, and the tiles of a partial
 // run unless its pattern marks the half empty.
 __host__ __device__ inline int dq_rank(const BwdMainParams& p, const BwdItem& item, int h, int m,

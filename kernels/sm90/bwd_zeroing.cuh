@@ -2,11 +2,11 @@
 // preprocess does not write the whole accumulator (half of its DRAM traffic) while the main
 // kernel, which is compute-bound, leaves DRAM and its idle producer warps unused.
 //
-// A kv slice t = kv_slice(b, hk) (bwd_params.h) is the work of num_k_tiles CTAs, dispatched
-// in pairs of slices (bwd_work.cuh); its dq_accum rows, those of the kv group's query heads,
-// are contiguous. The preprocess zeroes the first kPrepZeroedSlices = 2 slices and the counts
-// ws.zeroed. As it starts, the CTA of rank r in slice t zeroes the r-th of num_k_tiles equal
-// chunks of slice t + 2 (then a proxy fence, since bulk reduce-adds read the zeros, and a
+// A kv slice t = kv_slice(b, hk) (bwd_params.h) is the work of `units` = num_k_tiles x key
+// parts CTAs (bwd_work.cuh), dispatched in pairs of slices; its dq_accum rows, those of the kv
+// group's query heads, are contiguous. The preprocess zeroes the first kPrepZeroedSlices = 2 slices
+// and the counts ws.zeroed. As it starts, the CTA of rank r in slice t zeroes the r-th of `units`
+// equal chunks of slice t + 2 (then a proxy fence, since bulk reduce-adds read the zeros, and a
 // release) and adds one to ws.zeroed[t + 2]. Another of its threads waits until the count of
 // slice t is complete and tells the consumers by an mbarrier, which they wait on after the K/V
 // barrier. The CTAs of slice t - 2, in the pair before t's, were all dispatched before those of
@@ -33,19 +33,19 @@ __host__ __device__ inline int64_t chunk_begin(int64_t vectors, int chunks, int 
 }
 
 // Run by `threads` threads (thread in [0, threads)) that share the named barrier `barrier`:
-// zero chunk `item.rank` of dq_accum of the slice kPrepZeroedSlices ahead (dq_slice_vectors,
-// chunk_begin) and count it there.
+// zero chunk `item.rank` of the `units` chunks of dq_accum of the slice kPrepZeroedSlices ahead
+// (dq_slice_vectors, chunk_begin) and count it there.
 template <int kHeadDim>
-__device__ void zero_slice_ahead(const BwdMainParams& p, const BwdItem& item, int thread,
+__device__ void zero_slice_ahead(const BwdMainParams& p, const BwdItem& item, int units, int thread,
                                  int threads, int barrier) {
   const BwdShape& s = p.shape;
   const int next = kv_slice(s, item.b, item.hk) + kPrepZeroedSlices;
   if (next >= s.batch * s.heads_kv) return;
   const int64_t slice_vectors = dq_slice_vectors<kHeadDim>(s);
   const int rank = item.rank;
-  const int64_t begin = chunk_begin(slice_vectors, s.num_k_tiles, rank);
+  const int64_t begin = chunk_begin(slice_vectors, units, rank);
   float4* chunk = reinterpret_cast<float4*>(p.ws.dq_accum) + next * slice_vectors + begin;
-  const int size = static_cast<int>(chunk_begin(slice_vectors, s.num_k_tiles, rank + 1) - begin);
+  const int size = static_cast<int>(chunk_begin(slice_vectors, units, rank + 1) - begin);
   // Streaming (evict-first) stores: the zeros are read a pair of slices later, while the running
   // slices want L2 for their own rows.
   for (int i = thread; i < size; i += threads) __stcs(chunk + i, make_float4(0.f, 0.f, 0.f, 0.f));
@@ -54,13 +54,14 @@ __device__ void zero_slice_ahead(const BwdMainParams& p, const BwdItem& item, in
   if (thread == 0) add_release(p.ws.zeroed + next, 1);
 }
 
-// One thread: waits until this CTA's slice is zero, then arrives on `slice_zeroed`, which the
-// consumers wait on before their first step (and so before their first dQ reduce-add).
-__device__ inline void signal_slice_zeroed(const BwdMainParams& p, const BwdItem& item,
+// One thread: waits until this CTA's slice is zero (all `units` chunks), then arrives on
+// `slice_zeroed`, which the consumers wait on before their first step (and so before their
+// first dQ reduce-add).
+__device__ inline void signal_slice_zeroed(const BwdMainParams& p, const BwdItem& item, int units,
                                            uint64_t& slice_zeroed) {
   const int slice = kv_slice(p.shape, item.b, item.hk);
   if (slice >= kPrepZeroedSlices) {  // else the preprocess, which ran before, zeroed it
-    while (load_acquire(p.ws.zeroed + slice) < p.shape.num_k_tiles) __nanosleep(64);
+    while (load_acquire(p.ws.zeroed + slice) < units) __nanosleep(64);
   }
   arrive_barrier(slice_zeroed);
 }

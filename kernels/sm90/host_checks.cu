@@ -51,10 +51,9 @@ void LaunchChecks::dtype(DType dtype) const {
   require(dtype == DType::kBFloat16 || dtype == DType::kFloat16, "dtype must be bf16 or fp16");
 }
 
-void LaunchChecks::head_dim(int32_t head_dim, Pass pass) const {
-  require(
-      head_dim_supported(head_dim, pass),
-      "head_dim " + std::to_string(head_dim) + " is not supported (" + head_dim_rule(pass) + ")");
+void LaunchChecks::head_dim(int32_t head_dim) const {
+  require(head_dim_supported(head_dim),
+          "head_dim " + std::to_string(head_dim) + " is not supported (" + kHeadDimRule + ")");
 }
 
 void LaunchChecks::heads_group(int32_t heads_q, int32_t heads_kv) const {
@@ -114,9 +113,9 @@ void LaunchChecks::lse(const float* lse, int64_t stride_h, int64_t stride_b) con
   require(stride_h >= 0 && stride_b >= 0, "lse strides must be >= 0");
 }
 
-bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a, Pass pass) const {
+bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) const {
   dtype(a.dtype);
-  head_dim(a.head_dim, pass);
+  head_dim(a.head_dim);
   require(a.batch >= 1 && a.heads_q >= 1 && a.heads_kv >= 1, "batch and heads must be >= 1");
   heads_group(a.heads_q, a.heads_kv);
   require(a.nq >= 1 && a.nk >= 1, "nq and nk must be >= 1");

@@ -38,8 +38,8 @@ class LaunchChecks {
 
   void dtype(DType dtype) const;  // bf16 or fp16
 
-  // head_dim_supported for `pass` (cuda_limits.h).
-  void head_dim(int32_t head_dim, Pass pass) const;
+  // head_dim_supported (cuda_limits.h).
+  void head_dim(int32_t head_dim) const;
 
   // heads_q is a multiple of heads_kv (heads_kv >= 1 already checked).
   void heads_group(int32_t heads_q, int32_t heads_kv) const;
@@ -61,10 +61,10 @@ class LaunchChecks {
 
   void lse(const float* lse, int64_t stride_h, int64_t stride_b) const;  // set, strides >= 0
 
-  // Everything above for the fields forward and backward share: dtype, head dim (for `pass`),
+  // Everything above for the fields forward and backward share: dtype, head dim,
   // sizes >= 1 that fit the header `h` (tile x tile tiles), GQA grouping, scale, layout, and
   // q, k, v, out and the LSE. Returns whether the layout is packed.
-  bool problem(const desc::Header& h, int tile, const Problem& a, Pass pass) const;
+  bool problem(const desc::Header& h, int tile, const Problem& a) const;
 
  private:
   const char* entry_;

@@ -21,7 +21,7 @@ constexpr host::LaunchChecks check{"cm::cuda::forward"};
 // Validates args against the descriptor header; throws cm::Error naming the broken rule.
 void validate(const DescriptorView& d, const ForwardArgs& a) {
   const desc::Header& h = check.descriptor(d, kTile);
-  check.problem(h, kTile, a, Pass::kForward);
+  check.problem(h, kTile, a);
   check.require(a.mainloop == Mainloop::kAuto || a.mainloop == Mainloop::kSerial ||
                     a.mainloop == Mainloop::kPingpong,
                 "mainloop must be kAuto, kSerial or kPingpong");

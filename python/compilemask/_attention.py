@@ -16,10 +16,9 @@ from . import _torch_ops
 from ._plan import Plan
 
 _KERNEL_DTYPES = (torch.bfloat16, torch.float16)
-# Any multiple of _ALIGN up to these runs, zero-padded to the next kernel: the forward's for
-# 64, 128 and 256, the backward's for 64 and 128 (include/compilemask/cuda_limits.h).
-_FORWARD_MAX_HEAD_DIM = 256
-_BACKWARD_MAX_HEAD_DIM = 128
+# Any multiple of _ALIGN up to this runs, zero-padded to the next kernel (64, 128 or 256), forward
+# and backward (include/compilemask/cuda_limits.h).
+_MAX_HEAD_DIM = 256
 _KERNEL_TILE = (128, 128)
 _ALIGN = 8  # elements of 16 bytes (2-byte types): the kernel's TMA and store granularity
 
@@ -72,7 +71,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
               offsets: Optional[Tensor] = None,
               k_offsets: Optional[Tensor] = None, deterministic: bool = False) -> Any:
     """softmax(scale * q kᵀ, masked by `plan`) v on torch CUDA tensors (bf16 or fp16, head dim
-    a multiple of 8 up to 256), differentiable up to head dim 128.
+    a multiple of 8 up to 256), differentiable.
 
     Layouts: 4-D q [B, Sq, Hq, D] with k, v [B, Sk, Hkv, D] (layout="bshd", the default) or
     [B, H, S, D] (layout="bhsd"); Hq a multiple of Hkv (GQA/MQA). Or jagged 3-D [T, H, D]:
@@ -118,15 +117,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
                          f"{tuple(v.shape)}")
     batch, nq, heads_q, dim = _split(q, layout)
     k_batch, nk, heads_kv, k_dim = _split(k, layout)
-    if dim % _ALIGN or not 0 < dim <= _FORWARD_MAX_HEAD_DIM:
+    if dim % _ALIGN or not 0 < dim <= _MAX_HEAD_DIM:
         raise ValueError(f"q has head dim {dim}; the kernels support multiples of {_ALIGN} from "
-                         f"{_ALIGN} to {_FORWARD_MAX_HEAD_DIM}")
-    if (dim > _BACKWARD_MAX_HEAD_DIM and torch.is_grad_enabled()
-            and any(x.requires_grad for x in (q, k, v))):
-        raise ValueError(f"q has head dim {dim} and a tensor requires grad, but the backward "
-                         f"kernel supports head dims up to {_BACKWARD_MAX_HEAD_DIM} (the forward "
-                         f"up to {_FORWARD_MAX_HEAD_DIM}); run the forward under torch.no_grad() "
-                         "or on detached tensors")
+                         f"{_ALIGN} to {_MAX_HEAD_DIM}")
     if k_dim != dim:
         raise ValueError(f"k and v have head dim {k_dim} but q has {dim}")
     if heads_q % heads_kv:

@@ -39,9 +39,9 @@ if wants cli; then
     "${CLI}" run "${ROOT}/examples/shared_prefix.mask" -p prompt=0:1024 \
       -p responses=1024,1792,2560,3328,4096 -n 4096 --heads 4 --heads-kv 2 --dim 128 --backward --gpu
     echo "exit $?"
-    echo "== compilemask run --gpu (doc_causal, N = 2000, d256, fp16; the forward only)"
+    echo "== compilemask run --gpu --backward (doc_causal, N = 2000, d256, fp16)"
     "${CLI}" run "${ROOT}/examples/doc_causal.mask" -p docs=0,700,1300,2000 -n 2000 --heads 4 \
-      --dim 256 --dtype fp16 --gpu
+      --dim 256 --dtype fp16 --backward --gpu
     echo "exit $?"
   } > "${LOGS}/cli.txt" 2>&1
 fi

@@ -2,7 +2,7 @@
 // computes by hand, against CuTe's own layouts and MMA partitioning. Runs without a GPU:
 //   * the shared-memory tiles are laid out as TMA writes 128-byte-swizzled 64-column boxes,
 //     and the transposed ("t") views address the same bytes;
-//   * ds_offset() is the physical offset of LayoutdS;
+//   * ds_offset() is the physical offset of LayoutdS, and (head dim 256) of LayoutdSt transposed;
 //   * Fragment's (row, column) of accumulator element i is CuTe's for every thread and MMA;
 //   * an Sᵀ accumulator read through AccAsA is the A operand fragment of MmaKV.
 #include "bwd_kernel.cuh"
@@ -58,9 +58,13 @@ void check_tiles() {
     }
   }
   auto ds = smem_tensor<typename C::LayoutdS>();
+  auto dst = smem_tensor<typename C::LayoutdSt>();
   for (int row = 0; row < C::kBlockM; ++row) {
     for (int key = 0; key < C::kBlockN; ++key) {
       ASSERT_EQ(element_of(&ds(row, key)), ds_offset(row, key)) << "dS " << row << "," << key;
+      if constexpr (C::kSplitHeadDim) {  // only there is dSᵀ read from shared memory
+        ASSERT_EQ(element_of(&dst(key, row)), ds_offset(row, key)) << "dSt " << key << "," << row;
+      }
     }
   }
 }
@@ -68,6 +72,7 @@ void check_tiles() {
 TEST(BackwardLayout, SharedTilesMatchTmaBoxesAndHandOffsets) {
   check_tiles<64>();
   check_tiles<128>();
+  check_tiles<256>();
 }
 
 // Checks Fragment against CuTe for an MMA whose warpgroups split M (kSplitM) or N.
@@ -91,17 +96,21 @@ void check_fragment() {
   }
 }
 
+// The warpgroups split the keys (M) of Sᵀ, dPᵀ, dK and dV, or with the head dim split their
+// query rows and head-dim columns (N); they always split dQ's head dim.
 template <int kHeadDim>
 void check_fragments() {
   using C = BwdConfig<Bf16, kHeadDim>;
-  check_fragment<typename C::MmaSdP, C::kBlockN, C::kBlockM, true>();
-  check_fragment<typename C::MmaKV, C::kBlockN, kHeadDim, true>();
+  constexpr bool kSplitKeys = !C::kSplitHeadDim;
+  check_fragment<typename C::MmaSdP, C::kBlockN, C::kBlockM, kSplitKeys>();
+  check_fragment<typename C::MmaKV, C::kBlockN, kHeadDim, kSplitKeys>();
   check_fragment<typename C::MmaQ, C::kBlockM, kHeadDim, false>();
 }
 
 TEST(BackwardLayout, FragmentCoordinatesMatchCute) {
   check_fragments<64>();
   check_fragments<128>();
+  check_fragments<256>();
 }
 
 TEST(BackwardLayout, AccumulatorIsTheRegisterAOperand) {
@@ -127,7 +136,7 @@ TEST(BackwardLayout, AccumulatorIsTheRegisterAOperand) {
 }
 
 TEST(BackwardLayout, DqChunkSwizzleIsAPermutationOfEachRow) {
-  for (int chunks : {8, 16}) {
+  for (int chunks : {8, 16, 32}) {
     for (int row = 0; row < 64; ++row) {
       uint32_t seen = 0;
       for (int c = 0; c < chunks; ++c) {

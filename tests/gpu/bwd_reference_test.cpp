@@ -1,8 +1,8 @@
 // The sm90 backward kernel against the float64 CPU reference driven by the same descriptor
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
-// both head dims, both dtypes and both dQ modes, and some of them with a gradient of the LSE too;
-// bitwise determinism; CUDA graph capture; and the launcher's input validation. Skips without a
-// Hopper GPU.
+// head dims 64, 128 and 256 and padded ones, both dtypes and both dQ modes, and some of them with a
+// gradient of the LSE too; bitwise determinism; CUDA graph capture; and the launcher's input
+// validation. Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda_backward.h>
 #include <compilemask/reference.h>
@@ -233,10 +233,19 @@ std::vector<Case> every_third_case() {
 INSTANTIATE_TEST_SUITE_P(Examples, LseGradientMatchesReference,
                          testing::Combine(testing::ValuesIn(every_third_case()), testing::Bool()));
 
-// Deterministic mode: bitwise-identical results over 10 runs, also when captured in a graph.
-TEST(BackwardDeterminism, BitwiseOverRunsAndGraphReplays) {
+// Head dims above 128 run on the kernel for 256 (64-key items, the warpgroups splitting the
+// step's rows and then the head dim, Pᵀ and dS through shared memory).
+INSTANTIATE_TEST_SUITE_P(HeadDim256, BackwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),
+                                          testing::Bool()));
+
+// Deterministic mode: bitwise-identical results over 10 runs, also when captured in a graph, at
+// head dims 128 and 256 (whose two items per key tile add to dQ in their own order).
+class BackwardDeterminism : public testing::TestWithParam<int> {};
+
+TEST_P(BackwardDeterminism, BitwiseOverRunsAndGraphReplays) {
   SKIP_WITHOUT_HOPPER();
-  Problem problem({"causal", {}, 1000, 1000, 128, 4, 2, DType::kBFloat16});
+  Problem problem({"causal", {}, 1000, 1000, GetParam(), 4, 2, DType::kBFloat16});
   problem.prepare(7);
   problem.poison();
   problem.run(true, nullptr);
@@ -267,5 +276,7 @@ TEST(BackwardDeterminism, BitwiseOverRunsAndGraphReplays) {
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, BackwardDeterminism, testing::Values(128, 256));
 
 }  // namespace

@@ -31,7 +31,7 @@ VARIANTS = [(128, 4, 4, "bshd", torch.bfloat16), (64, 4, 2, "bhsd", torch.bfloat
             (128, 4, 1, "thd", torch.float16), (64, 2, 2, "bshd", torch.float16),
             (128, 6, 2, "bhsd", torch.bfloat16), (96, 4, 2, "bshd", torch.bfloat16),
             (40, 4, 1, "thd", torch.float16)]
-# Head dims only the forward has: 256, and others above 128 on its kernel for 256.
+# Head dims above 128, on the kernels for 256, at fewer lengths (WIDE_LENGTHS).
 WIDE_VARIANTS = [(256, 4, 2, "bshd", torch.bfloat16), (200, 4, 1, "thd", torch.float16),
                  (136, 2, 2, "bhsd", torch.bfloat16), (256, 6, 2, "bhsd", torch.float16)]
 WIDE_LENGTHS = [17, 255, 1023]
@@ -123,11 +123,11 @@ def missing_hopper(tests):
     return None
 
 
-def suite_cases(args, tests, quick_lengths, wide_heads=False):
+def suite_cases(args, tests, quick_lengths):
     """The start of a dense suite: without a Hopper GPU, prints the SKIP line and returns None;
     else seeds torch and returns every workload at LENGTHS (the first quick_lengths of them
-    with --quick) followed by the special cases, and with wide_heads every workload at
-    WIDE_LENGTHS in WIDE_VARIANTS (the first two lengths with --quick)."""
+    with --quick), the special cases, and every workload at WIDE_LENGTHS in WIDE_VARIANTS (the
+    first two lengths with --quick)."""
     skip = missing_hopper(tests)
     if skip:
         print(skip)
@@ -136,11 +136,9 @@ def suite_cases(args, tests, quick_lengths, wide_heads=False):
     import workloads
     torch.manual_seed(0)
     lengths = LENGTHS[:quick_lengths] if args.quick else LENGTHS
-    cases = workload_cases(args.cli, workloads, lengths) + special_cases()
-    if wide_heads:
-        wide_lengths = WIDE_LENGTHS[:2] if args.quick else WIDE_LENGTHS
-        cases += workload_cases(args.cli, workloads, wide_lengths, WIDE_VARIANTS)
-    return cases
+    wide_lengths = WIDE_LENGTHS[:2] if args.quick else WIDE_LENGTHS
+    return (workload_cases(args.cli, workloads, lengths) + special_cases() +
+            workload_cases(args.cli, workloads, wide_lengths, WIDE_VARIANTS))
 
 
 def run_plan(plan, *args):

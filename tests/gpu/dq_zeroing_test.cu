@@ -1,8 +1,9 @@
 // The backward's dq_accum zeroing ahead (kernels/sm90/bwd_zeroing.cuh), on the host: the chunks
-// that the num_k_tiles CTAs of a kv slice zero in the slice a pair ahead are disjoint and cover
-// exactly the dq_accum rows that the consumers add to for that slice's items (the query heads of
-// its kv group, every padded row, kHeadDim floats each), and kv_slice numbers the items' slices in
-// their dispatch order (pairs of consecutive slices, bwd_work.cuh).
+// that the num_k_tiles x key parts CTAs of a kv slice zero in the slice a pair ahead are disjoint
+// and cover exactly the dq_accum rows that the consumers add to for that slice's items (the query
+// heads of its kv group, every padded row, kHeadDim floats each), and kv_slice numbers the items'
+// slices in their dispatch order (pairs of consecutive slices, bwd_work.cuh).
+#include "bwd_launch.h"
 #include "bwd_zeroing.cuh"
 
 #include <gtest/gtest.h>
@@ -48,11 +49,12 @@ void check_cover(const Shape& c) {
       EXPECT_EQ(slice * slice_vectors, want_begin) << "slice " << slice << " starts elsewhere";
       int64_t at = want_begin;
       int64_t min_size = INT64_MAX, max_size = 0;
-      for (int rank = 0; rank < s.num_k_tiles; ++rank) {
-        const int64_t begin =
-            slice * slice_vectors + chunk_begin(slice_vectors, s.num_k_tiles, rank);
-        const int64_t size = chunk_begin(slice_vectors, s.num_k_tiles, rank + 1) -
-                             chunk_begin(slice_vectors, s.num_k_tiles, rank);
+      // The slice's CTAs, as bwd_kernel.cuh counts them.
+      const int units = s.num_k_tiles * (kBwdTile / backward_keys_per_item(kHeadDim));
+      for (int rank = 0; rank < units; ++rank) {
+        const int64_t begin = slice * slice_vectors + chunk_begin(slice_vectors, units, rank);
+        const int64_t size =
+            chunk_begin(slice_vectors, units, rank + 1) - chunk_begin(slice_vectors, units, rank);
         ASSERT_EQ(begin, at) << "rank " << rank << " of slice " << slice
                              << ": chunks must follow each other without gap or overlap";
         at += size;
@@ -79,6 +81,7 @@ TEST(DqZeroing, ChunksCoverEachSliceExactly) {
                  std::to_string(c.num_k_tiles));
     check_cover<64>(c);
     check_cover<128>(c);
+    check_cover<256>(c);
   }
 }
 

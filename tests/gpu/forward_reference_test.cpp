@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -117,31 +116,9 @@ INSTANTIATE_TEST_SUITE_P(TwoCtas, ForwardMatchesReference,
                                           testing::Values(2)));
 
 // Head dims above 128 run on the kernel for 256 (64-key K/V stages, one Q buffer that also
-// stages O): example cases with their head dim raised, padded ones (136, 200) among them;
-// Nq != Nk, rows that see no key, row tables, strips with narrow tiles and both dtypes.
-Case widened(const std::string& example, int nq, int head_dim) {
-  for (Case c : example_cases()) {
-    if (c.example == example && c.nq == nq) {
-      c.head_dim = head_dim;
-      return c;
-    }
-  }
-  throw std::logic_error("no example case " + example + " with nq " + std::to_string(nq));
-}
-
-std::vector<Case> wide_head_cases() {
-  return {widened("causal", 129, 256),
-          widened("doc_causal", 700, 256),
-          widened("clear", 940, 256),
-          widened("row_intervals", 300, 256),
-          widened("hstu", 300, 200),
-          widened("sliding_window", 255, 136),
-          widened("cross_attention", 200, 256),
-          widened("neighbourhood_2d", 300, 256)};
-}
-
+// stages O).
 INSTANTIATE_TEST_SUITE_P(HeadDim256, ForwardMatchesReference,
-                         testing::Combine(testing::ValuesIn(wide_head_cases()), kMainloops,
-                                          testing::Values(0, 2)));
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),
+                                          kMainloops, testing::Values(0, 2)));
 
 }  // namespace

@@ -200,4 +200,24 @@ std::vector<Case> example_cases() {
   };
 }
 
+std::vector<Case> wide_head_cases() {
+  const auto widened = [](const std::string& example, int nq, int head_dim) {
+    for (Case c : example_cases()) {
+      if (c.example == example && c.nq == nq) {
+        c.head_dim = head_dim;
+        return c;
+      }
+    }
+    throw std::logic_error("no example case " + example + " with nq " + std::to_string(nq));
+  };
+  return {widened("causal", 129, 256),
+          widened("doc_causal", 700, 256),
+          widened("clear", 940, 256),
+          widened("row_intervals", 300, 256),
+          widened("hstu", 300, 200),
+          widened("sliding_window", 255, 136),
+          widened("cross_attention", 200, 256),
+          widened("neighbourhood_2d", 300, 256)};
+}
+
 }  // namespace cm::gpu_test

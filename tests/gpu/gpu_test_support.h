@@ -74,4 +74,9 @@ void PrintTo(const Case& c, std::ostream* os);
 // sanitizer filters of scripts/gpu address these cases by index, so append new ones.
 std::vector<Case> example_cases();
 
+// Example cases with their head dim raised above 128, for the kernels for 256: padded ones (136,
+// 200) among them; Nq != Nk, rows that see no key, row tables, strips with narrow tiles and
+// both dtypes.
+std::vector<Case> wide_head_cases();
+
 }  // namespace cm::gpu_test

@@ -184,7 +184,7 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
                      std::to_string(b) + ", " + std::to_string(hk) + ", " + std::to_string(n) +
                      ")");
         std::vector<std::tuple<int, int, int>> walked;  // (h, m, half)
-        StepCursor steps(p, BwdItem{b, hk, n, 0});
+        StepCursor steps(p, BwdItem{b, hk, n, 0, 0});
         BwdStep step;
         while (steps.next(step)) {
           walked.push_back({step.h, step.m, step.half});
@@ -212,13 +212,13 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
           }
           int lower = 0;  // lower key tiles of the kv head whose walks hold this step
           for (int n_lower = 0; n_lower < n; ++n_lower) {
-            StepCursor others(p, BwdItem{b, hk, n_lower, 0});
+            StepCursor others(p, BwdItem{b, hk, n_lower, 0, 0});
             BwdStep other;
             while (others.next(other)) {
               lower += other.h == step.h && other.m == step.m && other.half == step.half;
             }
           }
-          EXPECT_EQ(dq_rank(p, BwdItem{b, hk, n, 0}, step.h, step.m, step.half), lower)
+          EXPECT_EQ(dq_rank(p, BwdItem{b, hk, n, 0, 0}, step.h, step.m, step.half), lower)
               << "query tile " << step.m << " half " << step.half;
         }
         // Every half of a query tile with visible pairs must be walked, once; the order of the

@@ -116,7 +116,7 @@ def main():
     a = ap.parse_args()
     global MAINLOOP
     MAINLOOP = a.mainloop
-    cases = suite_cases(a, "sm90 forward tests", quick_lengths=5, wide_heads=True)
+    cases = suite_cases(a, "sm90 forward tests", quick_lengths=5)
     if cases is None:
         return 77
     from cm_kernel import Kernel

@@ -58,16 +58,15 @@ AttentionShape parse_shape(const ParsedArgs& args, const Dims& lengths) {
 
 // --gpu and --dtype. Throws UsageError for what the sm90 kernels do not support.
 std::optional<GpuDType> parse_gpu(const ParsedArgs& args, const AttentionShape& shape,
-                                  const Tiling& tiling, bool backward) {
+                                  const Tiling& tiling) {
   const std::optional<std::string> dtype = args.value("dtype");
   if (!args.has("gpu")) {
     if (dtype) throw UsageError(args.spelling("dtype") + " applies only with --gpu");
     return std::nullopt;
   }
-  const cuda::Pass pass = backward ? cuda::Pass::kBackward : cuda::Pass::kForward;
-  if (!cuda::head_dim_supported(shape.head_dim, pass)) {
-    throw UsageError("--gpu" + std::string(backward ? " --backward" : "") + " supports --dim " +
-                     cuda::head_dim_rule(pass) + ", got " + std::to_string(shape.head_dim));
+  if (!cuda::head_dim_supported(shape.head_dim)) {
+    throw UsageError("--gpu supports --dim " + std::string(cuda::kHeadDimRule) + ", got " +
+                     std::to_string(shape.head_dim));
   }
   if (tiling.m != 128 || tiling.n != 128) {
     throw UsageError("--gpu needs --tile 128x128 (the sm90 kernel's tile), got " +
@@ -166,7 +165,7 @@ int run_attention(const ParsedArgs& args) {
   BackendOptions options;
   options.backward = args.has("backward");
   options.threads = static_cast<int>(integer_flag(args, "threads", 0, 0, 4096));
-  const std::optional<GpuDType> gpu = parse_gpu(args, shape, tiling, options.backward);
+  const std::optional<GpuDType> gpu = parse_gpu(args, shape, tiling);
   // Backends checked against the float64 oracle.
   const std::vector<AttentionBackend> candidates = {gpu ? checked_gpu_backend(*gpu)
                                                         : reference_backend(Accumulate::kFloat32)};
@@ -239,10 +238,10 @@ Command run_command() {
            "after a warm-up, by CUDA events. As the GPU stores O, dQ, dK and dV in --dtype, the\n"
            "error of rounding the float64 results to --dtype is printed for scale; errors of a\n"
            "few times that are expected.\n"
-           "--gpu needs --dim a multiple of 8 up to 256, up to 128 with --backward (the kernels\n"
-           "for 64, 128 and 256 run the others with zero-padded columns) and the default --tile\n"
-           "128x128. Effective TFLOP/s count 4*D flops per visible (q, k) pair forward and 2.5\n"
-           "times that backward." +
+           "--gpu needs --dim a multiple of 8 up to 256 (the kernels for 64, 128 and 256 run\n"
+           "the others with zero-padded columns) and the default --tile 128x128. Effective\n"
+           "TFLOP/s count 4*D flops per visible (q, k) pair forward and 2.5 times that\n"
+           "backward." +
                param_syntax_help(),
            flags},
           run_attention};
