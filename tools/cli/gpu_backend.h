@@ -18,8 +18,8 @@ enum class GpuDType { kBFloat16, kFloat16 };
 // outputs with NaN so that unwritten elements show; runs forward() (then backward() on the
 // forward's own O and LSE) once to warm up and five more times; reports the median time
 // by CUDA events; returns the outputs converted to float. Its round_to_storage rounds to `dtype`.
-// Preconditions (checked by `run` before): head_dim_supported(head_dim, the pass run)
-// (cuda_limits.h), and the descriptor's tiles are 128x128.
+// Preconditions (checked by `run` before): head_dim_supported(head_dim) (cuda_limits.h),
+// and the descriptor's tiles are 128x128.
 AttentionBackend gpu_backend(GpuDType dtype);
 
 }  // namespace cm::cli
