@@ -12,13 +12,10 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from . import _torch_ops
+from . import _core, _torch_ops
 from ._plan import Plan
 
 _KERNEL_DTYPES = (torch.bfloat16, torch.float16)
-# Any multiple of _ALIGN up to this runs, zero-padded to the next kernel (64, 128 or 256), forward
-# and backward (include/compilemask/cuda_limits.h).
-_MAX_HEAD_DIM = 256
 _KERNEL_TILE = (128, 128)
 _ALIGN = 8  # elements of 16 bytes (2-byte types): the kernel's TMA and store granularity
 
@@ -117,9 +114,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
                          f"{tuple(v.shape)}")
     batch, nq, heads_q, dim = _split(q, layout)
     k_batch, nk, heads_kv, k_dim = _split(k, layout)
-    if dim % _ALIGN or not 0 < dim <= _MAX_HEAD_DIM:
-        raise ValueError(f"q has head dim {dim}; the kernels support multiples of {_ALIGN} from "
-                         f"{_ALIGN} to {_MAX_HEAD_DIM}")
+    if not _core.head_dim_supported(dim):
+        raise ValueError(f"q has head dim {dim}; the kernels support {_core.HEAD_DIM_RULE}")
     if k_dim != dim:
         raise ValueError(f"k and v have head dim {k_dim} but q has {dim}")
     if heads_q % heads_kv:
