@@ -1,7 +1,6 @@
 // The backward main kernel's consumer warpgroups: the five products of each step by wgmma, P
 // and dS in registers, dK and dV accumulated in registers, dQ reduced into the fp32 workspace.
-// Two mainloops, one per BwdConfig design: run_split_keys (the warpgroups own 64 keys each) and
-// run_split_head_dim (they split the step's rows, then the head dim); the rest is shared.
+// One main loop for both BwdConfig designs (keys or head dim split over the warpgroups).
 #pragma once
 
 #include "bwd_params.h"
@@ -184,20 +183,6 @@ struct BwdConsumer {
     if (tid == 0) atomicAdd(semaphore, 1);
   }
 
-  __device__ void run() {
-    if constexpr (Config::kSplitHeadDim) {
-      run_split_head_dim();
-    } else {
-      run_split_keys();
-    }
-  }
-
-  // Waits for K and V, and in default mode for this slice's zeroed dq_accum (bwd_zeroing.cuh).
-  __device__ void wait_for_item() const {
-    wait_barrier(ss.kv_full, 0);
-    if (!kDeterministic) wait_barrier(ss.slice_zeroed, 0);
-  }
-
   // Called by every consumer thread once the previous dQ_step in this buffer may be overwritten
   // (default mode: its reduce-add has read it; thread 0 waits for that before a consumers'
   // barrier): stores this step's dQ_step fragment (element (e, h, j) is step row row0 + 8h,
@@ -234,12 +219,18 @@ struct BwdConsumer {
     }
   }
 
-  // Keys split (head dims 64 and 128): warpgroup wg owns keys [64 wg, +64) of the item.
-  __device__ void run_split_keys() {
+  // The main loop. Where the designs differ (BwdConfig): with the keys split, warpgroup wg owns
+  // item keys [64 wg, +64) through every product, and P and dS enter dV and dK from registers;
+  // with the head dim split, it computes Sᵀ and dPᵀ for step rows [32 wg, +32), then dV, dK and
+  // dQ_step for head-dim columns [128 wg, +128), from Pᵀ and dS in shared memory.
+  __device__ void run() {
+    constexpr bool kSplitHeadDim = Config::kSplitHeadDim;
+    constexpr int kCols = kSplitHeadDim ? kBlockM / 2 : kBlockM;  // step rows of its Sᵀ and dPᵀ
+    const int row_base = kSplitHeadDim ? kCols * wg() : 0;        // its first step row there
+    const int key_base = kSplitHeadDim ? 0 : 64 * wg();           // its first item key there
     using MmaSdP = typename Config::MmaSdP;
     using MmaKV = typename Config::MmaKV;
     using MmaQ = typename Config::MmaQ;
-    using AccAsA = typename Config::AccAsA;
     MmaSdP mma_sdp;
     MmaKV mma_kv;
     MmaQ mma_q;
@@ -270,7 +261,8 @@ struct BwdConsumer {
     clear(tdKrdK);
     clear(tdVrdV);
     const Fragment frag(tid);
-    wait_for_item();
+    wait_barrier(ss.kv_full, 0);
+    if (!kDeterministic) wait_barrier(ss.slice_zeroed, 0);  // bwd_zeroing.cuh
 
     PipeState<Config::kStages> st;
     int dq_buffer = 0;
@@ -279,134 +271,67 @@ struct BwdConsumer {
     const int key_width = desc::k_tile_span(p.descriptor, item.n).size();
     while (steps.next(step)) {
       wait_barrier(ss.step_full[st.stage], st.phase);
-      // Sᵀ and dPᵀ: element (e, h, j) is key 64 wg + row0 + 8h, step row 8j + col0 + e.
+      // Sᵀ and dPᵀ: element (e, h, j) is item key key_base + row0 + 8h, step row
+      // row_base + 8j + col0 + e.
       Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, st.stage), tSrS);
       wgmma<true>(mma_sdp, tSrV, tSrdO(_, _, _, st.stage), tSrdP);
       uint32_t keep = ~0u;
       if (step_needs_mask(step, key_width)) {
-        build_visibility(step, 0, kBlockM, 2 * wg());  // overlaps the two GEMMs
+        build_visibility(step, row_base, kCols, key_base / 32);  // overlaps the two GEMMs
         sync_warpgroup();
-        keep = keep_bits<kBlockM>(0, 64 * wg());
+        keep = keep_bits<kCols>(row_base, key_base);
       }
       warpgroup_wait<0>();
 
-      Tensor tPrP = make_tensor<Element>(AccAsA{});
-      Tensor tdSrdS = make_tensor<Element>(AccAsA{});
-      probabilities_and_ds<kBlockM>(tSrS, tSrdP, keep, ss.lse_log2[st.stage], ss.dsum[st.stage], 0,
-                                    tPrP, tdSrdS);
-      // dV and dK take P and dS from registers: they run while dS goes through shared memory.
-      wgmma<false>(mma_kv, tPrP, tKVrdOt(_, _, _, st.stage), tdVrdV);
-      wgmma<false>(mma_kv, tdSrdS, tKVrQt(_, _, _, st.stage), tdKrdK);
-      store_transposed<kBlockM>(tdSrdS, ss.ds[0], 0, 64 * wg());
-      cutlass::arch::fence_view_async_shared();  // dS is read by wgmma (async proxy)
-      // The reduce-add that read this buffer, two steps ago, is done reading it.
+      Tensor tPrP = make_tensor<Element>(typename Config::LayoutPdS{});
+      Tensor tdSrdS = make_tensor<Element>(typename Config::LayoutPdS{});
+      probabilities_and_ds<kCols>(tSrS, tSrdP, keep, ss.lse_log2[st.stage], ss.dsum[st.stage],
+                                  row_base, tPrP, tdSrdS);
+      if constexpr (!kSplitHeadDim) {
+        // dV and dK take P and dS from registers: they run while dS goes through shared memory.
+        wgmma<false>(mma_kv, tPrP, tKVrdOt(_, _, _, st.stage), tdVrdV);
+        wgmma<false>(mma_kv, tdSrdS, tKVrQt(_, _, _, st.stage), tdKrdK);
+        store_transposed<kCols>(tdSrdS, ss.ds[0], row_base, key_base);
+      } else {
+        // Both warpgroups' products of the last step are done with Pᵀ and dS (add_dq_step's
+        // barrier came after their waits).
+        store_transposed<kCols>(tPrP, ss.ds[1], row_base, key_base);
+        store_transposed<kCols>(tdSrdS, ss.ds[0], row_base, key_base);
+      }
+      cutlass::arch::fence_view_async_shared();  // dS (and Pᵀ) are read by wgmma (async proxy)
+      // The reduce-add that read this dQ buffer, kDqBuffers steps ago, is done reading it.
       if (!kDeterministic && tid == 0) bulk_wait_read<Config::kDqBuffers - 1>();
       sync_consumers();
 
       Tensor tQrdQ = partition_fragment_C(mma_q, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-      wgmma<true>(mma_q, tQrdS, tQrKt, tQrdQ);
-      warpgroup_wait<0>();
-      release(ss.step_empty[st.stage]);
+      if constexpr (!kSplitHeadDim) {
+        wgmma<true>(mma_q, tQrdS, tQrKt, tQrdQ);
+        warpgroup_wait<0>();
+        release(ss.step_empty[st.stage]);
+      } else {
+        // Pᵀ and dSᵀ: the bytes of ss.ds viewed as (key, step row), K-major.
+        Tensor tKVrPt = thr_kv.partition_fragment_A(
+            make_tensor(make_smem_ptr(ss.ds[1]), typename Config::LayoutdSt{}));
+        Tensor tKVrdSt = thr_kv.partition_fragment_A(
+            make_tensor(make_smem_ptr(ss.ds[0]), typename Config::LayoutdSt{}));
+        wgmma<false>(mma_kv, tKVrPt, tKVrdOt(_, _, _, st.stage), tdVrdV);
+        wgmma<false>(mma_kv, tKVrdSt, tKVrQt(_, _, _, st.stage), tdKrdK);
+        wgmma<true>(mma_q, tQrdS, tQrKt, tQrdQ);
+        warpgroup_wait<1>();  // dV and dK: Q and dO may take the next step's rows
+        release(ss.step_empty[st.stage]);
+        warpgroup_wait<0>();
+      }
       st.advance();
       add_dq_step(tQrdQ, step, dq_buffer);
       dq_buffer = (dq_buffer + 1) % Config::kDqBuffers;
     }
     if (!kDeterministic && tid == 0) bulk_wait_all();
-    // dK, dV element (e, h, j): key 64 wg + row0 + 8h, column 8j + col0 + e.
-    store_dkdv(tdKrdK, tdVrdV, 64 * wg() + frag.row0, frag.col0);
-  }
-
-  // Head dim split (head dim 256): warpgroup wg computes Sᵀ and dPᵀ for the step's rows
-  // [32 wg, +32), then dK, dV and dQ_step for head-dim columns [128 wg, +128), from Pᵀ and dS in
-  // shared memory. One Q/dO stage and one dQ buffer.
-  __device__ void run_split_head_dim() {
-    using MmaSdP = typename Config::MmaSdP;
-    using MmaKV = typename Config::MmaKV;
-    using MmaQ = typename Config::MmaQ;
-    constexpr int kCols = kBlockM / 2;  // the warpgroup's step rows in Sᵀ and dPᵀ
-    MmaSdP mma_sdp;
-    MmaKV mma_kv;
-    MmaQ mma_q;
-    auto thr_sdp = mma_sdp.get_thread_slice(tid);
-    auto thr_kv = mma_kv.get_thread_slice(tid);
-    auto thr_q = mma_q.get_thread_slice(tid);
-
-    Tensor sK = make_tensor(make_smem_ptr(ss.k), typename Config::LayoutKV{});
-    Tensor sV = make_tensor(make_smem_ptr(ss.v), typename Config::LayoutKV{});
-    Tensor sKt = make_tensor(make_smem_ptr(ss.k), typename Config::LayoutKt{});
-    Tensor sQ = make_tensor(make_smem_ptr(ss.q), typename Config::LayoutQ{});
-    Tensor sdO = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutQ{});
-    Tensor sQt = make_tensor(make_smem_ptr(ss.q), typename Config::LayoutQt{});
-    Tensor sdOt = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutQt{});
-    Tensor sdS = make_tensor(make_smem_ptr(ss.ds[0]), typename Config::LayoutdS{});
-    Tensor sdSt = make_tensor(make_smem_ptr(ss.ds[0]), typename Config::LayoutdSt{});
-    Tensor sPt = make_tensor(make_smem_ptr(ss.ds[1]), typename Config::LayoutdSt{});
-
-    Tensor tSrK = thr_sdp.partition_fragment_A(sK);
-    Tensor tSrV = thr_sdp.partition_fragment_A(sV);
-    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);
-    Tensor tSrdO = thr_sdp.partition_fragment_B(sdO);
-    Tensor tKVrPt = thr_kv.partition_fragment_A(sPt);
-    Tensor tKVrdSt = thr_kv.partition_fragment_A(sdSt);
-    Tensor tKVrdOt = thr_kv.partition_fragment_B(sdOt);
-    Tensor tKVrQt = thr_kv.partition_fragment_B(sQt);
-    Tensor tQrdS = thr_q.partition_fragment_A(sdS);
-    Tensor tQrKt = thr_q.partition_fragment_B(sKt);
-
-    Tensor tdKrdK = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
-    Tensor tdVrdV = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
-    clear(tdKrdK);
-    clear(tdVrdV);
-    const Fragment frag(tid);
-    wait_for_item();
-
-    PipeState<Config::kStages> st;
-    StepCursor steps(p, item);
-    BwdStep step;
-    const int key_width = desc::k_tile_span(p.descriptor, item.n).size();
-    while (steps.next(step)) {
-      wait_barrier(ss.step_full[st.stage], st.phase);
-      // Sᵀ and dPᵀ: element (e, h, j) is key row0 + 8h, step row 32 wg + 8j + col0 + e.
-      Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, st.stage), tSrS);
-      wgmma<true>(mma_sdp, tSrV, tSrdO(_, _, _, st.stage), tSrdP);
-      uint32_t keep = ~0u;
-      if (step_needs_mask(step, key_width)) {
-        build_visibility(step, kCols * wg(), kCols, 0);  // overlaps the two GEMMs
-        sync_warpgroup();
-        keep = keep_bits<kCols>(kCols * wg(), 0);
-      }
-      warpgroup_wait<0>();
-
-      Tensor tPrP = make_tensor<Element>(Layout<Int<kCols / 2>>{});
-      Tensor tdSrdS = make_tensor<Element>(Layout<Int<kCols / 2>>{});
-      probabilities_and_ds<kCols>(tSrS, tSrdP, keep, ss.lse_log2[st.stage], ss.dsum[st.stage],
-                                  kCols * wg(), tPrP, tdSrdS);
-      // Both warpgroups' dK, dV and dQ_step products of the last step are done (add_dq_step's
-      // barrier came after their waits), so Pᵀ and dS may be overwritten.
-      store_transposed<kCols>(tPrP, ss.ds[1], kCols * wg(), 0);
-      store_transposed<kCols>(tdSrdS, ss.ds[0], kCols * wg(), 0);
-      cutlass::arch::fence_view_async_shared();  // Pᵀ and dS are read by wgmma (async proxy)
-      // The last step's reduce-add is done reading the one dQ buffer.
-      if (!kDeterministic && tid == 0) bulk_wait_read<0>();
-      sync_consumers();
-
-      wgmma<false>(mma_kv, tKVrPt, tKVrdOt(_, _, _, st.stage), tdVrdV);
-      wgmma<false>(mma_kv, tKVrdSt, tKVrQt(_, _, _, st.stage), tdKrdK);
-      Tensor tQrdQ = partition_fragment_C(mma_q, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-      wgmma<true>(mma_q, tQrdS, tQrKt, tQrdQ);
-      warpgroup_wait<1>();  // dV and dK: Q and dO are free for the next step's loads
-      release(ss.step_empty[st.stage]);
-      st.advance();
-      warpgroup_wait<0>();
-      add_dq_step(tQrdQ, step, 0);
-    }
-    if (!kDeterministic && tid == 0) bulk_wait_all();
-    // dK, dV element (e, h, j): key row0 + 8h, column 128 wg + 8j + col0 + e.
-    store_dkdv(tdKrdK, tdVrdV, frag.row0, (kHeadDim / 2) * wg() + frag.col0);
+    // dK, dV element (e, h, j): item key key_base + row0 + 8h, column
+    // (D / 2) wg + 8j + col0 + e with the head dim split, else 8j + col0 + e.
+    store_dkdv(tdKrdK, tdVrdV, key_base + frag.row0,
+               (kSplitHeadDim ? (kHeadDim / 2) * wg() : 0) + frag.col0);
   }
 
   // dK (scaled) and dV of the item's keys below nk and their first head_dim columns, in the
