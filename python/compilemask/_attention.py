@@ -16,6 +16,10 @@ from . import _core, _torch_ops
 from ._plan import Plan
 
 _KERNEL_DTYPES = (torch.bfloat16, torch.float16)
+# The head dims the kernels run (include/compilemask/cuda_limits.h), tabled at import: the
+# check in cm.attention stays plain Python, which torch.compile traces without a graph break.
+_HEAD_DIMS = frozenset(d for d in range(1, _core.MAX_HEAD_DIM + 1) if _core.head_dim_supported(d))
+_HEAD_DIM_RULE = _core.HEAD_DIM_RULE
 _KERNEL_TILE = (128, 128)
 _ALIGN = 8  # elements of 16 bytes (2-byte types): the kernel's TMA and store granularity
 
@@ -114,8 +118,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
                          f"{tuple(v.shape)}")
     batch, nq, heads_q, dim = _split(q, layout)
     k_batch, nk, heads_kv, k_dim = _split(k, layout)
-    if not _core.head_dim_supported(dim):
-        raise ValueError(f"q has head dim {dim}; the kernels support {_core.HEAD_DIM_RULE}")
+    if dim not in _HEAD_DIMS:
+        raise ValueError(f"q has head dim {dim}; the kernels support {_HEAD_DIM_RULE}")
     if k_dim != dim:
         raise ValueError(f"k and v have head dim {k_dim} but q has {dim}")
     if heads_q % heads_kv:

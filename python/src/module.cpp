@@ -12,5 +12,6 @@ NB_MODULE(_core, m) {
   // The sm90 kernels' head-dim rule (cuda_limits.h, free of CUDA types), which cm.attention
   // checks before anything reaches the GPU; exported so that Python does not restate it.
   m.def("head_dim_supported", &cm::cuda::head_dim_supported, nanobind::arg("head_dim"));
+  m.attr("MAX_HEAD_DIM") = cm::cuda::kMaxHeadDim;
   m.attr("HEAD_DIM_RULE") = cm::cuda::kHeadDimRule;
 }

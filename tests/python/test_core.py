@@ -720,4 +720,5 @@ def test_from_dense_names_what_it_cannot_take():
 def test_the_kernels_head_dim_rule_comes_from_the_cuda_limits():
     # cm.attention checks head dims with these before anything reaches the GPU.
     assert [d for d in range(-8, 300) if _core.head_dim_supported(d)] == list(range(8, 257, 8))
+    assert _core.MAX_HEAD_DIM == 256
     assert _core.HEAD_DIM_RULE == "a multiple of 8 from 8 to 256"
