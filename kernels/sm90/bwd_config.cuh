@@ -102,7 +102,8 @@ struct BwdConfig {
       Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBlockM / 16>>, Stride<Stride<_1, _2, _4>, _0, _8>>;
   // A warpgroup's P and dS in registers: the register A operand of MmaKV with the keys split,
   // else a plain fragment of its 64 keys x 32 rows that goes to shared memory.
-  using LayoutPdS = std::conditional_t<kSplitHeadDim, Layout<Int<kBlockN * kBlockM / 256>>, AccAsA>;
+  using LayoutPdS =
+      std::conditional_t<kSplitHeadDim, Layout<Int<kBlockN * kBlockM / kConsumerThreads>>, AccAsA>;
 
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
   static constexpr uint32_t kRowsBytes = kBlockM * kHeadDim * sizeof(Element);
