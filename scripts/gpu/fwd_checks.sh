@@ -2,11 +2,13 @@
 # The forward kernel's GPU work, in stages: build, the C++ test against
 # the CPU reference, the dense-reference sweep (both mainloops) and the row gather of token
 # orders (gpu_permute_rows_test), compute-sanitizer memcheck, racecheck and synccheck on small
-# shapes (and memcheck of the row gather), and the forward benchmark. Logs and tables go to
+# shapes (and memcheck of the row gather), the forward benchmark, and the clock and power probe
+# (bench/gpu/power_probe.py; BENCH_MASKS default causal,doc_causal,hstu). Logs and tables go to
 # $OUT (default ./out). Before the call, run scripts/gpu/prepare_carry.sh here and carry
 # third_party/.
 #
-# Usage: scripts/gpu/fwd_checks.sh [STAGE...]   stages: build test sanitize bench (default: all)
+# Usage: scripts/gpu/fwd_checks.sh [STAGE...]   stages: build test sanitize bench power
+#        (default: build test sanitize bench)
 # Environment: OUT (output folder), CM_BUILD and CM_WORKLOADS (see common.sh; workloads.py is
 # in third_party/shared_reference after prepare_carry.sh), BENCH_LENS, BENCH_MASKS, BENCH_DIM,
 # BENCH_BUDGET (seconds).
@@ -55,5 +57,11 @@ fi
 if wants bench; then
   bench_stage "${ROOT}/bench/gpu/bench_fwd.py" bench_fwd 32768,1024,4096,16384 300
   cat "${OUT}/bench_fwd.md" 2>/dev/null
+fi
+
+if wants power; then
+  BENCH_MASKS="${BENCH_MASKS:-causal,doc_causal,hstu}" \
+    bench_stage "${ROOT}/bench/gpu/power_probe.py" power_probe 32768 300
+  cat "${OUT}/power_probe.md" 2>/dev/null
 fi
 cat "${SUMMARY}"
