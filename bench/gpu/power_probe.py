@@ -12,7 +12,8 @@ how the same functions compare after seconds of load, as in training (docs/perf-
 
 Usage: power_probe.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcompilemask_cuda.so
        --examples examples --workloads DIR --out OUTDIR [--lens 32768] [--masks causal,...]
-       [--seconds 3] [--passes fwd,fwdbwd]
+       [--seconds 3] [--passes fwd,fwdbwd] [--lib-a OTHER_BUILD/.../libcompilemask_cuda.so]
+       [--reverse]
 Writes OUTDIR/power_probe.md and OUTDIR/power_probe.json.
 """
 import datetime
@@ -147,7 +148,7 @@ def probe_workload(name, n0, libraries, flex, workloads, a, fields, cache):
     for pass_name in a.passes.split(","):
         if pass_name == "fwd":
             fns, pass_flops = forward_functions(name, w, libraries, flex, bm, inputs), flops
-        else:
+        else:  # fwdbwd (main checks the names)
             fns = training_functions(name, w, libraries, flex, bm, inputs)
             pass_flops = BWD_FACTOR * flops
         order = list(fns.items())[::-1] if a.reverse else list(fns.items())
@@ -207,6 +208,9 @@ def main():
     p.add_argument("--reverse", action="store_true", help="time each pass's functions in "
                    "reverse order (peers first)")
     a = p.parse_args()
+    unknown = set(a.passes.split(",")) - {"fwd", "fwdbwd"}
+    if unknown:
+        p.error(f"--passes: unknown pass {', '.join(sorted(unknown))} (fwd, fwdbwd)")
     sys.path.insert(0, a.workloads)
     import workloads
     fields = query_fields()
