@@ -77,8 +77,10 @@ def interleaved_median_ms(fns, min_rounds=6, grads=None):
     takes every place in the order equally often and follows each of its two neighbours
     equally often: what runs just before a kernel changes its time (at head dim 256 one
     kernel timed under two names, always after the same other one, read up to 11% apart;
-    docs/perf-notes.md). The tensors in grads get their .grad reset between calls. Returns a
-    dict with the same keys."""
+    docs/perf-notes.md). Rounds this short do not let the clock settle under the board's power
+    cap, so a function that draws less power than its neighbours reads slower than it runs
+    alone; power_probe.py times each function in its steady state. The tensors in grads get
+    their .grad reset between calls. Returns a dict with the same keys."""
     import triton.testing
     keys = list(fns)
     times = {key: [] for key in keys}
