@@ -22,6 +22,9 @@ from extra_workloads import workload
 H = 16
 TILE = 128
 TOKENS = 32768  # B * N
+# Forward + backward FLOPs over the forward's: the backward's five products are 2.5 times the
+# forward's two.
+BWD_FACTOR = 3.5
 
 
 def argument_parser(lens, budget, kernels=True,

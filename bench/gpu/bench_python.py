@@ -25,13 +25,11 @@ import torch
 import compilemask as cm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (H, TOKENS, argument_parser, compiled_flex,  # noqa: E402
-                          environment, interleaved_median_ms, record_peer, run_line, run_rows,
-                          write_results)
+from bench_common import (BWD_FACTOR, H, TOKENS, argument_parser,  # noqa: E402
+                          compiled_flex, environment, interleaved_median_ms, record_peer,
+                          run_line, run_rows, write_results)
 from extra_workloads import workload  # noqa: E402
 from workload_masks import helper_mask  # noqa: E402
-
-BWD_FACTOR = 3.5  # fwd+bwd FLOPs over forward FLOPs
 
 
 def bench_one(name, n0, flex, workloads, dim):

@@ -28,13 +28,11 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
-from bench_common import (H, Workload, argument_parser, compiled_flex,  # noqa: E402
-                          cudnn_only, environment, run_line, write_results)
+from bench_common import (BWD_FACTOR, H, Workload, argument_parser,  # noqa: E402
+                          compiled_flex, cudnn_only, environment, run_line, write_results)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 from smi_samples import Sampler, query_fields, summarize  # noqa: E402
-
-BWD_FACTOR = 3.5  # forward + backward FLOPs over forward FLOPs, as tests/gpu/bwd_bench.py
 
 SAMPLE_MS = 50
 IDLE_S = 1.0  # idle time before each function's burst, so that the clock recovers

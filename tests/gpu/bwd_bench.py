@@ -25,13 +25,12 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
-from bench_common import (H, Workload, argument_parser, compiled_flex,  # noqa: E402
-                          cudnn_cells, cudnn_only, environment, interleaved_median_ms, median_ms,
-                          record_peers, run_line, run_rows, write_results)
+from bench_common import (BWD_FACTOR, H, Workload, argument_parser,  # noqa: E402
+                          compiled_flex, cudnn_cells, cudnn_only, environment,
+                          interleaved_median_ms, median_ms, record_peers, run_line, run_rows,
+                          write_results)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
-
-BWD_FACTOR = 3.5  # fwd+bwd FLOPs over forward FLOPs
 
 
 def bench_one(name, n0, kernel, bwd, flex, workloads, a):
