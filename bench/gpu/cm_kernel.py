@@ -89,12 +89,30 @@ def call_checked(entry, *args):
         raise KernelError(err.value.decode())
 
 
+def logit_types(lib):
+    """The ctypes of the logit arguments of lib's cm_cuda_forward and cm_cuda_backward: scale and
+    softcap (cm_cuda_abi_version() 2), or scale alone in builds before it (A/B runs time earlier
+    revisions), which have no cap."""
+    version = lib.cm_cuda_abi_version() if hasattr(lib, "cm_cuda_abi_version") else 1
+    return [ctypes.c_float] * (2 if version >= 2 else 1)
+
+
+def logit_arguments(types, scale, softcap):
+    """The logit arguments for a library with these logit_types."""
+    if len(types) == 1:
+        if softcap:
+            raise KernelError("this build of the library has no softcap (cm_cuda_abi_version < 2)")
+        return [scale]
+    return [scale, softcap]
+
+
 class Kernel:
     def __init__(self, library_path):
         self.lib = ctypes.CDLL(library_path)
         f = self.lib.cm_cuda_forward
         p, i, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)
-        f.argtypes = [p, p, i, i, i, i, i, i, i, ctypes.c_float, i,
+        self.logit_types = logit_types(self.lib)
+        f.argtypes = [p, p, i, i, i, i, i, i, i, *self.logit_types, i,
                       p, i64p, p, i64p, p, i64p, p, i64p, p, i64p,
                       p, p, ctypes.c_int64, ctypes.c_int64, p, ctypes.c_size_t, p,
                       ctypes.c_char_p, ctypes.c_size_t]
@@ -117,17 +135,18 @@ class Kernel:
             torch.cuda.current_stream().cuda_stream)
 
     def forward(self, desc, q, k, v, out, lse, layout="bshd", scale=0.0,
-                q_offsets=None, k_offsets=None, mainloop="auto"):
+                q_offsets=None, k_offsets=None, mainloop="auto", softcap=0.0):
         """Runs the kernel. q/k/v/out: [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd,
         with int32 device q_offsets/k_offsets of length B). lse: float32 [B,H,S] or [H,T].
-        mainloop: auto, serial or pingpong (cm::cuda::Mainloop)."""
+        mainloop: auto, serial or pingpong (cm::cuda::Mainloop). softcap: 0 for none."""
         batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k = problem_shape(
             q, k, lse, layout, q_offsets)
         strides = [int64_array(strides_bsh(t, layout)) for t in (q, k, v, out)]
         call_checked(
             self.lib.cm_cuda_forward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,
-            desc.nq, desc.nk, head_dim, scale, MAINLOOPS[mainloop],
+            desc.nq, desc.nk, head_dim, *logit_arguments(self.logit_types, scale, softcap),
+            MAINLOOPS[mainloop],
             q.data_ptr(), strides[0], k.data_ptr(), strides[1], v.data_ptr(), strides[2],
             out.data_ptr(), strides[3], lse.data_ptr(), int64_array(lse_strides),
             data_ptr_or_null(q_offsets), data_ptr_or_null(k_offsets),

@@ -3,7 +3,9 @@ an idle second ("burst"), then for a few seconds back to back ("sustained"), whi
 samples the SM clock, the board power and the clock-event (throttle) reasons. Functions, on
 each workload: our forward (the automatic mainloop), compiled FlexAttention's and, on causal,
 cuDNN SDPA's, and the same three forward + backward (--passes); and a bf16 8192^3 matrix product
-on random data, the GEMM ceiling's own clock.
+on random data, the GEMM ceiling's own clock. With --softcap C the logits are capped at
+C tanh(logit / C), ours by the kernels' cap and Flex's by the score_mod that does it (cuDNN has
+no cap and is left out).
 
 Why: the H200 holds its board power at the limit by lowering the SM clock, so a kernel's time
 depends on how long it has run and on the energy it spends per step, not only on its cycles.
@@ -13,7 +15,7 @@ how the same functions compare after seconds of load, as in training (docs/perf-
 Usage: power_probe.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcompilemask_cuda.so
        --examples examples --workloads DIR --out OUTDIR [--lens 32768] [--masks causal,...]
        [--seconds 3] [--passes fwd,fwdbwd] [--lib-a OTHER_BUILD/.../libcompilemask_cuda.so]
-       [--reverse]
+       [--reverse] [--softcap C]
 Writes OUTDIR/power_probe.md and OUTDIR/power_probe.json.
 """
 import datetime
@@ -82,17 +84,29 @@ def probe_row(workload, n, function, fn, flops, a, fields, cache):
             "sustained_tflops": flops / sustained_ms / 1e9, **summarize(samples)}
 
 
-def peer_functions(name, attention, flex, bm):
-    """Flex's attention and, on causal, cuDNN's, through attention(fn) (forward_functions or
-    training_functions turn a function of q, k, v into a timed call)."""
-    fns = {"flex": attention(lambda q, k, v: flex(q, k, v, block_mask=bm))}
-    if name == "causal":
+def softcap_score_mod(softcap):
+    """FlexAttention's score_mod for logits capped at softcap * tanh(logit / softcap) (its
+    scores arrive scaled)."""
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return softcap * torch.tanh(score / softcap)
+    return score_mod
+
+
+def peer_functions(name, attention, flex, bm, softcap):
+    """Flex's attention and, on causal without a cap, cuDNN's, through attention(fn)
+    (forward_functions or training_functions turn a function of q, k, v into a timed call)."""
+    if softcap:
+        mod = softcap_score_mod(softcap)
+        fns = {"flex": attention(lambda q, k, v: flex(q, k, v, score_mod=mod, block_mask=bm))}
+    else:
+        fns = {"flex": attention(lambda q, k, v: flex(q, k, v, block_mask=bm))}
+    if name == "causal" and not softcap:
         fns["cudnn"] = cudnn_only(attention(
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)))
     return fns
 
 
-def forward_functions(name, w, libraries, flex, bm, inputs):
+def forward_functions(name, w, libraries, flex, bm, inputs, softcap):
     """Each library's forward (ours; "ours A" from --lib-a), Flex's and, on causal, cuDNN's,
     as functions of no arguments."""
     q, k, v, _ = inputs
@@ -100,14 +114,15 @@ def forward_functions(name, w, libraries, flex, bm, inputs):
     lse = torch.empty(w.B, H, w.N, device="cuda", dtype=torch.float32)
 
     def ours(kernel):
-        run = lambda q, k, v, out, lse: kernel.forward(w.desc, q, k, v, out, lse, layout="bhsd")
+        run = lambda q, k, v, out, lse: kernel.forward(w.desc, q, k, v, out, lse, layout="bhsd",
+                                                       softcap=softcap)
         return lambda: w.reordered(run, (q, k, v), (out, lse), kernel.permute_rows)
 
     fns = {label: ours(kernel) for label, (kernel, _) in libraries.items()}
-    return {**fns, **peer_functions(name, lambda fn: lambda: fn(q, k, v), flex, bm)}
+    return {**fns, **peer_functions(name, lambda fn: lambda: fn(q, k, v), flex, bm, softcap)}
 
 
-def training_functions(name, w, libraries, flex, bm, inputs):
+def training_functions(name, w, libraries, flex, bm, inputs, softcap):
     """Forward + backward: each library's (the forward, then the backward kernels), Flex's
     and, on causal, cuDNN's (forward, then autograd's backward, gradients reset first)."""
     q, k, v, dout = inputs
@@ -116,8 +131,9 @@ def training_functions(name, w, libraries, flex, bm, inputs):
 
     def ours(kernel, bwd):
         def run(q, k, v, dout, out, lse, dq, dk, dv):
-            kernel.forward(w.desc, q, k, v, out, lse, layout="bhsd")
-            bwd.backward(w.desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bhsd")
+            kernel.forward(w.desc, q, k, v, out, lse, layout="bhsd", softcap=softcap)
+            bwd.backward(w.desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bhsd",
+                         softcap=softcap)
         return lambda: w.reordered(run, (q, k, v, dout), (out, lse, dq, dk, dv),
                                    kernel.permute_rows)
 
@@ -131,7 +147,7 @@ def training_functions(name, w, libraries, flex, bm, inputs):
         return call
 
     fns = {label: ours(*pair) for label, pair in libraries.items()}
-    return {**fns, **peer_functions(name, autograd, flex, bm)}
+    return {**fns, **peer_functions(name, autograd, flex, bm, softcap)}
 
 
 def probe_workload(name, n0, libraries, flex, workloads, a, fields, cache):
@@ -145,9 +161,10 @@ def probe_workload(name, n0, libraries, flex, workloads, a, fields, cache):
     rows = []
     for pass_name in a.passes.split(","):
         if pass_name == "fwd":
-            fns, pass_flops = forward_functions(name, w, libraries, flex, bm, inputs), flops
+            fns = forward_functions(name, w, libraries, flex, bm, inputs, a.softcap)
+            pass_flops = flops
         else:  # fwdbwd (main checks the names)
-            fns = training_functions(name, w, libraries, flex, bm, inputs)
+            fns = training_functions(name, w, libraries, flex, bm, inputs, a.softcap)
             pass_flops = BWD_FACTOR * flops
         order = list(fns.items())[::-1] if a.reverse else list(fns.items())
         pass_rows = {fn_name: probe_row(name, w.N, f"{pass_name} {fn_name}", fn, pass_flops, a,
@@ -164,8 +181,10 @@ def probe_gemm(a, fields, cache):
                      cache)
 
 
-def markdown(rows, env, seconds):
-    lines = [run_line(env), "",
+def markdown(rows, env, seconds, softcap):
+    capped = [f"Logits capped at {softcap:g} tanh(logit / {softcap:g}) (--softcap); Flex by "
+              "its score_mod, in torch.tanh.", ""] if softcap else []
+    lines = [run_line(env), "", *capped,
              f"Per function: warm-up, {IDLE_S:g} s idle, then calls for {BURST_S * 1000:g} ms "
              f"(\"burst\", one benchmark round long), then {seconds:g} s of calls back to back "
              f"(\"sustained\": the median of its second half). Every call starts with a cold L2, "
@@ -205,10 +224,14 @@ def main():
                    "descriptors (for A/B under sustained load)")
     p.add_argument("--reverse", action="store_true", help="time each pass's functions in "
                    "reverse order (peers first)")
+    p.add_argument("--softcap", type=float, default=0.0, help="cap the logits at C tanh(logit "
+                   "/ C) (0: no cap)")
     a = p.parse_args()
     unknown = set(a.passes.split(",")) - {"fwd", "fwdbwd"}
     if unknown:
         p.error(f"--passes: unknown pass {', '.join(sorted(unknown))} (fwd, fwdbwd)")
+    if not (np.isfinite(a.softcap) and a.softcap >= 0):
+        p.error(f"--softcap must be finite and >= 0, got {a.softcap}")
     sys.path.insert(0, a.workloads)
     import workloads
     fields = query_fields()
@@ -229,8 +252,8 @@ def main():
                 rows.append({"workload": name, "N": n0, "error": f"{type(ex).__name__}: {ex}"})
             torch.cuda.empty_cache()
             # after every workload, so that a run cut short still leaves its table
-            write_results(a.out, "power_probe", env, rows, markdown(rows, env, a.seconds))
-    print(markdown(rows, env, a.seconds), end="")
+            write_results(a.out, "power_probe", env, rows, markdown(rows, env, a.seconds, a.softcap))
+    print(markdown(rows, env, a.seconds, a.softcap), end="")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,10 @@ struct Problem {
   int32_t nk = 0;        // key rows per sequence; must equal the descriptor's nk
   int32_t head_dim = 0;  // head_dim_supported(head_dim) (cuda_limits.h)
   float scale = 0.f;     // softmax scale; 0 means 1/sqrt(head_dim)
+  // Logit soft-capping (Gemma 2): with softcap > 0 the logits are softcap * tanh(scale * q·k /
+  // softcap), as FlashAttention's softcap; 0 means none. The kernels take tanh from the special
+  // function unit (relative error about 2^-11).
+  float softcap = 0.f;
   TensorRef q, k, v;
   TensorRef out;  // same dtype as q; forward() writes it (through a cast), backward() reads it
   // Natural-log LSE, float32, row stride 1: lse[b * lse_stride_b + h * lse_stride_h + row].
@@ -121,7 +125,8 @@ class DeviceDescriptor {
 // Bytes of device workspace forward() needs; constant, but ask instead of assuming.
 size_t forward_workspace_bytes();
 
-// O = softmax(scale * Q Kᵀ masked) V and the LSE, for every (b, h). Rows that see no key get
+// O = softmax(scale * Q Kᵀ masked) V (or of the capped logits, Problem::softcap) and the LSE,
+// for every (b, h). Rows that see no key get
 // O = 0 and LSE = -inf. `workspace` is device memory of at least forward_workspace_bytes().
 void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* workspace,
              size_t workspace_bytes, cudaStream_t stream);

@@ -37,7 +37,8 @@ struct BackwardArgs : Problem {
 size_t backward_workspace_bytes(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
                                 int32_t head_dim);
 
-// dQ, dK, dV of O = softmax(scale * Q Kᵀ masked) V (and of its LSE, with args.dlse). `workspace` is
+// dQ, dK, dV of O = softmax(scale * Q Kᵀ masked) V (and of its LSE, with args.dlse), through the
+// forward's logit cap when args.softcap is set (pass the forward's Problem). `workspace` is
 // device memory of at least backward_workspace_bytes(...) bytes, 256-byte aligned; its contents
 // need not be initialised.
 void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* workspace,

@@ -25,6 +25,9 @@ enum class Accumulate { kFloat32, kFloat64 };
 
 struct ReferenceOptions {
   float scale = 0;  // softmax scale; 0 means 1/sqrt(head_dim)
+  // Logit soft-capping (Gemma 2): with softcap > 0 the logits are softcap * tanh(scale * q·k /
+  // softcap) instead of scale * q·k. 0 means none.
+  float softcap = 0;
   Accumulate accumulate = Accumulate::kFloat32;
   int threads = 0;  // 0 means std::thread::hardware_concurrency()
   // If set, called from the calling thread with the completed fraction in (0, 1], at most 20
@@ -32,8 +35,8 @@ struct ReferenceOptions {
   std::function<void(double)> progress;
 };
 
-// O = softmax(scale * Q K^T masked) V and LSE. Fully masked rows give O = 0, LSE = -inf.
-// Throws cm::Error if the shape does not match the descriptor.
+// O = softmax(scale * Q K^T masked) V and LSE (with options.softcap, of the capped logits). Fully
+// masked rows give O = 0, LSE = -inf. Throws cm::Error if the shape does not match the descriptor.
 void reference_forward(const void* descriptor, const AttentionShape& shape, const float* q,
                        const float* k, const float* v, float* out, float* lse,
                        const ReferenceOptions& options = {});

@@ -39,7 +39,7 @@ __host__ __device__ __forceinline__ int ds_offset(int q, int k) {
   return 64 * k + 8 * ((q / 8) ^ (k % 8)) + q % 8;
 }
 
-template <class Config, bool kDeterministic>
+template <class Config, bool kDeterministic, bool kSoftcap>
 struct BwdConsumer {
   using Element = typename Config::Element;
   static constexpr int kBlockM = Config::kBlockM;
@@ -116,7 +116,8 @@ struct BwdConsumer {
 
   // P = exp2(Sᵀ scale_log2 - lse_log2), 0 where keep's bit is clear, and dS = P (dPᵀ - dsum),
   // in the element type, for this thread's kCols / 8 x 4 fragment elements, whose step rows
-  // start at row_base (keep_bits); lse_log2 and dsum are the stage's.
+  // start at row_base (keep_bits); lse_log2 and dsum are the stage's. With kSoftcap the scores
+  // are t = tanh(Sᵀ softcap_scale) (the forward's soft cap) and dS takes the cap's slope 1 - t².
   template <int kCols, class TAcc, class TOut>
   __device__ void probabilities_and_ds(const TAcc& s, const TAcc& dp, uint32_t keep,
                                        const float* lse_log2, const float* dsum, int row_base,
@@ -132,10 +133,12 @@ struct BwdConsumer {
         CUTE_UNROLL
         for (int h = 0; h < 2; ++h) {
           const int i = Fragment::index(e, h, j);
-          float prob = exp2_approx(fmaf(s(i), p.scale_log2, -lse));
+          const float score = kSoftcap ? tanh_approx(s(i) * p.softcap_scale) : s(i);
+          float prob = exp2_approx(fmaf(score, p.scale_log2, -lse));
           prob = (keep >> i) & 1u ? prob : 0.f;
           prob_out(i) = static_cast<Element>(prob);
-          ds_out(i) = static_cast<Element>(prob * (dp(i) - ds_bias));
+          const float ds = prob * (dp(i) - ds_bias);
+          ds_out(i) = static_cast<Element>(kSoftcap ? ds * fmaf(-score, score, 1.f) : ds);
         }
       }
     }

@@ -136,7 +136,9 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   main.shape = shape;
   main.descriptor = descriptor.device;
   main.scale = scale;
-  main.scale_log2 = scale * 1.4426950408889634f;
+  const host::LogitFactors logits = host::logit_factors(args);
+  main.scale_log2 = logits.scale_log2;
+  main.softcap_scale = logits.softcap_scale;
   main.dk = const_cast<void*>(args.dk.data);
   main.dk_stride_b = batch_stride(args.dk);
   main.dk_stride_s = args.dk.stride_s;

@@ -15,10 +15,10 @@ template <ElementKind kElement>
 using BwdElement =
     std::conditional_t<kElement == ElementKind::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
 
-template <class Config, bool kDeterministic>
+template <class Config, bool kDeterministic, bool kSoftcap>
 cudaError_t launch_bwd_main(const BwdMainParams& params, const CUtensorMap& q, const CUtensorMap& k,
                             const CUtensorMap& v, const CUtensorMap& dout, cudaStream_t stream) {
-  const auto kernel = bwd_kernel<Config, kDeterministic>;
+  const auto kernel = bwd_kernel<Config, kDeterministic, kSoftcap>;
   const cudaError_t status = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Config::kSmemBytes));
   if (status != cudaSuccess) return status;
@@ -45,8 +45,14 @@ cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
 
-  status = deterministic ? launch_bwd_main<Config, true>(main, q, k, v, dout, stream)
-                         : launch_bwd_main<Config, false>(main, q, k, v, dout, stream);
+  const bool softcap = main.softcap_scale != 0.f;
+  if (deterministic) {
+    status = softcap ? launch_bwd_main<Config, true, true>(main, q, k, v, dout, stream)
+                     : launch_bwd_main<Config, true, false>(main, q, k, v, dout, stream);
+  } else {
+    status = softcap ? launch_bwd_main<Config, false, true>(main, q, k, v, dout, stream)
+                     : launch_bwd_main<Config, false, false>(main, q, k, v, dout, stream);
+  }
   if (status != cudaSuccess) return status;
 
   const dim3 post_grid(static_cast<unsigned>(s.rows_padded / kPrepostRows),

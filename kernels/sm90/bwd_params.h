@@ -79,7 +79,8 @@ struct BwdMainParams {
   BwdShape shape;
   const void* descriptor;  // device copy of the descriptor blob
   float scale;             // softmax scale (dK = scale * dSᵀ Q)
-  float scale_log2;        // scale * log2(e)
+  float scale_log2;        // log2(e) * the logits' factor: scale, or softcap with a cap
+  float softcap_scale;     // scale / softcap (FwdParams); 0 for no cap
   void* dk;
   int64_t dk_stride_b, dk_stride_s, dk_stride_h;
   void* dv;

@@ -23,11 +23,12 @@ cm::cuda::TensorRef tensor(const void* data, const int64_t* strides_bsh) {
 
 // The fields cm_cuda_forward and cm_cuda_backward share, from their C arguments.
 cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int nq, int nk,
-                          int head_dim, float scale, const void* q, const int64_t* q_strides,
-                          const void* k, const int64_t* k_strides, const void* v,
-                          const int64_t* v_strides, const void* out, const int64_t* out_strides,
-                          const float* lse, const int64_t* lse_strides, const int32_t* q_offsets,
-                          const int32_t* k_offsets, int64_t total_q, int64_t total_k) {
+                          int head_dim, float scale, float softcap, const void* q,
+                          const int64_t* q_strides, const void* k, const int64_t* k_strides,
+                          const void* v, const int64_t* v_strides, const void* out,
+                          const int64_t* out_strides, const float* lse, const int64_t* lse_strides,
+                          const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
+                          int64_t total_k) {
   cm::cuda::Problem p;
   p.dtype = static_cast<cm::cuda::DType>(dtype);
   p.batch = batch;
@@ -37,6 +38,7 @@ cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int n
   p.nk = nk;
   p.head_dim = head_dim;
   p.scale = scale;
+  p.softcap = softcap;
   p.q = tensor(q, q_strides);
   p.k = tensor(k, k_strides);
   p.v = tensor(v, v_strides);
@@ -71,27 +73,34 @@ int return_code(Call&& call, char* error, size_t error_len) {
 
 extern "C" {
 
+// The version of the entry points' signatures: 2 added `softcap` after `scale` in
+// cm_cuda_forward and cm_cuda_backward (builds without this function are version 1).
+int cm_cuda_abi_version(void) {
+  return 2;
+}
+
 size_t cm_cuda_forward_workspace_bytes(void) {
   return cm::cuda::forward_workspace_bytes();
 }
 
 // Strides are element strides {batch, row, head} for q, k, v and out, {batch, head} for lse.
-// dtype: 0 bf16, 1 fp16. mainloop: 0 auto, 1 serial, 2 pingpong (cm::cuda::Mainloop).
+// dtype: 0 bf16, 1 fp16. scale: 0 means 1/sqrt(head_dim); softcap: 0 means no logit cap
+// (cm::cuda::Problem). mainloop: 0 auto, 1 serial, 2 pingpong (cm::cuda::Mainloop).
 // q_offsets/k_offsets: null, or device int32[batch] (packed layout).
 // Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA failure.
 int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, int dtype,
                     int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim, float scale,
-                    int mainloop, const void* q, const int64_t* q_strides, const void* k,
-                    const int64_t* k_strides, const void* v, const int64_t* v_strides, void* out,
-                    const int64_t* out_strides, float* lse, const int64_t* lse_strides,
-                    const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
-                    int64_t total_k, void* workspace, size_t workspace_bytes, void* stream,
-                    char* error, size_t error_len) {
+                    float softcap, int mainloop, const void* q, const int64_t* q_strides,
+                    const void* k, const int64_t* k_strides, const void* v,
+                    const int64_t* v_strides, void* out, const int64_t* out_strides, float* lse,
+                    const int64_t* lse_strides, const int32_t* q_offsets, const int32_t* k_offsets,
+                    int64_t total_q, int64_t total_k, void* workspace, size_t workspace_bytes,
+                    void* stream, char* error, size_t error_len) {
   return return_code(
       [&] {
         const cm::cuda::ForwardArgs args{
-            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, q, q_strides, k,
-                    k_strides, v, v_strides, out, out_strides, lse, lse_strides, q_offsets,
+            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, q, q_strides,
+                    k, k_strides, v, v_strides, out, out_strides, lse, lse_strides, q_offsets,
                     k_offsets, total_q, total_k),
             static_cast<cm::cuda::Mainloop>(mainloop)};
         cm::cuda::forward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,
@@ -114,25 +123,26 @@ size_t cm_cuda_backward_workspace_bytes_for(const void* descriptor_host,
 }
 
 // Strides are element strides {batch, row, head} for the tensors, {batch, head} for lse, as
-// in cm_cuda_forward. dtype: 0 bf16, 1 fp16. dlse: null, or the LSE's gradient in the LSE's
-// layout. q_offsets/k_offsets: null, or device int32[batch] (packed layout). deterministic: 0
-// or 1. Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA failure.
+// in cm_cuda_forward, and so are scale and softcap. dtype: 0 bf16, 1 fp16. dlse: null, or the LSE's
+// gradient in the LSE's layout. q_offsets/k_offsets: null, or device int32[batch] (packed layout).
+// deterministic: 0 or 1. Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA
+// failure.
 int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device, int dtype,
                      int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim,
-                     float scale, const void* q, const int64_t* q_strides, const void* k,
-                     const int64_t* k_strides, const void* v, const int64_t* v_strides,
-                     const void* out, const int64_t* out_strides, const void* dout,
-                     const int64_t* dout_strides, const float* lse, const int64_t* lse_strides,
-                     const float* dlse, void* dq, const int64_t* dq_strides, void* dk,
-                     const int64_t* dk_strides, void* dv, const int64_t* dv_strides,
-                     const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
-                     int64_t total_k, int deterministic, void* workspace, size_t workspace_bytes,
-                     void* stream, char* error, size_t error_len) {
+                     float scale, float softcap, const void* q, const int64_t* q_strides,
+                     const void* k, const int64_t* k_strides, const void* v,
+                     const int64_t* v_strides, const void* out, const int64_t* out_strides,
+                     const void* dout, const int64_t* dout_strides, const float* lse,
+                     const int64_t* lse_strides, const float* dlse, void* dq,
+                     const int64_t* dq_strides, void* dk, const int64_t* dk_strides, void* dv,
+                     const int64_t* dv_strides, const int32_t* q_offsets, const int32_t* k_offsets,
+                     int64_t total_q, int64_t total_k, int deterministic, void* workspace,
+                     size_t workspace_bytes, void* stream, char* error, size_t error_len) {
   return return_code(
       [&] {
         const cm::cuda::BackwardArgs args{
-            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, q, q_strides, k,
-                    k_strides, v, v_strides, out, out_strides, lse, lse_strides, q_offsets,
+            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, q, q_strides,
+                    k, k_strides, v, v_strides, out, out_strides, lse, lse_strides, q_offsets,
                     k_offsets, total_q, total_k),
             tensor(dout, dout_strides),
             dlse,

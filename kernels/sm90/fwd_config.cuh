@@ -40,7 +40,7 @@ enum FwdNamedBarrier : int {
   kFwdTurnBarrier = 3,      // + wg, so 3 and 4: the pingpong turn of consumer warpgroup wg
 };
 
-template <class ElementT, int kHeadDimV, bool kIntraOverlapV>
+template <class ElementT, int kHeadDimV, bool kIntraOverlapV, bool kSoftcapV>
 struct FwdConfig {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
@@ -48,6 +48,10 @@ struct FwdConfig {
   // and let the two consumer warpgroups take turns issuing products (pingpong). Faster than
   // the plain serial mainloop on every measured workload (perf-notes, v9).
   static constexpr bool kIntraOverlap = kIntraOverlapV;
+  // Soft-capped logits (FwdParams::softcap_scale). A compile-time choice: tested at run time,
+  // the branch alone made the serial mainloop at head dim 128 spill 64 bytes where it spilled
+  // none (ptxas).
+  static constexpr bool kSoftcap = kSoftcapV;
   static constexpr int kBlockM = 128;  // query rows per tile (two consumer warpgroups of 64)
   static constexpr int kBlockN = 128;  // key columns per tile
   // Keys per K/V stage and per product: the whole tile, or at head dim 256 a 64-key part, so

@@ -31,7 +31,8 @@ __device__ __forceinline__ float quad_sum(float x) {
 }
 
 // Online-softmax state of the two accumulator rows a consumer thread holds (rows r and r + 8
-// of its warp's 16): the running maximum of the raw scores and the thread's partial row sum.
+// of its warp's 16): the running maximum of the scores (S, or tanh(S softcap_scale) with a cap)
+// and the thread's partial row sum.
 struct RowState {
   float max[2] = {kNegInf, kNegInf};
   float sum[2] = {0.f, 0.f};
@@ -89,7 +90,7 @@ struct Consumer {
   // Finishes the scores of a stage, whose Q Kᵀ was just issued, into probabilities: a masked
   // tile's visibility is fetched under the product of its first part (and kept in `visible` for
   // its other parts), then the wait (leaving the newest kPending wgmma groups in flight), the K
-  // stage's release, masking and the online softmax.
+  // stage's release, the soft cap, masking and the online softmax.
   template <int kPending, class TS>
   __device__ void scores_to_probabilities(TS& tSrS, const KeyTileInfo& tile,
                                           PipeState<Config::kMaskSlots>& mask_slot,
@@ -100,8 +101,17 @@ struct Consumer {
     warpgroup_wait<kPending>();
     warpgroup_fence_operand(tSrS);
     arrive_per_warp(k_empty);
+    if constexpr (Config::kSoftcap) soft_cap(tSrS, p.softcap_scale);
     if (tile.masked) mask_tile(tSrS, visible, part);
     online_softmax(tSrS, state, correction);
+  }
+
+  // Scores S become tanh(S softcap_scale): the logits softcap * tanh, whose factor softcap is in
+  // scale_log2. Before masking, whose -inf tanh would turn into -1.
+  template <class TS>
+  __device__ static void soft_cap(TS& tSrS, float softcap_scale) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) tSrS(i) = tanh_approx(tSrS(i) * softcap_scale);
   }
 
   // Turns scores into unnormalised probabilities in place; returns, per row, the factor that

@@ -12,15 +12,10 @@ template <ElementKind kElement>
 using ElementOf =
     std::conditional_t<kElement == ElementKind::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
 
-template <ElementKind kElement, int kHeadDim, bool kIntraOverlap>
-size_t forward_smem_bytes() {
-  return FwdConfig<ElementOf<kElement>, kHeadDim, kIntraOverlap>::kSmemBytes;
-}
-
-template <ElementKind kElement, int kHeadDim, bool kIntraOverlap>
+template <ElementKind kElement, int kHeadDim, bool kIntraOverlap, bool kSoftcap>
 cudaError_t launch_forward(const FwdParams& params, const CUtensorMap& q, const CUtensorMap& k,
                            const CUtensorMap& v, int grid, cudaStream_t stream) {
-  using Config = FwdConfig<ElementOf<kElement>, kHeadDim, kIntraOverlap>;
+  using Config = FwdConfig<ElementOf<kElement>, kHeadDim, kIntraOverlap, kSoftcap>;
   const auto kernel = fwd_kernel<Config>;
   const cudaError_t status = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Config::kSmemBytes));
@@ -31,10 +26,12 @@ cudaError_t launch_forward(const FwdParams& params, const CUtensorMap& q, const 
 
 }  // namespace cm::sm90
 
-// Explicit instantiation of one (element, head dim, variant).
-#define CM_SM90_INSTANTIATE_FORWARD(ELEMENT, HEAD_DIM, OVERLAP)                                    \
+// Explicit instantiation of one (element, head dim, mainloop variant), with and without the cap.
+#define CM_SM90_INSTANTIATE_FORWARD_CAP(ELEMENT, HEAD_DIM, OVERLAP, SOFTCAP)                       \
   template cudaError_t                                                                             \
-  cm::sm90::launch_forward<cm::sm90::ElementKind::ELEMENT, HEAD_DIM, OVERLAP>(                     \
+  cm::sm90::launch_forward<cm::sm90::ElementKind::ELEMENT, HEAD_DIM, OVERLAP, SOFTCAP>(            \
       const cm::sm90::FwdParams&, const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, int, \
-      cudaStream_t);                                                                               \
-  template size_t cm::sm90::forward_smem_bytes<cm::sm90::ElementKind::ELEMENT, HEAD_DIM, OVERLAP>();
+      cudaStream_t);
+#define CM_SM90_INSTANTIATE_FORWARD(ELEMENT, HEAD_DIM, OVERLAP)      \
+  CM_SM90_INSTANTIATE_FORWARD_CAP(ELEMENT, HEAD_DIM, OVERLAP, false) \
+  CM_SM90_INSTANTIATE_FORWARD_CAP(ELEMENT, HEAD_DIM, OVERLAP, true)

@@ -7,8 +7,6 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include <cstddef>
-
 namespace cm::sm90 {
 
 enum class ElementKind { kBFloat16, kFloat16 };
@@ -20,13 +18,10 @@ constexpr int forward_keys_per_stage(int kernel_head_dim) {
   return kernel_head_dim == 256 ? 64 : 128;
 }
 
-// Launches the persistent kernel on `grid` CTAs. Returns the launch's error code.
-template <ElementKind kElement, int kHeadDim, bool kIntraOverlap>
+// Launches the persistent kernel on `grid` CTAs. Returns the launch's error code. kSoftcap:
+// params.softcap_scale is not 0.
+template <ElementKind kElement, int kHeadDim, bool kIntraOverlap, bool kSoftcap>
 cudaError_t launch_forward(const FwdParams& params, const CUtensorMap& q, const CUtensorMap& k,
                            const CUtensorMap& v, int grid, cudaStream_t stream);
-
-// Dynamic shared memory one CTA of that instantiation needs, in bytes.
-template <ElementKind kElement, int kHeadDim, bool kIntraOverlap>
-size_t forward_smem_bytes();
 
 }  // namespace cm::sm90

@@ -13,7 +13,9 @@ namespace cm::sm90 {
 struct FwdParams : ProblemShape {
   const void* descriptor;  // device copy of the descriptor blob
   int32_t total_items;     // num_q_tiles * batch * heads_q work items
-  float scale_log2;        // softmax scale * log2(e)
+  float scale_log2;        // log2(e) * the logits' factor: scale, or softcap with a cap
+  float softcap_scale;     // scale / softcap: a capped logit is softcap * tanh(S softcap_scale);
+                           // 0 for no cap
 
   void* out;  // same element type as Q
   int64_t out_stride_b, out_stride_s, out_stride_h;

@@ -66,6 +66,10 @@ void LaunchChecks::scale(float scale) const {
   require(scale >= 0.f && std::isfinite(scale), "scale must be finite and >= 0 (0: 1/sqrt(D))");
 }
 
+void LaunchChecks::softcap(float softcap) const {
+  require(softcap >= 0.f && std::isfinite(softcap), "softcap must be finite and >= 0 (0: no cap)");
+}
+
 void LaunchChecks::fits_header(const desc::Header& h, int tile, int32_t batch, int32_t heads_q,
                                int32_t nq, int32_t nk) const {
   require(nq == h.nq && nk == h.nk, "lengths nq=" + std::to_string(nq) +
@@ -120,6 +124,7 @@ bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) co
   heads_group(a.heads_q, a.heads_kv);
   require(a.nq >= 1 && a.nk >= 1, "nq and nk must be >= 1");
   scale(a.scale);
+  softcap(a.softcap);
   fits_header(h, tile, a.batch, a.heads_q, a.nq, a.nk);
   const bool packed = packed_layout(a.q_offsets, a.k_offsets, a.total_q, a.total_k, a.nq, a.nk);
   tensor(a.q, "q", packed);
@@ -136,6 +141,13 @@ int kernel_head_dim(int32_t head_dim) {
 
 float softmax_scale(const Problem& a) {
   return a.scale != 0.f ? a.scale : 1.f / std::sqrt(static_cast<float>(a.head_dim));
+}
+
+LogitFactors logit_factors(const Problem& a) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float scale = softmax_scale(a);
+  if (a.softcap == 0.f) return {scale * kLog2e, 0.f};
+  return {a.softcap * kLog2e, scale / a.softcap};
 }
 
 namespace {

@@ -44,7 +44,8 @@ class LaunchChecks {
   // heads_q is a multiple of heads_kv (heads_kv >= 1 already checked).
   void heads_group(int32_t heads_q, int32_t heads_kv) const;
 
-  void scale(float scale) const;  // finite and >= 0 (0 means 1/sqrt(head_dim))
+  void scale(float scale) const;      // finite and >= 0 (0 means 1/sqrt(head_dim))
+  void softcap(float softcap) const;  // finite and >= 0 (0 means no cap)
 
   // The problem's lengths, batch and heads fit the descriptor header `h` with tile x tile tiles.
   void fits_header(const desc::Header& h, int tile, int32_t batch, int32_t heads_q, int32_t nq,
@@ -62,8 +63,8 @@ class LaunchChecks {
   void lse(const float* lse, int64_t stride_h, int64_t stride_b) const;  // set, strides >= 0
 
   // Everything above for the fields forward and backward share: dtype, head dim,
-  // sizes >= 1 that fit the header `h` (tile x tile tiles), GQA grouping, scale, layout, and
-  // q, k, v, out and the LSE. Returns whether the layout is packed.
+  // sizes >= 1 that fit the header `h` (tile x tile tiles), GQA grouping, scale, softcap, layout,
+  // and q, k, v, out and the LSE. Returns whether the layout is packed.
   bool problem(const desc::Header& h, int tile, const Problem& a) const;
 
  private:
@@ -76,6 +77,14 @@ int kernel_head_dim(int32_t head_dim);
 
 // The scale the kernels apply: Problem::scale, or 1/sqrt(head_dim) for 0.
 float softmax_scale(const Problem& a);
+
+// The factors the kernels form the logits with (FwdParams, BwdMainParams): scale_log2 is log2(e)
+// times the softmax scale, or times softcap with a cap; softcap_scale is scale / softcap, or 0.
+struct LogitFactors {
+  float scale_log2;
+  float softcap_scale;
+};
+LogitFactors logit_factors(const Problem& a);
 
 // How a kernel gets the tile spans (ProblemShape::q_starts): always from the tables (the
 // backward), or computed where the tiles are uniform (the forward).

@@ -30,26 +30,35 @@ void validate(const DescriptorView& d, const ForwardArgs& a) {
   check.require(items < (int64_t{1} << 31), "too many (batch, head, query tile) work items");
 }
 
-template <sm90::ElementKind kElement, bool kOverlap>
+template <sm90::ElementKind kElement, bool kOverlap, bool kSoftcap>
 cudaError_t dispatch_head_dim(int head_dim, const sm90::FwdParams& p, const CUtensorMap& q,
                               const CUtensorMap& k, const CUtensorMap& v, int grid,
                               cudaStream_t stream) {
   switch (head_dim) {
     case 64:
-      return sm90::launch_forward<kElement, 64, kOverlap>(p, q, k, v, grid, stream);
+      return sm90::launch_forward<kElement, 64, kOverlap, kSoftcap>(p, q, k, v, grid, stream);
     case 128:
-      return sm90::launch_forward<kElement, 128, kOverlap>(p, q, k, v, grid, stream);
+      return sm90::launch_forward<kElement, 128, kOverlap, kSoftcap>(p, q, k, v, grid, stream);
     default:
-      return sm90::launch_forward<kElement, 256, kOverlap>(p, q, k, v, grid, stream);
+      return sm90::launch_forward<kElement, 256, kOverlap, kSoftcap>(p, q, k, v, grid, stream);
   }
+}
+
+template <sm90::ElementKind kElement, bool kOverlap>
+cudaError_t dispatch_softcap(const sm90::FwdParams& p, int head_dim, const CUtensorMap& q,
+                             const CUtensorMap& k, const CUtensorMap& v, int grid,
+                             cudaStream_t stream) {
+  return p.softcap_scale != 0.f
+             ? dispatch_head_dim<kElement, kOverlap, true>(head_dim, p, q, k, v, grid, stream)
+             : dispatch_head_dim<kElement, kOverlap, false>(head_dim, p, q, k, v, grid, stream);
 }
 
 template <sm90::ElementKind kElement>
 cudaError_t dispatch_variant(bool pingpong, int head_dim, const sm90::FwdParams& p,
                              const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
                              int grid, cudaStream_t stream) {
-  return pingpong ? dispatch_head_dim<kElement, true>(head_dim, p, q, k, v, grid, stream)
-                  : dispatch_head_dim<kElement, false>(head_dim, p, q, k, v, grid, stream);
+  return pingpong ? dispatch_softcap<kElement, true>(p, head_dim, q, k, v, grid, stream)
+                  : dispatch_softcap<kElement, false>(p, head_dim, q, k, v, grid, stream);
 }
 
 }  // namespace
@@ -97,7 +106,9 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
       host::problem_shape(args, descriptor, host::TileTables::kWhereRestarted);
   p.descriptor = descriptor.device;
   p.total_items = h.num_q_tiles * args.batch * args.heads_q;
-  p.scale_log2 = host::softmax_scale(args) * 1.4426950408889634f;
+  const host::LogitFactors logits = host::logit_factors(args);
+  p.scale_log2 = logits.scale_log2;
+  p.softcap_scale = logits.softcap_scale;
   p.out = const_cast<void*>(args.out.data);
   p.out_stride_b = packed ? 0 : args.out.stride_b;
   p.out_stride_s = args.out.stride_s;

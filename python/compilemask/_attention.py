@@ -70,7 +70,8 @@ def _split(x: Tensor, layout: str) -> tuple[int, int, int, int]:
 def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float] = None,
               return_lse: bool = False, *, layout: str = "bshd",
               offsets: Optional[Tensor] = None,
-              k_offsets: Optional[Tensor] = None, deterministic: bool = False) -> Any:
+              k_offsets: Optional[Tensor] = None, deterministic: bool = False,
+              softcap: Optional[float] = None) -> Any:
     """softmax(scale * q kᵀ, masked by `plan`) v on torch CUDA tensors (bf16 or fp16, head dim
     a multiple of 8 up to 256), differentiable.
 
@@ -87,7 +88,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     out, the LSE and the gradients in it; the gathers into and out of the mask's order run on
     the GPU (4-D: at about the speed of a copy; jagged: each sequence's rows gathered by torch
     into a [B, S, H, D] batch, and out and the LSE put back).
-    scale defaults to 1/sqrt(D). Returns out (q's shape and dtype), and with return_lse also
+    scale defaults to 1/sqrt(D). softcap caps the logits at softcap * tanh(scale * q kᵀ /
+    softcap) (Gemma 2; FlashAttention's softcap, FlexAttention's tanh score_mod); the kernels
+    take tanh from the GPU's special function unit (relative error about 2^-11).
+    Returns out (q's shape and dtype), and with return_lse also
     the float32 natural-log LSE ([B, Hq, Sq], or [Hq, T] for 3-D; -inf where a row sees no
     key).
 
@@ -157,6 +161,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         scale = 1.0 / math.sqrt(dim)
     elif not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+    if softcap is not None and not (isinstance(softcap, (int, float)) and math.isfinite(softcap)
+                                    and softcap > 0):
+        raise ValueError(f"softcap must be None or a finite number > 0, got {softcap!r}")
 
     heads_first = layout == "bhsd"
     # Read from the device copy: under torch.compile, a test on the numpy order would make
@@ -180,7 +187,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     out, lse = torch.ops.compilemask.attention_forward(
         q, k, v, plan._desc_host, plan._desc_device, offsets if jagged else None,
         k_offsets if jagged else None, heads_first, plan.nq, plan.nk, float(scale),
-        bool(return_lse), deterministic)
+        float(softcap or 0.0), bool(return_lse), deterministic)
     if sequence_rows is not None:  # back to the packed rows; rows outside every sequence: 0
         out = torch.zeros_like(packed_q).index_copy(0, sequence_rows, out.flatten(0, 1))
         lse = torch.full((packed_q.shape[1], packed_q.shape[0]), float("-inf"),

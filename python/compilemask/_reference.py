@@ -35,12 +35,14 @@ def reference_attention(
     backward: Any = None,
     accumulate: str = "float32",
     backward_lse: Any = None,
+    softcap: Optional[float] = None,
 ) -> ReferenceResult:
     """softmax(scale * q kᵀ, masked by `plan`) v on the CPU, in [batch, heads, rows, head_dim]
     layout (q: [B, Hq, Nq, D]; k, v: [B, Hkv, Nk, D], Hq a multiple of Hkv). Inputs are
     converted to float32; `accumulate` is "float32" or "float64". With `backward=dout`, also
     returns dq, dk, dv; `backward_lse=dlse` ([B, Hq, Nq]) adds the gradient of a loss that
-    uses the LSE too. scale defaults to 1/sqrt(D). A plan with a token order takes and returns
+    uses the LSE too. scale defaults to 1/sqrt(D); softcap caps the logits as in cm.attention
+    (with an exact tanh here). A plan with a token order takes and returns
     rows in the arrays' own order, as cm.attention does: they are gathered into the mask's
     order and back."""
     if not isinstance(plan, Plan):
@@ -51,10 +53,13 @@ def reference_attention(
         raise ValueError(f"accumulate must be 'float32' or 'float64', got {accumulate!r}")
     if scale is not None and not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be finite and > 0, got {scale}")
+    if softcap is not None and not (np.isfinite(softcap) and softcap > 0):
+        raise ValueError(f"softcap must be None or finite and > 0, got {softcap}")
     q32, k32, v32 = (into(_float32(name, x)) for name, x in (("q", q), ("k", k), ("v", v)))
     scale32 = 0.0 if scale is None else float(scale)
+    cap32 = 0.0 if softcap is None else float(softcap)
     wide = accumulate == "float64"
-    out, lse = _core.reference_forward(plan._core, q32, k32, v32, scale32, wide)
+    out, lse = _core.reference_forward(plan._core, q32, k32, v32, scale32, cap32, wide)
     if backward is None:
         if backward_lse is not None:
             raise ValueError("backward_lse needs backward (the output's gradient) too")
@@ -68,7 +73,7 @@ def reference_attention(
                              f"{dlse.shape}")
         dlse = into(dlse)
     dq, dk, dv = _core.reference_backward(plan._core, q32, k32, v32, out, dout, lse, dlse,
-                                          scale32, wide)
+                                          scale32, cap32, wide)
     return ReferenceResult(*(back(x) for x in (out, lse, dq, dk, dv)))
 
 

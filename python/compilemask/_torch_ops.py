@@ -90,24 +90,26 @@ def attention_forward(
     nq: int,
     nk: int,
     scale: float,
+    softcap: float,
     lse_grad: bool,
     deterministic: bool,
 ) -> tuple[Tensor, Tensor]:
     """(out, lse). q/k/v: [B, S, H, D] (heads_first=False), [B, H, S, D] (True) or [T, H, D]
-    (one sequence without offsets, else sequence b at rows offsets[b] + [0, n)). lse_grad
+    (one sequence without offsets, else sequence b at rows offsets[b] + [0, n)). softcap: 0
+    for no logit cap. lse_grad
     (the caller sees the LSE, so the backward carries its gradient) and deterministic are read
     only by the backward. Inputs are checked by compilemask._attention."""
     q, k, v = (_kernel_layout(x) for x in (q, k, v))
     if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
         out, lse = _launch_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), desc_host,
-                                   desc_device, None, None, False, nq, nk, scale)
+                                   desc_device, None, None, False, nq, nk, scale, softcap)
         return out.squeeze(0), lse.squeeze(0)
     return _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
-                           nq, nk, scale)
+                           nq, nk, scale, softcap)
 
 
 def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk,
-                    scale):
+                    scale, softcap):
     packed = q_offsets is not None
     if packed:
         # Rows outside every sequence are never written by the kernel.
@@ -120,7 +122,7 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
     with torch.cuda.device(q.device):
         _cuda.forward(
             desc_host.data_ptr(), desc_device.data_ptr(),
-            _dims(q, k, q_offsets, heads_first, nq, nk), scale,
+            _dims(q, k, q_offsets, heads_first, nq, nk), scale, softcap,
             q.data_ptr(), _bsh_strides(q, heads_first, packed),
             k.data_ptr(), _bsh_strides(k, heads_first, packed),
             v.data_ptr(), _bsh_strides(v, heads_first, packed),
@@ -134,7 +136,7 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
 
 @attention_forward.register_fake
 def _attention_forward_fake(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
-                            nq, nk, scale, lse_grad, deterministic):
+                            nq, nk, scale, softcap, lse_grad, deterministic):
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
     return out, lse
@@ -157,6 +159,7 @@ def attention_backward(
     nq: int,
     nk: int,
     scale: float,
+    softcap: float,
     deterministic: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(dq, dk, dv) of attention_forward's outputs for the gradients dout (of out) and dlse (of
@@ -170,14 +173,15 @@ def attention_backward(
     if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
         grads = _launch_backward(*(x.unsqueeze(0) for x in (q, k, v, out, lse, dout)),
                                  None if dlse is None else dlse.unsqueeze(0), desc_host,
-                                 desc_device, None, None, False, nq, nk, scale, deterministic)
+                                 desc_device, None, None, False, nq, nk, scale, softcap,
+                                 deterministic)
         return tuple(g.squeeze(0) for g in grads)
     return _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets,
-                            k_offsets, heads_first, nq, nk, scale, deterministic)
+                            k_offsets, heads_first, nq, nk, scale, softcap, deterministic)
 
 
 def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets, k_offsets,
-                     heads_first, nq, nk, scale, deterministic):
+                     heads_first, nq, nk, scale, softcap, deterministic):
     packed = q_offsets is not None
     # The kernel writes the rows of every sequence; in a jagged layout the rest stay 0.
     make = torch.zeros if packed else torch.empty
@@ -193,7 +197,7 @@ def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_of
                for x in (q, k, v, out, dout, dq, dk, dv)]
     with torch.cuda.device(q.device):
         _cuda.backward(
-            desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, tensors,
+            desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap, tensors,
             lse.data_ptr(), _lse_strides(lse, packed), 0 if dlse is None else dlse.data_ptr(),
             *_packing(q, k, q_offsets, k_offsets),
             deterministic, workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
@@ -203,18 +207,18 @@ def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_of
 
 @attention_backward.register_fake
 def _attention_backward_fake(q, k, v, output, lse, dout, dlse, desc_host, desc_device, q_offsets,
-                             k_offsets, heads_first, nq, nk, scale, deterministic):
+                             k_offsets, heads_first, nq, nk, scale, softcap, deterministic):
     return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
             torch.empty(k.shape, dtype=k.dtype, device=k.device),
             torch.empty(k.shape, dtype=k.dtype, device=k.device))
 
 
 def _setup_context(ctx, inputs, output):
-    (q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale, lse_grad,
-     deterministic) = inputs
+    (q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale, softcap,
+     lse_grad, deterministic) = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets)
-    ctx.options = (heads_first, nq, nk, scale)
+    ctx.options = (heads_first, nq, nk, scale, softcap)
     ctx.lse_grad, ctx.deterministic = lse_grad, deterministic
 
 
@@ -226,7 +230,7 @@ def _backward(ctx, dout, dlse):
         q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets, k_offsets, *ctx.options,
         ctx.deterministic)
     # One gradient slot per input of attention_forward.
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None
 
 
 torch.library.register_autograd(

@@ -46,21 +46,22 @@ void require_shape_of(const Input& a, const Input& q, const char* name) {
   }
 }
 
-ReferenceOptions options(float scale, bool float64) {
+ReferenceOptions options(float scale, float softcap, bool float64) {
   ReferenceOptions o;
   o.scale = scale;
+  o.softcap = softcap;
   o.accumulate = float64 ? Accumulate::kFloat64 : Accumulate::kFloat32;
   return o;
 }
 
 std::tuple<Output, Output> forward(const Plan& plan, const Input& q, const Input& k, const Input& v,
-                                   float scale, bool float64) {
+                                   float scale, float softcap, bool float64) {
   const AttentionShape s = shape_of(q, k, v);
   std::vector<float> out(q.size()), lse(sz(s.batch) * sz(s.heads_q) * sz(s.nq));
   {
     nb::gil_scoped_release unlocked;
     reference_forward(plan.blob(), s, q.data(), k.data(), v.data(), out.data(), lse.data(),
-                      options(scale, float64));
+                      options(scale, softcap, float64));
   }
   return {to_numpy(std::move(out), {sz(s.batch), sz(s.heads_q), sz(s.nq), sz(s.head_dim)}),
           to_numpy(std::move(lse), {sz(s.batch), sz(s.heads_q), sz(s.nq)})};
@@ -77,7 +78,7 @@ std::tuple<Output, Output, Output> backward(const Plan& plan, const Input& q, co
                                             const Input& v, const Input& out, const Input& dout,
                                             const RowInput& lse,
                                             const std::optional<RowInput>& dlse, float scale,
-                                            bool float64) {
+                                            float softcap, bool float64) {
   const AttentionShape s = shape_of(q, k, v);
   require_shape_of(out, q, "out");
   require_shape_of(dout, q, "dout");
@@ -88,7 +89,7 @@ std::tuple<Output, Output, Output> backward(const Plan& plan, const Input& q, co
     nb::gil_scoped_release unlocked;
     reference_backward(plan.blob(), s, q.data(), k.data(), v.data(), out.data(), dout.data(),
                        lse.data(), dlse ? dlse->data() : nullptr, dq.data(), dk.data(), dv.data(),
-                       options(scale, float64));
+                       options(scale, softcap, float64));
   }
   return {to_numpy(std::move(dq), {sz(s.batch), sz(s.heads_q), sz(s.nq), sz(s.head_dim)}),
           to_numpy(std::move(dk), {sz(s.batch), sz(s.heads_kv), sz(s.nk), sz(s.head_dim)}),
@@ -99,10 +100,10 @@ std::tuple<Output, Output, Output> backward(const Plan& plan, const Input& q, co
 
 void bind_reference(nb::module_& m) {
   m.def("reference_forward", &forward, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
-        nb::arg("scale"), nb::arg("float64"));
+        nb::arg("scale"), nb::arg("softcap"), nb::arg("float64"));
   m.def("reference_backward", &backward, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
         nb::arg("out"), nb::arg("dout"), nb::arg("lse"), nb::arg("dlse").none(), nb::arg("scale"),
-        nb::arg("float64"));
+        nb::arg("softcap"), nb::arg("float64"));
 }
 
 }  // namespace cm::python

@@ -44,7 +44,8 @@ struct Packing {
 };
 
 // Fills the sizes and packing of the problem ForwardArgs and BackwardArgs share.
-void set_common(cm::cuda::Problem& args, const Dims& dims, float scale, const Packing& packing) {
+void set_common(cm::cuda::Problem& args, const Dims& dims, float scale, float softcap,
+                const Packing& packing) {
   args.dtype = static_cast<cm::cuda::DType>(dims[0]);
   args.batch = dims[1];
   args.heads_q = dims[2];
@@ -53,6 +54,7 @@ void set_common(cm::cuda::Problem& args, const Dims& dims, float scale, const Pa
   args.nk = dims[5];
   args.head_dim = dims[6];
   args.scale = scale;
+  args.softcap = softcap;
   args.q_offsets = pointer<const int32_t>(packing.q_offsets);
   args.k_offsets = pointer<const int32_t>(packing.k_offsets);
   args.total_q = packing.total_q;
@@ -60,13 +62,13 @@ void set_common(cm::cuda::Problem& args, const Dims& dims, float scale, const Pa
 }
 
 void forward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims, float scale,
-             uintptr_t q, const Strides3& q_strides, uintptr_t k, const Strides3& k_strides,
-             uintptr_t v, const Strides3& v_strides, uintptr_t out, const Strides3& out_strides,
-             uintptr_t lse, std::array<int64_t, 2> lse_strides, uintptr_t q_offsets,
-             uintptr_t k_offsets, int64_t total_q, int64_t total_k, uintptr_t workspace,
-             size_t workspace_bytes, uintptr_t stream) {
+             float softcap, uintptr_t q, const Strides3& q_strides, uintptr_t k,
+             const Strides3& k_strides, uintptr_t v, const Strides3& v_strides, uintptr_t out,
+             const Strides3& out_strides, uintptr_t lse, std::array<int64_t, 2> lse_strides,
+             uintptr_t q_offsets, uintptr_t k_offsets, int64_t total_q, int64_t total_k,
+             uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
   cm::cuda::ForwardArgs args;
-  set_common(args, dims, scale, {q_offsets, k_offsets, total_q, total_k});
+  set_common(args, dims, scale, softcap, {q_offsets, k_offsets, total_q, total_k});
   args.q = tensor(q, q_strides);
   args.k = tensor(k, k_strides);
   args.v = tensor(v, v_strides);
@@ -81,12 +83,12 @@ void forward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims&
 // Tensors come as (address, strides) pairs, in the order q, k, v, out, dout, dq, dk, dv. dlse
 // (0: none) has the LSE's strides.
 void backward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims, float scale,
-              const std::array<Strided, 8>& tensors, uintptr_t lse,
+              float softcap, const std::array<Strided, 8>& tensors, uintptr_t lse,
               std::array<int64_t, 2> lse_strides, uintptr_t dlse, uintptr_t q_offsets,
               uintptr_t k_offsets, int64_t total_q, int64_t total_k, bool deterministic,
               uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
   cm::cuda::BackwardArgs args;
-  set_common(args, dims, scale, {q_offsets, k_offsets, total_q, total_k});
+  set_common(args, dims, scale, softcap, {q_offsets, k_offsets, total_q, total_k});
   cm::cuda::TensorRef* targets[8] = {&args.q,    &args.k,  &args.v,  &args.out,
                                      &args.dout, &args.dq, &args.dk, &args.dv};
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -115,11 +117,11 @@ void permute_rows(uintptr_t src, const Strides3& src_strides, uintptr_t dst,
 NB_MODULE(_cuda, m) {
   m.doc() = "CompileMask sm90 attention kernels (used by compilemask.attention)";
   // Pointers are addresses; 0 means none (q_offsets, k_offsets outside the packed layout; dlse
-  // without a gradient of the LSE).
+  // without a gradient of the LSE). softcap 0 means no logit cap.
   m.def("workspace_bytes", &cm::cuda::forward_workspace_bytes);
   m.def("forward", &forward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
-        nb::arg("dims"), nb::arg("scale"), nb::arg("q"), nb::arg("q_strides"), nb::arg("k"),
-        nb::arg("k_strides"), nb::arg("v"), nb::arg("v_strides"), nb::arg("out"),
+        nb::arg("dims"), nb::arg("scale"), nb::arg("softcap"), nb::arg("q"), nb::arg("q_strides"),
+        nb::arg("k"), nb::arg("k_strides"), nb::arg("v"), nb::arg("v_strides"), nb::arg("out"),
         nb::arg("out_strides"), nb::arg("lse"), nb::arg("lse_strides"), nb::arg("q_offsets"),
         nb::arg("k_offsets"), nb::arg("total_q"), nb::arg("total_k"), nb::arg("workspace"),
         nb::arg("workspace_bytes"), nb::arg("stream"));
@@ -133,7 +135,7 @@ NB_MODULE(_cuda, m) {
       nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("batch"),
       nb::arg("heads_q"), nb::arg("head_dim"));
   m.def("backward", &backward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
-        nb::arg("dims"), nb::arg("scale"), nb::arg("tensors"), nb::arg("lse"),
+        nb::arg("dims"), nb::arg("scale"), nb::arg("softcap"), nb::arg("tensors"), nb::arg("lse"),
         nb::arg("lse_strides"), nb::arg("dlse"), nb::arg("q_offsets"), nb::arg("k_offsets"),
         nb::arg("total_q"), nb::arg("total_k"), nb::arg("deterministic"), nb::arg("workspace"),
         nb::arg("workspace_bytes"), nb::arg("stream"));

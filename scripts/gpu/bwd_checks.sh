@@ -47,9 +47,9 @@ if wants sanitize; then
   # cross_attention with rows that see no key, the 3D grid of video_neighbourhood, head dim 96
   # (padded to 128), head dim 40 (padded to 64) deterministic; with a gradient of the LSE, causal
   # and, deterministic, doc_causal with rows that see no key; head dim 256: causal, and
-  # doc_causal deterministic.
+  # doc_causal deterministic; with soft-capped logits, causal.
   sanitize "${OUT}/bwd_sanitizer.log" "${CPP_TEST}" \
-    'HeadDim256/BackwardMatchesReference.Gradients/0:HeadDim256/BackwardMatchesReference.Gradients/3:Examples/BackwardMatchesReference.Gradients/0:Examples/BackwardMatchesReference.Gradients/3:Examples/BackwardMatchesReference.Gradients/19:Examples/BackwardMatchesReference.Gradients/28:Examples/BackwardMatchesReference.Gradients/30:Examples/BackwardMatchesReference.Gradients/40:Examples/BackwardMatchesReference.Gradients/43:Examples/LseGradientMatchesReference.Gradients/0:Examples/LseGradientMatchesReference.Gradients/13' \
+    'HeadDim256/BackwardMatchesReference.Gradients/0:HeadDim256/BackwardMatchesReference.Gradients/3:Examples/BackwardMatchesReference.Gradients/0:Examples/BackwardMatchesReference.Gradients/3:Examples/BackwardMatchesReference.Gradients/19:Examples/BackwardMatchesReference.Gradients/28:Examples/BackwardMatchesReference.Gradients/30:Examples/BackwardMatchesReference.Gradients/40:Examples/BackwardMatchesReference.Gradients/43:Examples/LseGradientMatchesReference.Gradients/0:Examples/LseGradientMatchesReference.Gradients/13:Softcap/BackwardMatchesReference.Gradients/0' \
     memcheck racecheck
 fi
 

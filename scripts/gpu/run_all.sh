@@ -43,6 +43,10 @@ if wants cli; then
     "${CLI}" run "${ROOT}/examples/doc_causal.mask" -p docs=0,700,1300,2000 -n 2000 --heads 4 \
       --dim 256 --dtype fp16 --backward --gpu
     echo "exit $?"
+    echo "== compilemask run --gpu --backward --softcap 0.5 (sliding window, N = 3000, GQA 8:1, d64)"
+    "${CLI}" run "${ROOT}/examples/sliding_window.mask" -p W=700 -n 3000 --heads 8 --heads-kv 1 \
+      --dim 64 --softcap 0.5 --backward --gpu
+    echo "exit $?"
   } > "${LOGS}/cli.txt" 2>&1
 fi
 

@@ -103,12 +103,14 @@ class BackwardWorker {
             reference::dot<Acc>(t_.dout + offset, t_.out + offset, d) - dlse};
   }
 
-  // P and dS = P * (dP - delta) of row `row` against key j of kv head hkv.
+  // P and dS = P * (dP - delta) * slope (the gradient by scale * q·k) of row `row` against
+  // key j of kv head hkv.
   void probabilities(const Row& row, const float* k_row, const float* v_row, Acc& prob,
                      Acc& dscore) const {
     const int d = p_.shape.head_dim;
-    prob = std::exp(static_cast<Acc>(p_.scale) * reference::dot<Acc>(row.q, k_row, d) - row.lse);
-    dscore = prob * (reference::dot<Acc>(row.dout, v_row, d) - row.delta);
+    const auto logit = p_.logit(reference::dot<Acc>(row.q, k_row, d));
+    prob = std::exp(logit.value - row.lse);
+    dscore = prob * (reference::dot<Acc>(row.dout, v_row, d) - row.delta) * logit.slope;
   }
 
   void dq_row(int b, int h, int q, const std::vector<Interval>& visible) {

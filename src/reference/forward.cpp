@@ -52,10 +52,10 @@ class ForwardWorker {
     // Scores of all visible columns, in column order, then a max-shifted softmax.
     scores_.clear();
     Acc max_score = -std::numeric_limits<Acc>::infinity();
-    const Acc scale = static_cast<Acc>(p_.scale);
     for (const Interval& iv : visible) {
       for (int j = iv.lo; j < iv.hi; ++j) {
-        const Acc s = scale * reference::dot<Acc>(q_row, k_head + static_cast<int64_t>(j) * d, d);
+        const Acc s =
+            p_.logit(reference::dot<Acc>(q_row, k_head + static_cast<int64_t>(j) * d, d)).value;
         scores_.push_back(s);
         max_score = std::max(max_score, s);
       }

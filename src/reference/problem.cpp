@@ -60,6 +60,8 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
   require(shape.head_dim > 0, "shape." + value_of("head_dim", shape.head_dim) + " must be > 0");
   require(std::isfinite(options.scale) && options.scale >= 0,
           "options.scale must be finite and >= 0 (0 means 1/sqrt(head_dim))");
+  require(std::isfinite(options.softcap) && options.softcap >= 0,
+          "options.softcap must be finite and >= 0 (0 means no logit cap)");
   require(options.threads >= 0,
           "options." + value_of("threads", options.threads) + " must be >= 0 (0 means all cores)");
 
@@ -67,6 +69,7 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
   p.blob = descriptor;
   p.shape = shape;
   p.scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(double{1.0} * shape.head_dim);
+  p.softcap = options.softcap;
   p.group = shape.heads_q / shape.heads_kv;
   p.tile_n = hd.tile_n;
   p.num_q_tiles = hd.num_q_tiles;

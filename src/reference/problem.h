@@ -4,6 +4,7 @@
 
 #include <compilemask/reference.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace cm::reference {
@@ -11,12 +12,28 @@ namespace cm::reference {
 struct Problem {
   const void* blob = nullptr;
   AttentionShape shape;
-  double scale = 0;   // resolved softmax scale, never 0
-  int32_t group = 1;  // query heads per kv head
+  double scale = 0;    // resolved softmax scale, never 0
+  double softcap = 0;  // logit cap; 0 means none
+  int32_t group = 1;   // query heads per kv head
   int32_t tile_n = 0;  // the widest key tile (key tiles restart at block boundaries)
   int32_t num_q_tiles = 0, num_k_tiles = 0;
 
   // Offsets of row 0 of a (b, h) slice of the query-side and key-side tensors, and of the LSE.
+  // The logit of a query-key dot product, and its slope: the factor that turns a gradient by
+  // the logit into one by scale * q·k. scale * q·k and 1, or with the cap c, c tanh(scale q·k / c)
+  // and 1 - tanh².
+  template <class Acc>
+  struct Logit {
+    Acc value, slope;
+  };
+  template <class Acc>
+  Logit<Acc> logit(Acc dot) const {
+    const Acc scaled = static_cast<Acc>(scale) * dot;
+    if (softcap == 0) return {scaled, Acc{1}};
+    const Acc t = std::tanh(scaled / static_cast<Acc>(softcap));
+    return {static_cast<Acc>(softcap) * t, Acc{1} - t * t};
+  }
+
   int64_t q_offset(int b, int h) const {
     return (static_cast<int64_t>(b) * shape.heads_q + h) * shape.nq * shape.head_dim;
   }

@@ -306,6 +306,17 @@ TEST(Cli, RunReportsSmallFloat32Errors) {
   EXPECT_TRUE(contains(r.out, "backward")) << r.out;
 }
 
+// --softcap reaches both references: float32 against float64 stays close with the cap, and the
+// header names it.
+TEST(Cli, RunTakesALogitCap) {
+  const CliResult r = expect_ok({"run", example("causal"), "-n", "200", "--dim", "32", "--backward",
+                                 "--threads", "2", "--softcap", "0.25"});
+  EXPECT_TRUE(contains(r.out, ", softcap 0.25\n")) << r.out;
+  for (const char* label : {"O", "LSE", "dQ", "dK", "dV"}) {
+    EXPECT_LT(value_after(r.out, label), 1e-3) << label << "\n" << r.out;
+  }
+}
+
 // Effective TFLOP/s count 4 D flops per visible pair: causal has n (n + 1) / 2 per (b, h).
 TEST(Cli, RunReportsEffectiveThroughput) {
   const int n = 512, dim = 64, batch = 2, heads = 3;
@@ -327,6 +338,17 @@ TEST(Cli, RunReportsEffectiveThroughput) {
   EXPECT_NEAR(tflops * 1e12 * seconds / flops, 1.0, 0.02) << r.out;
 }
 
+// A Hopper machine's `run --gpu` output: each error within 16x the cost of rounding the exact
+// result to bf16 (the kernel rounds P, dS and its outputs once each), plus a small atol.
+void expect_gpu_errors_near_rounding(const CliResult& r) {
+  for (const char* label : {"O", "dQ", "dK", "dV"}) {
+    const double floor = value_after(r.out, label, "  rounding the float64 results");
+    EXPECT_LE(value_after(r.out, label), 16 * floor + 1e-3) << label << "\n" << r.out;
+  }
+  EXPECT_LE(value_after(r.out, "LSE"), 1e-2) << r.out;
+  EXPECT_TRUE(contains(r.out, "TFLOP/s")) << r.out;
+}
+
 // `run --gpu` runs the sm90 kernels where a Hopper GPU and a CUDA build exist; anywhere else it
 // fails with exit code 1 and says why, before printing anything.
 TEST(Cli, RunOnGpuOrExplainsWhyNot) {
@@ -334,14 +356,11 @@ TEST(Cli, RunOnGpuOrExplainsWhyNot) {
       run_cli({"run", example("causal"), "-n", "300", "--heads", "2", "--backward", "--gpu"});
 #if CM_CLI_GPU_BUILD
   if (r.exit_code == 0) {
-    // A Hopper machine: each error within 16x the cost of rounding the exact result to bf16
-    // (the kernel rounds P, dS and its outputs once each), plus a small atol.
-    for (const char* label : {"O", "dQ", "dK", "dV"}) {
-      const double floor = value_after(r.out, label, "  rounding the float64 results");
-      EXPECT_LE(value_after(r.out, label), 16 * floor + 1e-3) << label << "\n" << r.out;
-    }
-    EXPECT_LE(value_after(r.out, "LSE"), 1e-2) << r.out;
-    EXPECT_TRUE(contains(r.out, "TFLOP/s")) << r.out;
+    expect_gpu_errors_near_rounding(r);
+    // With a cap that bends these logits (their deviation is about 0.33): the kernels' cap
+    // against the reference's.
+    expect_gpu_errors_near_rounding(expect_ok({"run", example("causal"), "-n", "300", "--heads",
+                                               "2", "--backward", "--gpu", "--softcap", "0.3"}));
     return;
   }
   EXPECT_EQ(r.exit_code, 1) << describe(r);

@@ -16,7 +16,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
 from cm_kernel import (DTYPES, KernelError, call_checked, data_ptr_or_null,  # noqa: E402
-                       int64_array, problem_shape, strides_bsh)
+                       int64_array, logit_arguments, logit_types, problem_shape, strides_bsh)
 
 
 class Backward:
@@ -24,7 +24,8 @@ class Backward:
         self.lib = ctypes.CDLL(library_path)
         f = self.lib.cm_cuda_backward
         p, i, i64, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
-        f.argtypes = ([p, p, i, i, i, i, i, i, i, ctypes.c_float]
+        self.logit_types = logit_types(self.lib)
+        f.argtypes = ([p, p, i, i, i, i, i, i, i, *self.logit_types]
                       + [p, i64p] * 5 + [p, i64p, p] + [p, i64p] * 3
                       + [p, p, i64, i64, i, p, ctypes.c_size_t, p, ctypes.c_char_p, ctypes.c_size_t])
         f.restype = ctypes.c_int
@@ -46,9 +47,10 @@ class Backward:
         return self._workspace[key]
 
     def backward(self, desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bshd", scale=0.0,
-                 q_offsets=None, k_offsets=None, deterministic=False, dlse=None):
+                 q_offsets=None, k_offsets=None, deterministic=False, dlse=None, softcap=0.0):
         """dq/dk/dv are written. lse: float32 [B, H, S] (bshd/bhsd) or [H, T] (thd); dlse,
-        the LSE's gradient, None or a float32 tensor with lse's strides."""
+        the LSE's gradient, None or a float32 tensor with lse's strides; softcap as in the
+        forward."""
         batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k = problem_shape(
             q, k, lse, layout, q_offsets)
         st = {name: int64_array(strides_bsh(t, layout))
@@ -57,7 +59,7 @@ class Backward:
         call_checked(
             self.lib.cm_cuda_backward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,
-            desc.nq, desc.nk, head_dim, scale,
+            desc.nq, desc.nk, head_dim, *logit_arguments(self.logit_types, scale, softcap),
             q.data_ptr(), st["q"], k.data_ptr(), st["k"], v.data_ptr(), st["v"],
             out.data_ptr(), st["out"], dout.data_ptr(), st["dout"],
             lse.data_ptr(), int64_array(lse_strides), data_ptr_or_null(dlse),

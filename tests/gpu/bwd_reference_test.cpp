@@ -1,8 +1,8 @@
 // The sm90 backward kernel against the float64 CPU reference driven by the same descriptor
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
-// head dims 64, 128 and 256 and padded ones, both dtypes and both dQ modes, and some of them with a
-// gradient of the LSE too; bitwise determinism; CUDA graph capture; and the launcher's input
-// validation. Skips without a Hopper GPU.
+// head dims 64, 128 and 256 and padded ones, both dtypes and both dQ modes, some of them with a
+// gradient of the LSE too and some with soft-capped logits; bitwise determinism; CUDA graph
+// capture; and the launcher's input validation. Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda_backward.h>
 #include <compilemask/reference.h>
@@ -73,6 +73,7 @@ class Problem {
     const cm::AttentionShape shape = this->shape();
     cm::ReferenceOptions options;
     options.accumulate = cm::Accumulate::kFloat64;
+    options.softcap = c_.softcap;
     std::vector<float> out_exact(nq_elems_);
     lse.assign(lse_elems_, 0.f);
     cm::reference_forward(plan_.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
@@ -113,6 +114,7 @@ class Problem {
     cm::cuda::BackwardArgs a;
     static_cast<cm::cuda::Problem&>(a) = cm::cuda::dense_problem(
         c_.dtype, shape(), q_.ptr, k_.ptr, v_.ptr, out_.ptr, static_cast<const float*>(lse_.ptr));
+    a.softcap = c_.softcap;
     a.dout = dense_bhsd(dout_.ptr, c_.heads_q, c_.nq, c_.head_dim);
     a.dlse = dlse.empty() ? nullptr : static_cast<const float*>(dlse_.ptr);
     a.dq = dense_bhsd(dq_.ptr, c_.heads_q, c_.nq, c_.head_dim);
@@ -237,6 +239,14 @@ INSTANTIATE_TEST_SUITE_P(Examples, LseGradientMatchesReference,
 // step's rows and then the head dim, Pᵀ and dS through shared memory).
 INSTANTIATE_TEST_SUITE_P(HeadDim256, BackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),
+                                          testing::Bool()));
+
+// Soft-capped logits: P from the capped scores, dS through the cap's slope 1 - tanh².
+INSTANTIATE_TEST_SUITE_P(Softcap, BackwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::softcap_cases()),
+                                          testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(Softcap, LseGradientMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::softcap_cases()),
                                           testing::Bool()));
 
 // Deterministic mode: bitwise-identical results over 10 runs, also when captured in a graph, at

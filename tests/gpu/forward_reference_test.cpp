@@ -1,8 +1,8 @@
 // The sm90 forward kernel against the float64 CPU reference driven by the same descriptor
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
 // head dims 64 and 128 (and padded ones), both dtypes and both mainloops, on one CTA per SM and
-// on two CTAs, and a selection at head dims above 128 (the kernel for 256); plus the launcher's
-// input validation. Skips without a Hopper GPU.
+// on two CTAs, a selection at head dims above 128 (the kernel for 256) and one with soft-capped
+// logits. Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda.h>
 #include <compilemask/reference.h>
@@ -49,6 +49,7 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
   std::vector<float> ref_out(nq_elems), ref_lse(lse_elems);
   cm::ReferenceOptions options;
   options.accumulate = cm::Accumulate::kFloat64;
+  options.softcap = c.softcap;
   cm::reference_forward(plan.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
                         ref_out.data(), ref_lse.data(), options);
 
@@ -63,6 +64,7 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
   cm::cuda::ForwardArgs args;
   static_cast<cm::cuda::Problem&>(args) = cm::cuda::dense_problem(
       c.dtype, shape, dq.ptr, dk.ptr, dv.ptr, dout.ptr, static_cast<float*>(dlse.ptr));
+  args.softcap = c.softcap;
   args.mainloop = std::get<1>(GetParam());
   args.max_ctas = std::get<2>(GetParam());
   const cm::cuda::DeviceDescriptor descriptor(plan.blob());
@@ -120,5 +122,10 @@ INSTANTIATE_TEST_SUITE_P(TwoCtas, ForwardMatchesReference,
 INSTANTIATE_TEST_SUITE_P(HeadDim256, ForwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),
                                           kMainloops, testing::Values(0, 2)));
+
+// Soft-capped logits (the kernels' tanh before masking), in both mainloops.
+INSTANTIATE_TEST_SUITE_P(Softcap, ForwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::softcap_cases()),
+                                          kMainloops, testing::Values(0)));
 
 }  // namespace

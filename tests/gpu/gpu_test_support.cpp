@@ -59,6 +59,7 @@ DeviceBuffer::~DeviceBuffer() {
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.example << " nq=" << c.nq << " nk=" << c.nk << " d=" << c.head_dim << " h=" << c.heads_q
       << "/" << c.heads_kv << (c.dtype == cuda::DType::kBFloat16 ? " bf16" : " fp16");
+  if (c.softcap > 0) *os << " softcap=" << c.softcap;
 }
 
 std::vector<Case> example_cases() {
@@ -200,16 +201,23 @@ std::vector<Case> example_cases() {
   };
 }
 
-std::vector<Case> wide_head_cases() {
-  const auto widened = [](const std::string& example, int nq, int head_dim) {
-    for (Case c : example_cases()) {
-      if (c.example == example && c.nq == nq) {
-        c.head_dim = head_dim;
-        return c;
-      }
+namespace {
+
+// Example case `example` at nq, with its head dim changed to head_dim (0: kept).
+Case example_case(const std::string& example, int nq, int head_dim) {
+  for (Case c : example_cases()) {
+    if (c.example == example && c.nq == nq) {
+      if (head_dim > 0) c.head_dim = head_dim;
+      return c;
     }
-    throw std::logic_error("no example case " + example + " with nq " + std::to_string(nq));
-  };
+  }
+  throw std::logic_error("no example case " + example + " with nq " + std::to_string(nq));
+}
+
+}  // namespace
+
+std::vector<Case> wide_head_cases() {
+  const auto widened = example_case;
   return {widened("causal", 129, 256),
           widened("doc_causal", 700, 256),
           widened("clear", 940, 256),
@@ -218,6 +226,15 @@ std::vector<Case> wide_head_cases() {
           widened("sliding_window", 255, 136),
           widened("cross_attention", 200, 256),
           widened("neighbourhood_2d", 300, 256)};
+}
+
+std::vector<Case> softcap_cases() {
+  std::vector<Case> cases = {
+      example_case("causal", 300, 0),         example_case("doc_causal", 700, 0),
+      example_case("clear", 940, 0),          example_case("sliding_window", 300, 0),
+      example_case("chunked_causal", 300, 0), example_case("hstu", 300, 200)};
+  for (Case& c : cases) c.softcap = 1.5f;
+  return cases;
 }
 
 }  // namespace cm::gpu_test

@@ -65,6 +65,7 @@ struct Case {
   int head_dim;
   int heads_q, heads_kv;
   cuda::DType dtype;
+  float softcap = 0;  // logit cap (cuda::Problem::softcap); 0 means none
 };
 
 void PrintTo(const Case& c, std::ostream* os);
@@ -78,5 +79,10 @@ std::vector<Case> example_cases();
 // 200) among them; Nq != Nk, rows that see no key, row tables, strips with narrow tiles and
 // both dtypes.
 std::vector<Case> wide_head_cases();
+
+// Example cases with a logit cap of 1.5, which bends these inputs' logits (standard deviation 1):
+// head dims 64, 128 and 200 (the kernels for 256), both dtypes, full tiles, partial tiles from
+// bands and from grid formulas, and rows that see no key.
+std::vector<Case> softcap_cases();
 
 }  // namespace cm::gpu_test

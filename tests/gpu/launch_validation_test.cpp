@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -62,6 +63,9 @@ std::vector<Rule> problem_rules() {
       {"GQA group", [](P& a) { a.heads_kv = 3; }, "must be a multiple of heads_kv (3)"},
       {"negative scale", [](P& a) { a.scale = -1.f; }, "scale must be finite and >= 0"},
       {"NaN scale", [](P& a) { a.scale = std::nanf(""); }, "scale must be finite and >= 0"},
+      {"negative softcap", [](P& a) { a.softcap = -1.f; }, "softcap must be finite and >= 0"},
+      {"infinite softcap", [](P& a) { a.softcap = std::numeric_limits<float>::infinity(); },
+       "softcap must be finite and >= 0"},
       {"nq", [](P& a) { a.nq = kN - 1; }, "differ from the descriptor's nq=256"},
       {"heads", [](P& a) { a.heads_q = a.heads_kv = 4; }, "descriptor heads 2 must be 1 or"},
       {"half packed", [](P& a) { a.q_offsets = reinterpret_cast<const int32_t*>(&a); },

@@ -50,15 +50,20 @@ def workloads():
     return _load("workloads", path)
 
 
-def dense_attention64(q, k, v, visible, scale, dout=None, dlse=None):
+def dense_attention64(q, k, v, visible, scale, dout=None, dlse=None, softcap=None):
     """Float64 masked attention on [B, Hq, Nq, D] / [B, Hkv, Nk, D] numpy arrays with
-    visible[b, h] an [Nq, Nk] bool array (b, h broadcast when 1). Returns out, lse and, given
-    dout (and optionally dlse, the LSE's gradient [B, Hq, Nq]), dq, dk, dv (dk, dv summed over
-    each GQA group). Rows that see nothing: out 0, lse -inf, no gradient."""
+    visible[b, h] an [Nq, Nk] bool array (b, h broadcast when 1), the logits capped at
+    softcap * tanh(logit / softcap) when softcap is set. Returns out, lse and, given dout (and
+    optionally dlse, the LSE's gradient [B, Hq, Nq]), dq, dk, dv (dk, dv summed over each GQA
+    group). Rows that see nothing: out 0, lse -inf, no gradient."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     group = q.shape[1] // k.shape[1]
     k_h, v_h = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-    s = np.where(visible, scale * q @ k_h.swapaxes(-1, -2), -np.inf)
+    logits, slope = scale * q @ k_h.swapaxes(-1, -2), 1.0  # slope: d logit / d (scale q·k)
+    if softcap:
+        t = np.tanh(logits / softcap)
+        logits, slope = softcap * t, 1 - t * t
+    s = np.where(visible, logits, -np.inf)
     row_max = s.max(-1, keepdims=True)
     any_visible = np.isfinite(row_max)
     p = np.where(visible, np.exp(s - np.where(any_visible, row_max, 0)), 0.0)
@@ -74,7 +79,7 @@ def dense_attention64(q, k, v, visible, scale, dout=None, dlse=None):
     row_term = (dout * out).sum(-1, keepdims=True)
     if dlse is not None:  # d lse_i / d s_ij = p_ij
         row_term = row_term - np.asarray(dlse, np.float64)[..., None]
-    ds = p * (dp - row_term)
+    ds = p * (dp - row_term) * slope
     dq = scale * ds @ k_h
     dk_h = scale * ds.swapaxes(-1, -2) @ q
 

@@ -251,7 +251,8 @@ def random_inputs(rng, batch, heads_q, heads_kv, nq, nk, dim):
 
 @pytest.mark.parametrize("accumulate", ["float32", "float64"])
 @pytest.mark.parametrize("lse_in_loss", [False, True])
-def test_reference_attention_matches_float64_dense(accumulate, lse_in_loss):
+@pytest.mark.parametrize("softcap", [None, 0.8])  # scale q·k has a deviation of 1.7: 0.8 bends it
+def test_reference_attention_matches_float64_dense(accumulate, lse_in_loss, softcap):
     rng = np.random.default_rng(0)
     nq, nk, heads = 150, 200, 4
     # Rows q < 60 see nothing: out 0, lse -inf, no gradient.
@@ -261,10 +262,10 @@ def test_reference_attention_matches_float64_dense(accumulate, lse_in_loss):
     dout = rng.standard_normal(q.shape)
     dlse = rng.standard_normal(q.shape[:3]) if lse_in_loss else None
     got = cm.reference_attention(q, k, v, plan, scale=0.3, backward=dout, accumulate=accumulate,
-                                 backward_lse=dlse)
+                                 backward_lse=dlse, softcap=softcap)
     visible = plan.to_dense()
     assert not visible[:60].any() and visible[60:].any(axis=1).all()
-    want = dense_attention64(q, k, v, visible, 0.3, dout, dlse)
+    want = dense_attention64(q, k, v, visible, 0.3, dout, dlse, softcap)
     for name, g, w in zip(["out", "lse", "dq", "dk", "dv"], got, want):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4, err_msg=name)
     assert np.isneginf(got.lse[:, :, :60]).all()
@@ -305,6 +306,9 @@ def test_reference_attention_argument_errors():
         cm.reference_attention(x, x, x, plan, accumulate="half")
     with pytest.raises(ValueError, match="scale must be finite"):
         cm.reference_attention(x, x, x, plan, scale=-1.0)
+    for softcap in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="softcap must be None or finite"):
+            cm.reference_attention(x, x, x, plan, softcap=softcap)
     with pytest.raises(ValueError, match="backward_lse needs backward"):
         cm.reference_attention(x, x, x, plan, backward_lse=np.zeros((1, 1, 8)))
     with pytest.raises(ValueError, match="backward_lse must have the LSE's shape"):

@@ -59,15 +59,19 @@ def random_bounds(n):
     return starts, starts + rng.integers(-10, 300, size=n)
 
 
-def reference(q, k, v, visible, scale, dout, dlse=None, dtype=torch.float64):
-    """Dense attention in [B, H, S, D] computed in `dtype` with autograd; visible
-    [Bm, Hm, Nq, Nk] broadcasts. Returns out, lse (-inf where a row sees no key) and the
-    gradients dq, dk, dv of sum(out * dout) + sum(lse * dlse) over the rows that see a key."""
+def reference(q, k, v, visible, scale, dout, dlse=None, dtype=torch.float64, softcap=None):
+    """Dense attention in [B, H, S, D] computed in `dtype` with autograd, the logits capped at
+    softcap * tanh(logit / softcap) when softcap is set; visible [Bm, Hm, Nq, Nk] broadcasts.
+    Returns out, lse (-inf where a row sees no key) and the gradients dq, dk, dv of
+    sum(out * dout) + sum(lse * dlse) over the rows that see a key."""
     q, k, v = (x.detach().to(dtype).requires_grad_() for x in (q, k, v))
     group = q.shape[1] // k.shape[1]
     kh, vh = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     seen = visible.any(-1, keepdim=True)
-    s = torch.where(visible, scale * q @ kh.transpose(-1, -2), float("-inf"))
+    logits = scale * q @ kh.transpose(-1, -2)
+    if softcap:
+        logits = softcap * torch.tanh(logits / softcap)
+    s = torch.where(visible, logits, float("-inf"))
     s = torch.where(seen, s, 0)  # rows that see nothing: finite here, cut off below
     lse = torch.logsumexp(s, -1, keepdim=True)
     out = torch.where(visible, torch.exp(s - lse), 0) @ vh
@@ -86,12 +90,12 @@ def visible_of(plan):
     return torch.stack([torch.stack(row) for row in masks]).to(DEVICE)
 
 
-def check_against_references(got, q, k, v, visible, scale, dout, dlse=None):
+def check_against_references(got, q, k, v, visible, scale, dout, dlse=None, softcap=None):
     """FlashAttention's rule for (out, dq, dk, dv) in [B, H, S, D]: the kernel's error against
     float64 is at most 3 times that of the same dense computation done by torch in the input
     dtype, plus a small floor relative to the values' size."""
-    exact = reference(q, k, v, visible, scale, dout, dlse)
-    rounded = reference(q, k, v, visible, scale, dout, dlse, dtype=q.dtype)
+    exact = reference(q, k, v, visible, scale, dout, dlse, softcap=softcap)
+    rounded = reference(q, k, v, visible, scale, dout, dlse, dtype=q.dtype, softcap=softcap)
     for name, g, want, low in zip(["out", "dq", "dk", "dv"], got, exact[:1] + exact[2:],
                                   rounded[:1] + rounded[2:]):
         bound = 3 * (low.double() - want).abs().max().item()
@@ -128,6 +132,30 @@ def test_forward_and_backward_match_float64(mask, layout, dtype, dim):
     finite = torch.isfinite(exact[1])
     assert torch.equal(torch.isfinite(lse), finite)
     torch.testing.assert_close(lse[finite].double(), exact[1][finite], atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("mask", ["causal", "doc_causal", "clear", "sliding"])
+@pytest.mark.parametrize("dtype, dim", [(torch.bfloat16, 128), (torch.float16, 64),
+                                        (torch.bfloat16, 256)])
+def test_soft_capped_logits_match_float64(mask, dtype, dim):
+    # The logits have a standard deviation of 1: a cap of 1.5 bends them. The LSE's gradient
+    # goes through the cap too.
+    torch.manual_seed(2)
+    n, softcap = 700, 1.5
+    plan = MASKS[mask](n).specialize(nq=n, device=DEVICE)
+    q = torch.randn(2, 4, n, dim, device=DEVICE, dtype=dtype, requires_grad=True)
+    k, v = (torch.randn(2, 2, n, dim, device=DEVICE, dtype=dtype, requires_grad=True)
+            for _ in range(2))
+    out, lse = cm.attention(q, k, v, plan, return_lse=True, layout="bhsd", softcap=softcap)
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    torch.autograd.backward([out, lse], [dout, dlse])
+    exact = check_against_references([out, q.grad, k.grad, v.grad], q, k, v, visible_of(plan),
+                                     1 / math.sqrt(dim), dout, dlse, softcap)
+    finite = torch.isfinite(exact[1])
+    assert torch.equal(torch.isfinite(lse), finite)
+    torch.testing.assert_close(lse[finite].double(), exact[1][finite], atol=1e-3, rtol=1e-4)
+    uncapped = cm.attention(q, k, v, plan, layout="bhsd")
+    assert (uncapped - out).abs().max() > 0.1, "the cap changed nothing: not applied"
 
 
 TOKEN_ORDERS = {
@@ -494,6 +522,10 @@ ERRORS = [
     ("deterministic", lambda q, k, v: (q, k, v, {"deterministic": 1}), TypeError,
      "deterministic must be a bool"),
     ("scale", lambda q, k, v: (q, k, v, {"scale": -1.0}), ValueError, "scale must be"),
+    ("softcap", lambda q, k, v: (q, k, v, {"softcap": 0.0}), ValueError,
+     "softcap must be None or a finite number > 0"),
+    ("softcap nan", lambda q, k, v: (q, k, v, {"softcap": math.nan}), ValueError,
+     "softcap must be None or a finite number > 0"),
     ("offsets on 4-D", lambda q, k, v: (q, k, v, {"offsets": torch.zeros(1, dtype=torch.int32,
                                                                        device=DEVICE)}),
      ValueError, "jagged 3-D"),

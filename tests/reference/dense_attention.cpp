@@ -1,5 +1,6 @@
 // Naive dense attention in float64: scores for every (q, k) pair, masked by the dense mask.
 // The backward uses D = sum_j P_ij dP_ij, not dO . O, to stay independent of the forward output.
+// With a cap c the logit is c tanh(x / c) of x = scale q·k, whose derivative is 1 - tanh².
 #include "dense_attention.h"
 
 #include <algorithm>
@@ -9,7 +10,7 @@
 namespace cm::test {
 
 DenseResult dense_attention(
-    const AttentionShape& shape, double scale,
+    const AttentionShape& shape, double scale, double softcap,
     const std::function<const std::vector<uint8_t>&(int32_t b, int32_t h)>& mask_of,
     const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
     const std::vector<float>& dout) {
@@ -22,6 +23,7 @@ DenseResult dense_attention(
   r.dv.assign(v.size(), 0.0);
   const int32_t group = shape.heads_q / shape.heads_kv;
   std::vector<double> p(static_cast<size_t>(nk)), dp(static_cast<size_t>(nk));
+  std::vector<double> slope(static_cast<size_t>(nk));  // d logit / d (scale q·k)
 
   for (int32_t b = 0; b < shape.batch; ++b) {
     for (int32_t h = 0; h < shape.heads_q; ++h) {
@@ -36,8 +38,15 @@ DenseResult dense_attention(
           if (!visible(j)) continue;
           double s = 0;
           for (int64_t c = 0; c < d; ++c) s += double{q[at(qh + i, c)]} * k[at(kh + j, c)];
-          p[static_cast<size_t>(j)] = s * scale;
-          max_score = std::max(max_score, s * scale);
+          double logit = s * scale;
+          slope[static_cast<size_t>(j)] = 1;
+          if (softcap > 0) {
+            const double t = std::tanh(logit / softcap);
+            logit = softcap * t;
+            slope[static_cast<size_t>(j)] = 1 - t * t;
+          }
+          p[static_cast<size_t>(j)] = logit;
+          max_score = std::max(max_score, logit);
         }
         double& lse = r.lse[static_cast<size_t>(qh + i)];
         if (max_score == -std::numeric_limits<double>::infinity()) {
@@ -66,7 +75,8 @@ DenseResult dense_attention(
         for (int64_t j = 0; j < nk; ++j) {
           if (!visible(j)) continue;
           const double pj = p[static_cast<size_t>(j)];
-          const double ds = pj * (dp[static_cast<size_t>(j)] - delta);
+          const double ds =
+              pj * (dp[static_cast<size_t>(j)] - delta) * slope[static_cast<size_t>(j)];
           for (int64_t c = 0; c < d; ++c) {
             r.dq[at(qh + i, c)] += scale * ds * k[at(kh + j, c)];
             r.dk[at(kh + j, c)] += scale * ds * q[at(qh + i, c)];

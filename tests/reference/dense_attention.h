@@ -16,9 +16,10 @@ struct DenseResult {
 };
 
 // mask_of(b, h) returns the row-major nq x nk mask (1 = visible) of query head h of batch b.
-// Fully masked rows give out 0, lse -inf and no gradient.
+// softcap > 0 caps the logits at softcap * tanh(scale * q·k / softcap). Fully masked rows give
+// out 0, lse -inf and no gradient.
 DenseResult dense_attention(
-    const AttentionShape& shape, double scale,
+    const AttentionShape& shape, double scale, double softcap,
     const std::function<const std::vector<uint8_t>&(int32_t b, int32_t h)>& mask_of,
     const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
     const std::vector<float>& dout);

@@ -26,8 +26,11 @@ using Case = std::tuple<Lengths, Tiling, MaskKind>;
 struct HeadConfig {
   int32_t heads_q, heads_kv;  // ratios 1, 2, 4 and MQA
   float scale;                // softmax scale option; 0 means 1/sqrt(head_dim)
+  float softcap;              // logit cap option; 0 means none. 1 bends the logits of these
+                              // inputs (scale q·k has a standard deviation of about 1.3)
 };
-constexpr HeadConfig kHeadConfigs[] = {{2, 2, 0.0f}, {4, 2, 0.0f}, {8, 2, 0.0f}, {4, 1, 0.37f}};
+constexpr HeadConfig kHeadConfigs[] = {
+    {2, 2, 0.0f, 0.0f}, {4, 2, 0.0f, 0.0f}, {8, 2, 0.0f, 1.0f}, {4, 1, 0.37f, 0.0f}};
 constexpr int32_t kBatch = 2;
 constexpr int32_t kHeadDim = 21;  // not a multiple of 8, so the dot products' tails run
 constexpr double kFloat32Tolerance = 2e-4;
@@ -51,9 +54,11 @@ struct Outputs {
   std::vector<float> out, lse, dq, dk, dv;
 };
 
-Outputs run_reference(const MaskSet& set, const Inputs& in, float scale, Accumulate accumulate) {
+Outputs run_reference(const MaskSet& set, const Inputs& in, float scale, float softcap,
+                      Accumulate accumulate) {
   ReferenceOptions options;
   options.scale = scale;
+  options.softcap = softcap;
   options.accumulate = accumulate;
   Outputs o{poisoned(in.q.size()),
             poisoned(static_cast<size_t>(in.shape.batch) * in.shape.heads_q * in.shape.nq),
@@ -152,10 +157,10 @@ TEST(ReferenceSparseRuns, EmptyMembersAreSkippedExactly) {
     const AttentionShape shape{1, 2, 1, 200, 200, kHeadDim};
     const Inputs in = random_inputs(shape, rng);
     const DenseResult want = dense_attention(
-        shape, 1.0 / std::sqrt(double{kHeadDim}),
+        shape, 1.0 / std::sqrt(double{kHeadDim}), 0.0,
         [&](int32_t b, int32_t h) -> const std::vector<uint8_t>& { return set.dense_of(b, h, 2); },
         in.q, in.k, in.v, in.dout);
-    const Outputs got = run_reference(set, in, 0.0f, Accumulate::kFloat64);
+    const Outputs got = run_reference(set, in, 0.0f, 0.0f, Accumulate::kFloat64);
     expect_exact_masked_values(set, in, got);
     expect_close(got, want, kFloat64Tolerance);
   }
@@ -170,7 +175,7 @@ TEST_P(ReferenceMatchesDense, ForwardAndBackward) {
                                          tiling.n + static_cast<int>(kind)));
   for (const HeadConfig& heads : kHeadConfigs) {
     SCOPED_TRACE("heads_q " + std::to_string(heads.heads_q) + " heads_kv " +
-                 std::to_string(heads.heads_kv));
+                 std::to_string(heads.heads_kv) + " softcap " + std::to_string(heads.softcap));
     const MaskSet set =
         make_mask_set(kind, lengths.nq, lengths.nk, kBatch, heads.heads_q, tiling, rng);
     const AttentionShape shape{kBatch,     heads.heads_q, heads.heads_kv,
@@ -178,13 +183,14 @@ TEST_P(ReferenceMatchesDense, ForwardAndBackward) {
     const Inputs in = random_inputs(shape, rng);
     const DenseResult want = dense_attention(
         shape, heads.scale > 0 ? double{heads.scale} : 1.0 / std::sqrt(double{kHeadDim}),
+        heads.softcap,
         [&](int32_t b, int32_t h) -> const std::vector<uint8_t>& {
           return set.dense_of(b, h, heads.heads_q);
         },
         in.q, in.k, in.v, in.dout);
 
-    const Outputs f32 = run_reference(set, in, heads.scale, Accumulate::kFloat32);
-    const Outputs f64 = run_reference(set, in, heads.scale, Accumulate::kFloat64);
+    const Outputs f32 = run_reference(set, in, heads.scale, heads.softcap, Accumulate::kFloat32);
+    const Outputs f64 = run_reference(set, in, heads.scale, heads.softcap, Accumulate::kFloat64);
     expect_exact_masked_values(set, in, f32);
     expect_exact_masked_values(set, in, f64);
     {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 namespace cm::test {
@@ -79,6 +80,12 @@ TEST_F(ReferenceErrors, OptionsMustBeValid) {
   options = {};
   options.scale = -1.0f;
   expect_rejected(kGood, "options.scale must be finite and >= 0", options);
+  for (const float softcap :
+       {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    options = {};
+    options.softcap = softcap;
+    expect_rejected(kGood, "options.softcap must be finite and >= 0", options);
+  }
 }
 
 TEST_F(ReferenceErrors, DescriptorMustBeACompileMaskBlob) {

@@ -1,6 +1,6 @@
 // The reference backward against central finite differences of the reference forward, on a
 // tiny GQA case with a fully masked row, in float64 accumulation, for a loss of O alone and of
-// O and the LSE.
+// O and the LSE, without and with a logit cap.
 #include <compilemask/reference.h>
 
 #include "descriptor/build.h"
@@ -10,16 +10,18 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 
 namespace cm::test {
 namespace {
 
 constexpr AttentionShape kShape{1, 2, 1, 5, 7, 4};
 
-ReferenceOptions float64_options() {
+ReferenceOptions float64_options(float softcap) {
   ReferenceOptions options;
   options.accumulate = Accumulate::kFloat64;
   options.threads = 1;
+  options.softcap = softcap;
   return options;
 }
 
@@ -40,12 +42,13 @@ struct Tensors {
   // loss = sum(weight * O) + sum(lse_weight * LSE) over the rows that see a key; lse_weight is
   // empty for a loss of O alone.
   std::vector<float> q, k, v, weight, lse_weight;
+  float softcap;
 };
 
 double loss(const void* blob, const Tensors& t) {
   std::vector<float> out(t.q.size()), lse(static_cast<size_t>(kShape.heads_q * kShape.nq));
   reference_forward(blob, kShape, t.q.data(), t.k.data(), t.v.data(), out.data(), lse.data(),
-                    float64_options());
+                    float64_options(t.softcap));
   double sum = 0;
   for (size_t i = 0; i < out.size(); ++i) sum += double{t.weight[i]} * out[i];
   for (size_t i = 0; i < t.lse_weight.size(); ++i) {
@@ -68,10 +71,12 @@ double numeric_gradient(const void* blob, Tensors& t, std::vector<float>& x, siz
   return (up - down) / (up_x - down_x);
 }
 
-class ReferenceGradcheck : public testing::TestWithParam<bool> {};
+// (LSE in the loss, softcap); scale q·k has a standard deviation of about 1.3 here, so a cap of
+// 0.7 bends it.
+class ReferenceGradcheck : public testing::TestWithParam<std::tuple<bool, float>> {};
 
 TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
-  const bool lse_in_loss = GetParam();
+  const auto [lse_in_loss, softcap] = GetParam();
   const InstanceRows head0 = tiny_instance({{{0, 1}}, {{0, 2}}, {{1, 3}, {5, 7}}, {}, {{0, 7}}});
   const InstanceRows head1 = tiny_instance({{{6, 7}}, {{2, 5}}, {}, {{0, 4}}, {{3, 4}, {5, 6}}});
   PlanStats stats;
@@ -83,7 +88,8 @@ TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
             random_tensor(static_cast<size_t>(kShape.heads_kv * kShape.nk * kShape.head_dim), rng),
             random_tensor(static_cast<size_t>(kShape.heads_kv * kShape.nk * kShape.head_dim), rng),
             {},
-            {}};
+            {},
+            softcap};
   t.weight = random_tensor(t.q.size(), rng);
   if (lse_in_loss)
     t.lse_weight = random_tensor(static_cast<size_t>(kShape.heads_q * kShape.nq), rng);
@@ -92,10 +98,10 @@ TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
   std::vector<float> dq = poisoned(t.q.size()), dk = poisoned(t.k.size()),
                      dv = poisoned(t.v.size());
   reference_forward(blob.data(), kShape, t.q.data(), t.k.data(), t.v.data(), out.data(), lse.data(),
-                    float64_options());
+                    float64_options(softcap));
   reference_backward(blob.data(), kShape, t.q.data(), t.k.data(), t.v.data(), out.data(),
                      t.weight.data(), lse.data(), lse_in_loss ? t.lse_weight.data() : nullptr,
-                     dq.data(), dk.data(), dv.data(), float64_options());
+                     dq.data(), dk.data(), dv.data(), float64_options(softcap));
 
   const struct {
     const char* name;
@@ -114,10 +120,15 @@ TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
   for (int c = 0; c < kShape.head_dim; ++c) EXPECT_EQ(dq[3 * kShape.head_dim + c], 0.0f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Loss, ReferenceGradcheck, testing::Values(false, true),
-                         [](const testing::TestParamInfo<bool>& param) {
-                           return param.param ? std::string("OutputAndLse") : std::string("Output");
-                         });
+std::string case_name(const testing::TestParamInfo<std::tuple<bool, float>>& info) {
+  const auto [lse_in_loss, softcap] = info.param;
+  return std::string(lse_in_loss ? "OutputAndLse" : "Output") + (softcap > 0 ? "Softcap" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Loss, ReferenceGradcheck,
+                         testing::Combine(testing::Values(false, true),
+                                          testing::Values(0.0f, 0.7f)),
+                         case_name);
 
 }  // namespace
 }  // namespace cm::test

@@ -4,6 +4,7 @@
 #include "cli_error.h"
 
 #include <charconv>
+#include <cmath>
 
 namespace cm::cli {
 namespace {
@@ -138,6 +139,18 @@ int64_t integer_flag(const ParsedArgs& args, const std::string& flag, int64_t fa
                      int64_t max) {
   const std::optional<std::string> text = args.value(flag);
   return text ? parse_integer(args.spelling(flag), *text, min, max) : fallback;
+}
+
+double positive_number_flag(const ParsedArgs& args, const std::string& flag, double fallback) {
+  const std::optional<std::string> text = args.value(flag);
+  if (!text) return fallback;
+  double value = 0;
+  const char* end = text->data() + text->size();
+  const auto [stop, error] = std::from_chars(text->data(), end, value);
+  if (text->empty() || error != std::errc() || stop != end || !std::isfinite(value) || value <= 0) {
+    throw UsageError(args.spelling(flag) + ": expected a finite number > 0, got '" + *text + "'");
+  }
+  return value;
 }
 
 }  // namespace cm::cli

@@ -66,4 +66,9 @@ int64_t parse_integer(const std::string& what, const std::string& text, int64_t 
 int64_t integer_flag(const ParsedArgs& args, const std::string& flag, int64_t fallback, int64_t min,
                      int64_t max);
 
+// Parses an optional flag holding a finite decimal number > 0 (such as 30 or 2.5e1), or returns
+// `fallback` when it is absent. Throws UsageError "<flag>: expected a finite number > 0, got
+// '<text>'".
+double positive_number_flag(const ParsedArgs& args, const std::string& flag, double fallback);
+
 }  // namespace cm::cli

@@ -37,6 +37,7 @@ AttentionResult run_reference(Accumulate accumulate, const void* descriptor,
   const AttentionShape& s = p.shape;
   ReferenceOptions ref;
   ref.accumulate = accumulate;
+  ref.softcap = p.softcap;
   ref.threads = options.threads;
   ref.progress = options.on_progress;
   AttentionResult r;

@@ -17,6 +17,7 @@ namespace cm::cli {
 // Dense row-major tensors with the layouts of include/compilemask/reference.h.
 struct AttentionProblem {
   AttentionShape shape;
+  float softcap = 0;  // logit cap (ReferenceOptions::softcap); 0 means none
   std::vector<float> q, k, v;
   std::vector<float> dout;  // empty unless the backward pass is run
 };

@@ -162,6 +162,7 @@ int run_attention(const ParsedArgs& args) {
   const AttentionShape shape = parse_shape(args, lengths);
   const Tiling tiling = parse_tiling(args);
   const uint64_t seed = static_cast<uint64_t>(integer_flag(args, "seed", 0, 0, kMaxInt));
+  const float softcap = static_cast<float>(positive_number_flag(args, "softcap", 0));
   BackendOptions options;
   options.backward = args.has("backward");
   options.threads = static_cast<int>(integer_flag(args, "threads", 0, 0, 4096));
@@ -176,14 +177,17 @@ int run_attention(const ParsedArgs& args) {
   dims.heads = shape.heads_q;
   const Plan plan = make_plan(mask, args, dims, tiling);
   AttentionProblem problem = random_problem(shape, seed, options.backward);
+  problem.softcap = softcap;
   for (const AttentionBackend& backend : candidates) {
     if (backend.round_to_storage) round_inputs(problem, backend.round_to_storage);
   }
   const double forward_flops = 4.0 * shape.head_dim * visible_pairs(plan.blob(), shape);
 
-  std::printf("run %s: batch %d, heads %d (kv %d), nq %d, nk %d, dim %d, tiles %dx%d, seed %llu\n",
+  std::printf("run %s: batch %d, heads %d (kv %d), nq %d, nk %d, dim %d, tiles %dx%d, seed %llu",
               mask.name().c_str(), shape.batch, shape.heads_q, shape.heads_kv, shape.nq, shape.nk,
               shape.head_dim, tiling.m, tiling.n, static_cast<unsigned long long>(seed));
+  if (problem.softcap > 0) std::printf(", softcap %g", problem.softcap);
+  std::printf("\n");
   std::fflush(stdout);
 
   ProgressBar bar(std::cerr, args.has("progress") || isatty(STDERR_FILENO) != 0,
@@ -218,6 +222,8 @@ Command run_command() {
           {"heads", 0, "H", false, "query heads (default 1)"},
           {"heads-kv", 0, "HKV", false, "key/value heads; H must be a multiple (default H)"},
           {"dim", 0, "D", false, "head dimension (default 64)"},
+          {"softcap", 0, "C", false,
+           "cap the logits at C tanh(logit / C), as Gemma 2 (default: no cap)"},
           {"backward", 0, "", false, "also run the backward pass (dQ, dK, dV)"},
           {"seed", 0, "S", false, "random seed for the inputs (default 0)"},
           {"threads", 0, "T", false, "worker threads (default 0: all cores)"},

@@ -138,6 +138,7 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
   cuda::ForwardArgs f;
   static_cast<cuda::Problem&>(f) = cuda::dense_problem(dtype, s, q.get(), k.get(), v.get(),
                                                        out.get(), static_cast<float*>(lse.get()));
+  f.softcap = p.softcap;
 
   AttentionResult r;
   if (options.on_phase) options.on_phase("forward");
