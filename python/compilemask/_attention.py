@@ -90,10 +90,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     into a [B, S, H, D] batch, and out and the LSE put back).
     scale defaults to 1/sqrt(D). softcap caps the logits at softcap * tanh(scale * q kᵀ /
     softcap) (Gemma 2; FlashAttention's softcap, FlexAttention's tanh score_mod); the kernels
-    take tanh from the GPU's special function unit (relative error about 2^-11).
-    Returns out (q's shape and dtype), and with return_lse also
-    the float32 natural-log LSE ([B, Hq, Sq], or [Hq, T] for 3-D; -inf where a row sees no
-    key).
+    take tanh from the GPU's special function unit (relative error about 2^-11). Returns out
+    (q's shape and dtype), and with return_lse also the float32 natural-log LSE ([B, Hq, Sq],
+    or [Hq, T] for 3-D; -inf where a row sees no key).
 
     Autograd runs the sm90 backward kernel; dk and dv are summed over each GQA group. With
     deterministic=True the gradients are bitwise identical from run to run (slower). With

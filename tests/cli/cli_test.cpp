@@ -338,6 +338,7 @@ TEST(Cli, RunReportsEffectiveThroughput) {
   EXPECT_NEAR(tflops * 1e12 * seconds / flops, 1.0, 0.02) << r.out;
 }
 
+#if CM_CLI_GPU_BUILD
 // A Hopper machine's `run --gpu` output: each error within 16x the cost of rounding the exact
 // result to bf16 (the kernel rounds P, dS and its outputs once each), plus a small atol.
 void expect_gpu_errors_near_rounding(const CliResult& r) {
@@ -348,6 +349,7 @@ void expect_gpu_errors_near_rounding(const CliResult& r) {
   EXPECT_LE(value_after(r.out, "LSE"), 1e-2) << r.out;
   EXPECT_TRUE(contains(r.out, "TFLOP/s")) << r.out;
 }
+#endif
 
 // `run --gpu` runs the sm90 kernels where a Hopper GPU and a CUDA build exist; anywhere else it
 // fails with exit code 1 and says why, before printing anything.
