@@ -95,11 +95,8 @@ def softcap_score_mod(softcap):
 def peer_functions(name, attention, flex, bm, softcap):
     """Flex's attention and, on causal without a cap, cuDNN's, through attention(fn)
     (forward_functions or training_functions turn a function of q, k, v into a timed call)."""
-    if softcap:
-        mod = softcap_score_mod(softcap)
-        fns = {"flex": attention(lambda q, k, v: flex(q, k, v, score_mod=mod, block_mask=bm))}
-    else:
-        fns = {"flex": attention(lambda q, k, v: flex(q, k, v, block_mask=bm))}
+    mod = softcap_score_mod(softcap) if softcap else None
+    fns = {"flex": attention(lambda q, k, v: flex(q, k, v, score_mod=mod, block_mask=bm))}
     if name == "causal" and not softcap:
         fns["cudnn"] = cudnn_only(attention(
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)))
@@ -252,7 +249,8 @@ def main():
                 rows.append({"workload": name, "N": n0, "error": f"{type(ex).__name__}: {ex}"})
             torch.cuda.empty_cache()
             # after every workload, so that a run cut short still leaves its table
-            write_results(a.out, "power_probe", env, rows, markdown(rows, env, a.seconds, a.softcap))
+            write_results(a.out, "power_probe", env, rows,
+                          markdown(rows, env, a.seconds, a.softcap))
     print(markdown(rows, env, a.seconds, a.softcap), end="")
 
 

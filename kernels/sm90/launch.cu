@@ -45,7 +45,7 @@ cudaError_t dispatch_head_dim(int head_dim, const sm90::FwdParams& p, const CUte
 }
 
 template <sm90::ElementKind kElement, bool kOverlap>
-cudaError_t dispatch_softcap(const sm90::FwdParams& p, int head_dim, const CUtensorMap& q,
+cudaError_t dispatch_softcap(int head_dim, const sm90::FwdParams& p, const CUtensorMap& q,
                              const CUtensorMap& k, const CUtensorMap& v, int grid,
                              cudaStream_t stream) {
   return p.softcap_scale != 0.f
@@ -57,8 +57,8 @@ template <sm90::ElementKind kElement>
 cudaError_t dispatch_variant(bool pingpong, int head_dim, const sm90::FwdParams& p,
                              const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
                              int grid, cudaStream_t stream) {
-  return pingpong ? dispatch_softcap<kElement, true>(p, head_dim, q, k, v, grid, stream)
-                  : dispatch_softcap<kElement, false>(p, head_dim, q, k, v, grid, stream);
+  return pingpong ? dispatch_softcap<kElement, true>(head_dim, p, q, k, v, grid, stream)
+                  : dispatch_softcap<kElement, false>(head_dim, p, q, k, v, grid, stream);
 }
 
 }  // namespace

@@ -18,7 +18,6 @@ struct Problem {
   int32_t tile_n = 0;  // the widest key tile (key tiles restart at block boundaries)
   int32_t num_q_tiles = 0, num_k_tiles = 0;
 
-  // Offsets of row 0 of a (b, h) slice of the query-side and key-side tensors, and of the LSE.
   // The logit of a query-key dot product, and its slope: the factor that turns a gradient by
   // the logit into one by scale * q·k. scale * q·k and 1, or with the cap c, c tanh(scale q·k / c)
   // and 1 - tanh².
@@ -34,6 +33,7 @@ struct Problem {
     return {static_cast<Acc>(softcap) * t, Acc{1} - t * t};
   }
 
+  // Offsets of row 0 of a (b, h) slice of the query-side and key-side tensors, and of the LSE.
   int64_t q_offset(int b, int h) const {
     return (static_cast<int64_t>(b) * shape.heads_q + h) * shape.nq * shape.head_dim;
   }

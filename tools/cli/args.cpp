@@ -147,7 +147,7 @@ double positive_number_flag(const ParsedArgs& args, const std::string& flag, dou
   double value = 0;
   const char* end = text->data() + text->size();
   const auto [stop, error] = std::from_chars(text->data(), end, value);
-  if (text->empty() || error != std::errc() || stop != end || !std::isfinite(value) || value <= 0) {
+  if (error != std::errc() || stop != end || !std::isfinite(value) || value <= 0) {
     throw UsageError(args.spelling(flag) + ": expected a finite number > 0, got '" + *text + "'");
   }
   return value;
