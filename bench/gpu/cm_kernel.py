@@ -89,12 +89,15 @@ def call_checked(entry, *args):
         raise KernelError(err.value.decode())
 
 
+def abi_version(lib):
+    """lib's cm_cuda_abi_version(): 1 for builds before it (A/B runs time earlier revisions)."""
+    return lib.cm_cuda_abi_version() if hasattr(lib, "cm_cuda_abi_version") else 1
+
+
 def logit_types(lib):
     """The ctypes of the logit arguments of lib's cm_cuda_forward and cm_cuda_backward: scale and
-    softcap (cm_cuda_abi_version() 2), or scale alone in builds before it (A/B runs time earlier
-    revisions), which have no cap."""
-    version = lib.cm_cuda_abi_version() if hasattr(lib, "cm_cuda_abi_version") else 1
-    return [ctypes.c_float] * (2 if version >= 2 else 1)
+    softcap (ABI version 2 on), or scale alone in builds before it, which have no cap."""
+    return [ctypes.c_float] * (2 if abi_version(lib) >= 2 else 1)
 
 
 def logit_arguments(types, scale, softcap):
@@ -112,7 +115,9 @@ class Kernel:
         f = self.lib.cm_cuda_forward
         p, i, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)
         self.logit_types = logit_types(self.lib)
-        f.argtypes = [p, p, i, i, i, i, i, i, i, *self.logit_types, i,
+        # Builds before ABI version 3 have no num_splits (after mainloop) and one workspace size.
+        self.has_splits = abi_version(self.lib) >= 3
+        f.argtypes = [p, p, i, i, i, i, i, i, i, *self.logit_types, i, *([i] * self.has_splits),
                       p, i64p, p, i64p, p, i64p, p, i64p, p, i64p,
                       p, p, ctypes.c_int64, ctypes.c_int64, p, ctypes.c_size_t, p,
                       ctypes.c_char_p, ctypes.c_size_t]
@@ -120,9 +125,37 @@ class Kernel:
         g = self.lib.cm_cuda_permute_rows
         g.argtypes = [p, i64p, p, i64p, i, i, i, i, p, p, ctypes.c_char_p, ctypes.c_size_t]
         g.restype = ctypes.c_int
-        self.lib.cm_cuda_forward_workspace_bytes.restype = ctypes.c_size_t
-        nbytes = self.lib.cm_cuda_forward_workspace_bytes()
-        self.workspace = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        if self.has_splits:
+            w = self.lib.cm_cuda_forward_workspace_bytes_for
+            w.argtypes = [p, p, i, i, i, i]
+        else:
+            w = self.lib.cm_cuda_forward_workspace_bytes
+        w.restype = ctypes.c_size_t
+        self._workspace_bytes = w
+        self.workspace = torch.empty(0, dtype=torch.uint8, device="cuda")
+
+    def num_splits(self, desc, batch, heads_q, num_splits=0):
+        """The key parts a forward call with num_splits uses (0: automatic) on this device."""
+        f = self.lib.cm_cuda_forward_num_splits
+        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        parts = f(desc.host_ptr(), desc.device.data_ptr(), batch, heads_q, num_splits)
+        if parts == 0:
+            raise KernelError("cm_cuda_forward_num_splits rejected the problem")
+        return parts
+
+    def _workspace_for(self, desc, batch, heads_q, head_dim, num_splits):
+        """The workspace, grown to what this call needs (0 bytes from the library: a problem it
+        rejects, which the call itself then reports)."""
+        if self.has_splits:
+            nbytes = self._workspace_bytes(desc.host_ptr(), desc.device.data_ptr(), batch,
+                                           heads_q, head_dim, num_splits)
+        else:
+            if num_splits > 1:
+                raise KernelError("this build of the library has no split keys (ABI version < 3)")
+            nbytes = self._workspace_bytes()
+        if nbytes > self.workspace.numel():
+            self.workspace = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        return self.workspace
 
     def permute_rows(self, src, dst, order, layout="bhsd"):
         """dst[.., s, ..] = src[.., order[s], ..] along the sequence axis of [B,S,H,D] (bshd)
@@ -135,20 +168,22 @@ class Kernel:
             torch.cuda.current_stream().cuda_stream)
 
     def forward(self, desc, q, k, v, out, lse, layout="bshd", scale=0.0,
-                q_offsets=None, k_offsets=None, mainloop="auto", softcap=0.0):
+                q_offsets=None, k_offsets=None, mainloop="auto", softcap=0.0, num_splits=0):
         """Runs the kernel. q/k/v/out: [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd,
         with int32 device q_offsets/k_offsets of length B). lse: float32 [B,H,S] or [H,T].
-        mainloop: auto, serial or pingpong (cm::cuda::Mainloop). softcap: 0 for none."""
+        mainloop: auto, serial or pingpong (cm::cuda::Mainloop). softcap: 0 for none.
+        num_splits: 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs)."""
         batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k = problem_shape(
             q, k, lse, layout, q_offsets)
         strides = [int64_array(strides_bsh(t, layout)) for t in (q, k, v, out)]
+        workspace = self._workspace_for(desc, batch, heads_q, head_dim, num_splits)
         call_checked(
             self.lib.cm_cuda_forward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,
             desc.nq, desc.nk, head_dim, *logit_arguments(self.logit_types, scale, softcap),
-            MAINLOOPS[mainloop],
+            MAINLOOPS[mainloop], *([num_splits] * self.has_splits),
             q.data_ptr(), strides[0], k.data_ptr(), strides[1], v.data_ptr(), strides[2],
             out.data_ptr(), strides[3], lse.data_ptr(), int64_array(lse_strides),
             data_ptr_or_null(q_offsets), data_ptr_or_null(k_offsets),
-            total_q, total_k, self.workspace.data_ptr(), self.workspace.numel(),
+            total_q, total_k, workspace.data_ptr(), workspace.numel(),
             torch.cuda.current_stream().cuda_stream)

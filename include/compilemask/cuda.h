@@ -1,7 +1,8 @@
 // CompileMask GPU forward attention (Hopper, sm_90a), driven by a descriptor.
 //
 //   cm::cuda::DeviceDescriptor plan_gpu(plan.blob());           // once: uploads the descriptor
-//   std::vector<char> ws(...);                                   // once: see workspace_bytes()
+//   size_t bytes = cm::cuda::forward_workspace_bytes(plan_gpu.view(), batch, heads_q,
+//                                                    head_dim);     // once; device memory
 //   cm::cuda::forward(plan_gpu.view(), args, workspace, bytes, stream);  // per call
 //
 // forward() is stream-ordered, allocates nothing and can be captured in a CUDA graph. It checks
@@ -84,6 +85,12 @@ struct ForwardArgs : Problem {
   // Persistent CTAs to launch at most; 0 means one per SM. Fewer leave SMs free for kernels
   // running concurrently on other streams. Each CTA takes work items until none is left.
   int32_t max_ctas = 0;
+  // Split keys, for launches with fewer (b, h, query tile) work items than the GPU has SMs
+  // (decoding, a short chunk of queries against a long cache): each query tile's key tiles are
+  // cut into num_splits parts that run as separate work items, then merged by their LSEs (as
+  // FlashAttention's num_splits). 0: automatic (split only when the items leave SMs idle; see
+  // forward_num_splits), 1: never, 2 to 256: that many parts. The split parts need workspace.
+  int32_t num_splits = 0;
 };
 
 // The 16-bit storage bits of x in dtype (rounded to nearest even), and the value that storage
@@ -122,12 +129,24 @@ class DeviceDescriptor {
   void* device_ = nullptr;
 };
 
-// Bytes of device workspace forward() needs; constant, but ask instead of assuming.
-size_t forward_workspace_bytes();
+// The number of parts forward() cuts each query tile's key tiles into for this descriptor,
+// batch, heads_q and ForwardArgs::num_splits on the current device: num_splits itself when it
+// is not 0; else 1 when the work items fill the SMs, or the fewest parts (each of two key tiles
+// or more) that fill them about as well as any count does. Throws cm::Error for what forward()
+// would reject.
+int forward_num_splits(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
+                       int32_t num_splits = 0);
+
+// Bytes of device workspace forward() needs for this problem: 256 without split keys, and
+// 4 (head_dim + 1) bytes per part and output row with them. Throws cm::Error for what forward()
+// would reject.
+size_t forward_workspace_bytes(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
+                               int32_t head_dim, int32_t num_splits = 0);
 
 // O = softmax(scale * Q Kᵀ masked) V (or of the capped logits, Problem::softcap) and the LSE,
-// for every (b, h). Rows that see no key get
-// O = 0 and LSE = -inf. `workspace` is device memory of at least forward_workspace_bytes().
+// for every (b, h). Rows that see no key get O = 0 and LSE = -inf. `workspace` is device memory
+// of at least forward_workspace_bytes(...) bytes, 16-byte aligned; its contents need not be
+// initialised.
 void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* workspace,
              size_t workspace_bytes, cudaStream_t stream);
 

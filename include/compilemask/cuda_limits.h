@@ -18,4 +18,7 @@ constexpr bool head_dim_supported(int32_t head_dim) {
 // That rule as the error messages state it.
 inline constexpr const char* kHeadDimRule = "a multiple of 8 from 8 to 256";
 
+// ForwardArgs::num_splits: 0 (automatic), 1 (keys not split) or up to kMaxSplits key parts.
+inline constexpr int32_t kMaxSplits = 256;
+
 }  // namespace cm::cuda

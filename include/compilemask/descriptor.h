@@ -260,6 +260,14 @@ CM_HD const PartialRun* partial_runs(const void* blob, const TileRow& row) {
   return at<PartialRun>(blob, row.partial_offset);
 }
 
+// The key tiles (query tiles, for a transposed row) that a row's runs list.
+CM_HD int listed_tiles(const void* blob, const TileRow& row) {
+  int tiles = 0;
+  for (int i = 0; i < row.full_count; ++i) tiles += full_runs(blob, row)[i].count;
+  for (int i = 0; i < row.partial_count; ++i) tiles += partial_runs(blob, row)[i].count;
+  return tiles;
+}
+
 CM_HD const Pattern& pattern(const void* blob, uint32_t index) {
   return at<Pattern>(blob, header(blob).patterns_offset)[index];
 }

@@ -74,35 +74,60 @@ int return_code(Call&& call, char* error, size_t error_len) {
 extern "C" {
 
 // The version of the entry points' signatures: 2 added `softcap` after `scale` in
-// cm_cuda_forward and cm_cuda_backward (builds without this function are version 1).
+// cm_cuda_forward and cm_cuda_backward (builds without this function are version 1); 3 added
+// `num_splits` after `mainloop` in cm_cuda_forward, cm_cuda_forward_workspace_bytes_for in place
+// of cm_cuda_forward_workspace_bytes(void), and cm_cuda_forward_num_splits.
 int cm_cuda_abi_version(void) {
-  return 2;
+  return 3;
 }
 
-size_t cm_cuda_forward_workspace_bytes(void) {
-  return cm::cuda::forward_workspace_bytes();
+// Workspace bytes for cm_cuda_forward with this descriptor, problem size and num_splits, or 0
+// for descriptors and sizes it would reject.
+size_t cm_cuda_forward_workspace_bytes_for(const void* descriptor_host,
+                                           const void* descriptor_device, int batch, int heads_q,
+                                           int head_dim, int num_splits) {
+  try {
+    return cm::cuda::forward_workspace_bytes({descriptor_host, descriptor_device}, batch, heads_q,
+                                             head_dim, num_splits);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// The key parts cm_cuda_forward uses for this descriptor, batch, heads_q and num_splits on the
+// current device (cm::cuda::forward_num_splits), or 0 for what it would reject.
+int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descriptor_device,
+                               int batch, int heads_q, int num_splits) {
+  try {
+    return cm::cuda::forward_num_splits({descriptor_host, descriptor_device}, batch, heads_q,
+                                        num_splits);
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 // Strides are element strides {batch, row, head} for q, k, v and out, {batch, head} for lse.
 // dtype: 0 bf16, 1 fp16. scale: 0 means 1/sqrt(head_dim); softcap: 0 means no logit cap
-// (cm::cuda::Problem). mainloop: 0 auto, 1 serial, 2 pingpong (cm::cuda::Mainloop).
+// (cm::cuda::Problem). mainloop: 0 auto, 1 serial, 2 pingpong (cm::cuda::Mainloop). num_splits:
+// 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs).
 // q_offsets/k_offsets: null, or device int32[batch] (packed layout).
 // Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA failure.
 int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, int dtype,
                     int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim, float scale,
-                    float softcap, int mainloop, const void* q, const int64_t* q_strides,
-                    const void* k, const int64_t* k_strides, const void* v,
-                    const int64_t* v_strides, void* out, const int64_t* out_strides, float* lse,
-                    const int64_t* lse_strides, const int32_t* q_offsets, const int32_t* k_offsets,
-                    int64_t total_q, int64_t total_k, void* workspace, size_t workspace_bytes,
-                    void* stream, char* error, size_t error_len) {
+                    float softcap, int mainloop, int num_splits, const void* q,
+                    const int64_t* q_strides, const void* k, const int64_t* k_strides,
+                    const void* v, const int64_t* v_strides, void* out, const int64_t* out_strides,
+                    float* lse, const int64_t* lse_strides, const int32_t* q_offsets,
+                    const int32_t* k_offsets, int64_t total_q, int64_t total_k, void* workspace,
+                    size_t workspace_bytes, void* stream, char* error, size_t error_len) {
   return return_code(
       [&] {
-        const cm::cuda::ForwardArgs args{
+        cm::cuda::ForwardArgs args{
             problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, q, q_strides,
                     k, k_strides, v, v_strides, out, out_strides, lse, lse_strides, q_offsets,
                     k_offsets, total_q, total_k),
             static_cast<cm::cuda::Mainloop>(mainloop)};
+        args.num_splits = num_splits;
         cm::cuda::forward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,
                           static_cast<cudaStream_t>(stream));
       },

@@ -16,13 +16,16 @@ namespace cm::sm90 {
 
 using namespace cute;
 
-// A work item: query tile m of (batch b, query head h), and its row of the descriptor.
+// A work item: query tile m of (batch b, query head h), and its row of the descriptor; with
+// split keys, part `split` of the row's listed key tiles.
 struct WorkItem {
   int b, h, m;
   int q0, rows;        // the tile's rows [q0, q0 + rows) of the sequence
   int q_row0;          // the tile's first row in the sequence dimension of Q and O
-  bool has_key_tiles;  // false: every row of the tile is fully masked
+  bool has_key_tiles;  // false: the item has no key tile (its rows get O = 0, LSE = -inf)
   const desc::TileRow* row;
+  int split;
+  TileRange keys;  // the item's listed key tiles
 };
 
 // What the loader tells the consumers about the keys of a K/V stage: a key tile, or at head

@@ -18,8 +18,6 @@ namespace cm::sm90 {
 
 using namespace cute;
 
-inline constexpr float kNegInf = -__builtin_huge_valf();
-
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -170,13 +168,9 @@ struct Consumer {
     for (int i = 0; i < size(tSrS); ++i) tOrP(i) = static_cast<Element>(tSrS(i));
   }
 
-  // Writes O (normalised) and the LSE of this warpgroup's 64 rows, staging O in `buffer` (this
-  // item's Q buffer, whose products are done). Rows past the tile's end are skipped.
-  template <class TO>
-  __device__ void store(TO& tOrO, const RowState& state, const WorkItem& item,
-                        Element* buffer) const {
-    const int barrier_id = kFwdEpilogueBarrier + wg;
-    float inv_sum[2], lse[2];
+  // The factor that normalises each of the thread's two rows of O and the row's natural-log
+  // LSE: 0 and -inf for a row that saw no key.
+  __device__ void row_totals(const RowState& state, float (&inv_sum)[2], float (&lse)[2]) const {
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
       const float total = quad_sum(state.sum[h]);
@@ -185,6 +179,46 @@ struct Consumer {
       lse[h] =
           any ? (state.max[h] * p.scale_log2 + __log2f(total)) * 0.69314718055994531f : kNegInf;
     }
+  }
+
+  // Split keys: writes this warpgroup's rows of the item's part, O normalised by the part's own
+  // row sums and the part's LSE, float32, from the accumulator straight into the workspace
+  // (fwd_workspace); fwd_combine merges the parts. Rows past the tile's end are skipped, and so
+  // is the O of a row that sees no key of the part (LSE -inf), which fwd_combine never reads.
+  template <class TO>
+  __device__ void store_part(const TO& tOrO, const RowState& state, const WorkItem& item) const {
+    float inv_sum[2], lse[2];
+    row_totals(state, inv_sum, lse);
+    const int fresh_tid = fresh_thread_index() - 128;
+    const int quad = fresh_tid % 4;
+    const int first_row = fwd_first_row(fresh_tid);
+    const int64_t item_row0 =
+        ((int64_t{item.split} * p.batch + item.b) * p.heads_q + item.h) * p.nq + item.q0;
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      if (first_row + 8 * h >= item.rows) continue;
+      const int64_t row = item_row0 + first_row + 8 * h;
+      if (quad == 0) p.split_lse[row] = lse[h];
+      if (lse[h] == kNegInf) continue;
+      float* out = p.split_out + row * p.head_dim;
+      CUTE_UNROLL
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        if (8 * j + 2 * quad >= p.head_dim) break;
+        *reinterpret_cast<float2*>(out + 8 * j + 2 * quad) =
+            make_float2(tOrO(make_coord(0, h, j), 0, 0) * inv_sum[h],
+                        tOrO(make_coord(1, h, j), 0, 0) * inv_sum[h]);
+      }
+    }
+  }
+
+  // Writes O (normalised) and the LSE of this warpgroup's 64 rows, staging O in `buffer` (this
+  // item's Q buffer, whose products are done). Rows past the tile's end are skipped.
+  template <class TO>
+  __device__ void store(TO& tOrO, const RowState& state, const WorkItem& item,
+                        Element* buffer) const {
+    const int barrier_id = kFwdEpilogueBarrier + wg;
+    float inv_sum[2], lse[2];
+    row_totals(state, inv_sum, lse);
     const int64_t row0 = item.q_row0;
     const int64_t batch = p.q_offsets != nullptr ? 0 : item.b;
     // With one Q buffer, the previous item's copy-out below read this buffer. Its reads are
@@ -376,7 +410,11 @@ struct Consumer {
           }
         }
       }
-      store(tOrO, state, item, ss.q + qs.stage * kBlockM * kHeadDim);
+      if (p.num_splits > 1) {
+        store_part(tOrO, state, item);
+      } else {
+        store(tOrO, state, item, ss.q + qs.stage * kBlockM * kHeadDim);
+      }
       arrive_per_warp(ss.q_empty[qs.stage]);
       qs.advance();
     }

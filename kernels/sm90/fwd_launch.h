@@ -24,4 +24,8 @@ template <ElementKind kElement, int kHeadDim, bool kIntraOverlap, bool kSoftcap>
 cudaError_t launch_forward(const FwdParams& params, const CUtensorMap& q, const CUtensorMap& k,
                            const CUtensorMap& v, int grid, cudaStream_t stream);
 
+// Launches the combine kernel of split keys (fwd_combine.cu) after the forward kernel: O and the
+// LSE of every row from its params.num_splits parts.
+cudaError_t launch_combine(ElementKind element, const FwdParams& params, cudaStream_t stream);
+
 }  // namespace cm::sm90

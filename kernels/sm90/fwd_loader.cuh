@@ -26,7 +26,7 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
   for (;;) {
     const int index = atomicAdd(p.work_counter, 1);
     const WorkItem item =
-        index < p.total_items ? decode_item(p, index) : WorkItem{0, 0, 0, 0, 0, 0, false, nullptr};
+        index < p.total_items ? decode_item(p, index) : WorkItem{};  // row null: the end
     wait_barrier(ss.item_empty[item_state.stage], item_state.phase ^ 1u);
     ss.item[item_state.stage] = item;
     arrive_barrier(ss.item_full[item_state.stage]);
@@ -54,7 +54,7 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     }
     qs.advance();
 
-    KeyTileCursor cursor(p.descriptor, *item.row);
+    KeyTileCursor cursor(p.descriptor, item);
     int n, pattern;
     while (cursor.next(n, pattern)) {
       const desc::TileSpan keys = key_tile(p, n);

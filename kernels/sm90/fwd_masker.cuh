@@ -39,7 +39,7 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
     if (item.row == nullptr) return;
     if (!item.has_key_tiles) continue;
 
-    KeyTileCursor cursor(p.descriptor, *item.row);
+    KeyTileCursor cursor(p.descriptor, item);
     int n, pattern;
     while (cursor.next(n, pattern)) {
       const desc::TileSpan keys = key_tile(p, n);

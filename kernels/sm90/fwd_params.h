@@ -4,6 +4,7 @@
 // travel as separate kernel parameters.
 #pragma once
 
+#include "fwd_splits.h"
 #include "problem_shape.h"
 
 #include <stdint.h>
@@ -12,7 +13,7 @@ namespace cm::sm90 {
 
 struct FwdParams : ProblemShape {
   const void* descriptor;  // device copy of the descriptor blob
-  int32_t total_items;     // num_q_tiles * batch * heads_q work items
+  int32_t total_items;     // num_q_tiles * batch * heads_q * num_splits work items
   float scale_log2;        // log2(e) * the logits' factor: scale, or softcap with a cap
   float softcap_scale;     // scale / softcap: a capped logit is softcap * tanh(S softcap_scale);
                            // 0 for no cap
@@ -23,6 +24,13 @@ struct FwdParams : ProblemShape {
   int64_t lse_stride_b, lse_stride_h;
 
   int32_t* work_counter;  // zeroed before each launch
+
+  // Split keys (fwd_splits.h): each query tile's listed key tiles in num_splits parts, one work
+  // item each. With num_splits > 1 the items write their parts to split_lse and split_out (the
+  // workspace's layout, fwd_workspace) and fwd_combine writes out and lse.
+  int32_t num_splits;
+  float* split_lse;
+  float* split_out;
 };
 
 }  // namespace cm::sm90

@@ -12,8 +12,13 @@
 
 namespace cm::sm90 {
 
+// Work item `index`: items come in groups of num_splits consecutive indices, the parts of one
+// query tile, and the groups in paired order (paired_unit).
 __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
-  const PairedUnit unit = paired_unit(index, p.num_q_tiles, p.total_items / p.num_q_tiles);
+  const int split = index % p.num_splits;
+  const int unit_index = index / p.num_splits;
+  const int units = p.total_items / p.num_splits;
+  const PairedUnit unit = paired_unit(unit_index, p.num_q_tiles, units / p.num_q_tiles);
   const int bh = unit.instance;
   const int rank = unit.rank;
   const int b = bh / p.heads_q;
@@ -23,55 +28,74 @@ __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
   const desc::TileRow& row = desc::q_tile(p.descriptor, inst, m);
   const desc::TileSpan rows = query_tile(p, m);
   const int q_row0 = (p.q_offsets != nullptr ? p.q_offsets[b] : 0) + rows.begin;
-  return {b, h, m, rows.begin, rows.size(), q_row0, row.full_count + row.partial_count > 0, &row};
+  // Unsplit, the row's tiles are not counted: the cursor stops at the row's end first.
+  const TileRange keys =
+      p.num_splits == 1 ? TileRange{0, row.full_count + row.partial_count > 0 ? kAllTiles : 0}
+                        : split_range(desc::listed_tiles(p.descriptor, row), split, p.num_splits);
+  return {b, h, m, rows.begin, rows.size(), q_row0, keys.count > 0, &row, split, keys};
 }
 
-// Walks the key tiles of a query tile in ascending order: full runs and partial runs merged by
-// position. Producer and consumers walk the same sequence, which is what keeps their pipelines
-// in step. A kPatternGridSparse run may list empty tiles (descriptor version 2); they are not
-// skipped but computed as fully masked tiles, which adds nothing to O or the LSE (row-major
-// clear at N = 32K holds none; in 16-column strips 197 of its 4,093 listed tiles are empty).
+// Walks the key tiles of a work item in ascending order: the listed tiles of its query tile
+// (full runs and partial runs merged by position), from keys.begin, keys.count of them. Producer
+// and consumers walk the same sequence, which is what keeps their pipelines in step. A
+// kPatternGridSparse run may list empty tiles (descriptor version 2); they are not skipped but
+// computed as fully masked tiles, which adds nothing to O or the LSE (row-major clear at N = 32K
+// holds none; in 16-column strips 197 of its 4,093 listed tiles are empty).
 class KeyTileCursor {
  public:
-  __host__ __device__ KeyTileCursor(const void* blob, const desc::TileRow& row)
-      : full_(desc::full_runs(blob, row)),
-        partial_(desc::partial_runs(blob, row)),
-        full_count_(row.full_count),
-        partial_count_(row.partial_count) {}
+  __host__ __device__ KeyTileCursor(const void* blob, const WorkItem& item)
+      : full_(desc::full_runs(blob, *item.row)),
+        partial_(desc::partial_runs(blob, *item.row)),
+        full_count_(item.row->full_count),
+        partial_count_(item.row->partial_count),
+        left_(item.keys.count) {
+    for (int skip = item.keys.begin; skip > 0;) {
+      if (at_ == end_ && !next_run()) break;
+      const int step = skip < end_ - at_ ? skip : end_ - at_;
+      at_ += step;
+      skip -= step;
+    }
+  }
 
   // Moves to the next tile: n is its index, pattern its pattern (-1 for a full tile).
   // Returns false after the last tile.
   __host__ __device__ bool next(int& n, int& pattern) {
-    if (at_ == end_) {
-      if (fi_ == full_count_ && pi_ == partial_count_) return false;
-      const bool take_partial =
-          fi_ == full_count_ || (pi_ < partial_count_ && partial_[pi_].first < full_[fi_].first);
-      if (take_partial) {
-        const desc::PartialRun run = partial_[pi_++];
-        at_ = run.first;
-        end_ = run.first + run.count;
-        pattern_ = static_cast<int>(run.pattern);
-      } else {
-        const desc::FullRun run = full_[fi_++];
-        at_ = run.first;
-        end_ = run.first + run.count;
-        pattern_ = -1;
-      }
-    }
+    if (left_ == 0 || (at_ == end_ && !next_run())) return false;
     n = at_++;
     pattern = pattern_;
+    --left_;
     return true;
   }
 
-  // Whether the tile next() returned last was the row's last.
+  // Whether the tile next() returned last was the item's last.
   __host__ __device__ bool done() const {
-    return at_ == end_ && fi_ == full_count_ && pi_ == partial_count_;
+    return left_ == 0 || (at_ == end_ && fi_ == full_count_ && pi_ == partial_count_);
   }
 
  private:
+  // Enters the next run by position; false when none is left.
+  __host__ __device__ bool next_run() {
+    if (fi_ == full_count_ && pi_ == partial_count_) return false;
+    const bool take_partial =
+        fi_ == full_count_ || (pi_ < partial_count_ && partial_[pi_].first < full_[fi_].first);
+    if (take_partial) {
+      const desc::PartialRun run = partial_[pi_++];
+      at_ = run.first;
+      end_ = run.first + run.count;
+      pattern_ = static_cast<int>(run.pattern);
+    } else {
+      const desc::FullRun run = full_[fi_++];
+      at_ = run.first;
+      end_ = run.first + run.count;
+      pattern_ = -1;
+    }
+    return true;
+  }
+
   const desc::FullRun* full_;
   const desc::PartialRun* partial_;
   int full_count_, partial_count_;
+  int left_;
   int fi_ = 0, pi_ = 0;
   int at_ = 0, end_ = 0, pattern_ = -1;
 };

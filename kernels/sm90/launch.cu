@@ -5,11 +5,13 @@
 
 #include "descriptor/decode.h"
 #include "fwd_launch.h"
+#include "fwd_splits.h"
 #include "host_checks.h"
 #include "tma_maps.h"
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <string>
 
 namespace cm::cuda {
@@ -26,8 +28,38 @@ void validate(const DescriptorView& d, const ForwardArgs& a) {
                     a.mainloop == Mainloop::kPingpong,
                 "mainloop must be kAuto, kSerial or kPingpong");
   check.require(a.max_ctas >= 0, "max_ctas must be >= 0 (0: one CTA per SM)");
-  const int64_t items = int64_t{h.num_q_tiles} * a.batch * a.heads_q;
-  check.require(items < (int64_t{1} << 31), "too many (batch, head, query tile) work items");
+}
+
+// The rows of O and the LSE: batch * heads_q * nq.
+int64_t output_rows(const desc::Header& h, int32_t batch, int32_t heads_q) {
+  return int64_t{batch} * heads_q * h.nq;
+}
+
+// The split count forward() uses (ForwardArgs::num_splits), checked against the problem's size.
+int resolve_splits(const desc::Header& h, const DescriptorView& d, int32_t batch, int32_t heads_q,
+                   int32_t num_splits) {
+  check.require(num_splits >= 0 && num_splits <= sm90::kMaxSplits,
+                "num_splits must be 0 (automatic), 1 (keys not split) or up to " +
+                    std::to_string(sm90::kMaxSplits));
+  const int64_t items = int64_t{h.num_q_tiles} * batch * heads_q;
+  int splits = num_splits;
+  if (splits == 0) {
+    const int sms = check.multiprocessors();
+    // Only a launch that does not fill the SMs splits; then the longest row bounds the parts.
+    int longest = 0;
+    for (int i = 0; items < sms && i < h.num_instances; ++i) {
+      for (int m = 0; m < h.num_q_tiles; ++m) {
+        const desc::TileRow& row = desc::q_tile(d.host, desc::instance(d.host, i), m);
+        longest = std::max(longest, desc::listed_tiles(d.host, row));
+      }
+    }
+    splits = sm90::auto_num_splits(items, sms, longest);
+  }
+  check.require(items * splits < (int64_t{1} << 31),
+                "too many (batch, head, query tile, key split) work items");
+  check.require(splits == 1 || output_rows(h, batch, heads_q) < (int64_t{1} << 32),
+                "too many output rows (batch * heads_q * nq) to combine split keys");
+  return splits;
 }
 
 template <sm90::ElementKind kElement, bool kOverlap, bool kSoftcap>
@@ -89,23 +121,45 @@ DeviceDescriptor::~DeviceDescriptor() {
   cudaFree(device_);
 }
 
-size_t forward_workspace_bytes() {
-  return 256;
-}  // the work-item counter, padded
+int forward_num_splits(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
+                       int32_t num_splits) {
+  const desc::Header& h = check.descriptor(descriptor, kTile);
+  check.require(batch >= 1 && heads_q >= 1, "batch and heads must be >= 1");
+  return resolve_splits(h, descriptor, batch, heads_q, num_splits);
+}
+
+size_t forward_workspace_bytes(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
+                               int32_t head_dim, int32_t num_splits) {
+  check.head_dim(head_dim);
+  const int splits = forward_num_splits(descriptor, batch, heads_q, num_splits);
+  return sm90::fwd_workspace(splits, output_rows(desc::header(descriptor.host), batch, heads_q),
+                             head_dim)
+      .total;
+}
 
 void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* workspace,
              size_t workspace_bytes, cudaStream_t stream) {
   validate(descriptor, args);
-  check.require(workspace != nullptr && workspace_bytes >= forward_workspace_bytes(),
-                "workspace must hold forward_workspace_bytes() bytes");
   const desc::Header& h = desc::header(descriptor.host);
+  const int splits = resolve_splits(h, descriptor, args.batch, args.heads_q, args.num_splits);
+  const sm90::FwdWorkspace layout =
+      sm90::fwd_workspace(splits, output_rows(h, args.batch, args.heads_q), args.head_dim);
+  check.require(
+      workspace != nullptr && workspace_bytes >= layout.total,
+      "workspace must hold forward_workspace_bytes() = " + std::to_string(layout.total) + " bytes");
+  check.require(reinterpret_cast<uintptr_t>(workspace) % 16 == 0,
+                "workspace must be 16-byte aligned");
   const bool packed = args.q_offsets != nullptr;
 
   sm90::FwdParams p{};
   static_cast<sm90::ProblemShape&>(p) =
       host::problem_shape(args, descriptor, host::TileTables::kWhereRestarted);
   p.descriptor = descriptor.device;
-  p.total_items = h.num_q_tiles * args.batch * args.heads_q;
+  p.total_items = h.num_q_tiles * args.batch * args.heads_q * splits;
+  auto* bytes = static_cast<unsigned char*>(workspace);
+  p.num_splits = splits;
+  p.split_lse = reinterpret_cast<float*>(bytes + layout.lse_offset);
+  p.split_out = reinterpret_cast<float*>(bytes + layout.out_offset);
   const host::LogitFactors logits = host::logit_factors(args);
   p.scale_log2 = logits.scale_log2;
   p.softcap_scale = logits.softcap_scale;
@@ -142,6 +196,11 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
                                    : dispatch_variant<sm90::ElementKind::kFloat16>(
                                          pingpong, kernel_head_dim, p, q, k, v, grid, stream);
   check.cuda(launched, "launching the forward kernel");
+  if (splits > 1) {
+    const sm90::ElementKind element =
+        args.dtype == DType::kBFloat16 ? sm90::ElementKind::kBFloat16 : sm90::ElementKind::kFloat16;
+    check.cuda(sm90::launch_combine(element, p, stream), "launching the split-key combine kernel");
+  }
 }
 
 }  // namespace cm::cuda

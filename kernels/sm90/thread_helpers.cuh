@@ -5,6 +5,8 @@
 
 namespace cm::sm90 {
 
+inline constexpr float kNegInf = -__builtin_huge_valf();
+
 // threadIdx.x, re-read from %tid.x where it is used and unknown to the optimiser: addresses
 // computed from it are computed there, instead of being hoisted out of a mainloop into
 // registers that the mainloop then spills.

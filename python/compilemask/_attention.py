@@ -21,6 +21,7 @@ _KERNEL_DTYPES = (torch.bfloat16, torch.float16)
 _HEAD_DIMS = frozenset(d for d in range(1, _core.MAX_HEAD_DIM + 1) if _core.head_dim_supported(d))
 _HEAD_DIM_RULE = _core.HEAD_DIM_RULE
 _KERNEL_TILE = (128, 128)
+_MAX_SPLITS = _core.MAX_SPLITS
 _ALIGN = 8  # elements of 16 bytes (2-byte types): the kernel's TMA and store granularity
 
 
@@ -71,7 +72,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
               return_lse: bool = False, *, layout: str = "bshd",
               offsets: Optional[Tensor] = None,
               k_offsets: Optional[Tensor] = None, deterministic: bool = False,
-              softcap: Optional[float] = None) -> Any:
+              softcap: Optional[float] = None, num_splits: int = 0) -> Any:
     """softmax(scale * q kᵀ, masked by `plan`) v on torch CUDA tensors (bf16 or fp16, head dim
     a multiple of 8 up to 256), differentiable.
 
@@ -93,6 +94,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     take tanh from the GPU's special function unit (relative error about 2^-11). Returns out
     (q's shape and dtype), and with return_lse also the float32 natural-log LSE ([B, Hq, Sq],
     or [Hq, T] for 3-D; -inf where a row sees no key).
+
+    num_splits cuts each query tile's keys into that many parts, run in parallel and merged by
+    their LSEs (FlashAttention's num_splits, for decoding and short query chunks against long
+    keys): 0 (the default) splits only when the (batch, head, query tile) work items leave SMs
+    idle, 1 never, 2 to 256 always.
 
     Autograd runs the sm90 backward kernel; dk and dv are summed over each GQA group. With
     deterministic=True the gradients are bitwise identical from run to run (slower). With
@@ -164,6 +170,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
                                     and softcap > 0):
         raise ValueError(f"softcap must be None or a finite number > 0, got {softcap!r}")
 
+    if not (isinstance(num_splits, int) and not isinstance(num_splits, bool)
+            and 0 <= num_splits <= _MAX_SPLITS):
+        raise ValueError(f"num_splits must be an int from 0 (automatic) to {_MAX_SPLITS}, got "
+                         f"{num_splits!r}")
+
     heads_first = layout == "bhsd"
     # Read from the device copy: under torch.compile, a test on the numpy order would make
     # dynamo guard on that read-only array and warn that it is not writable.
@@ -186,7 +197,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     out, lse = torch.ops.compilemask.attention_forward(
         q, k, v, plan._desc_host, plan._desc_device, offsets if jagged else None,
         k_offsets if jagged else None, heads_first, plan.nq, plan.nk, float(scale),
-        float(softcap or 0.0), bool(return_lse), deterministic)
+        float(softcap or 0.0), num_splits, bool(return_lse), deterministic)
     if sequence_rows is not None:  # back to the packed rows; rows outside every sequence: 0
         out = torch.zeros_like(packed_q).index_copy(0, sequence_rows, out.flatten(0, 1))
         lse = torch.full((packed_q.shape[1], packed_q.shape[0]), float("-inf"),

@@ -91,25 +91,27 @@ def attention_forward(
     nk: int,
     scale: float,
     softcap: float,
+    num_splits: int,
     lse_grad: bool,
     deterministic: bool,
 ) -> tuple[Tensor, Tensor]:
     """(out, lse). q/k/v: [B, S, H, D] (heads_first=False), [B, H, S, D] (True) or [T, H, D]
     (one sequence without offsets, else sequence b at rows offsets[b] + [0, n)). softcap: 0
-    for no logit cap. lse_grad (the caller sees the LSE, so the backward carries its gradient)
+    for no logit cap. num_splits: key parts (0 automatic, cm::cuda::ForwardArgs). lse_grad (the caller sees the LSE, so the backward carries its gradient)
     and deterministic are read only by the backward. Inputs are checked by
     compilemask._attention."""
     q, k, v = (_kernel_layout(x) for x in (q, k, v))
     if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
         out, lse = _launch_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), desc_host,
-                                   desc_device, None, None, False, nq, nk, scale, softcap)
+                                   desc_device, None, None, False, nq, nk, scale, softcap,
+                                   num_splits)
         return out.squeeze(0), lse.squeeze(0)
     return _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
-                           nq, nk, scale, softcap)
+                           nq, nk, scale, softcap, num_splits)
 
 
 def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk,
-                    scale, softcap):
+                    scale, softcap, num_splits):
     packed = q_offsets is not None
     if packed:
         # Rows outside every sequence are never written by the kernel.
@@ -118,17 +120,20 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
     else:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
-    workspace = torch.empty(_cuda.workspace_bytes(), dtype=torch.uint8, device=q.device)
-    with torch.cuda.device(q.device):
+    dims = _dims(q, k, q_offsets, heads_first, nq, nk)
+    with torch.cuda.device(q.device):  # the split count depends on the device's SMs
+        workspace = torch.empty(
+            _cuda.workspace_bytes(desc_host.data_ptr(), desc_device.data_ptr(), dims[1], dims[2],
+                                  dims[6], num_splits),
+            dtype=torch.uint8, device=q.device)
         _cuda.forward(
-            desc_host.data_ptr(), desc_device.data_ptr(),
-            _dims(q, k, q_offsets, heads_first, nq, nk), scale, softcap,
+            desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap,
             q.data_ptr(), _bsh_strides(q, heads_first, packed),
             k.data_ptr(), _bsh_strides(k, heads_first, packed),
             v.data_ptr(), _bsh_strides(v, heads_first, packed),
             out.data_ptr(), _bsh_strides(out, heads_first, packed),
             lse.data_ptr(), _lse_strides(lse, packed),
-            *_packing(q, k, q_offsets, k_offsets),
+            *_packing(q, k, q_offsets, k_offsets), num_splits,
             workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
         )
     return out, lse
@@ -136,7 +141,7 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
 
 @attention_forward.register_fake
 def _attention_forward_fake(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
-                            nq, nk, scale, softcap, lse_grad, deterministic):
+                            nq, nk, scale, softcap, num_splits, lse_grad, deterministic):
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
     return out, lse
@@ -215,7 +220,7 @@ def _attention_backward_fake(q, k, v, output, lse, dout, dlse, desc_host, desc_d
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale, softcap,
-     lse_grad, deterministic) = inputs
+     _num_splits, lse_grad, deterministic) = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets)
     ctx.options = (heads_first, nq, nk, scale, softcap)
@@ -230,7 +235,7 @@ def _backward(ctx, dout, dlse):
         q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets, k_offsets, *ctx.options,
         ctx.deterministic)
     # One gradient slot per input of attention_forward.
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None, None
 
 
 torch.library.register_autograd(

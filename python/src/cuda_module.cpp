@@ -66,9 +66,10 @@ void forward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims&
              const Strides3& k_strides, uintptr_t v, const Strides3& v_strides, uintptr_t out,
              const Strides3& out_strides, uintptr_t lse, std::array<int64_t, 2> lse_strides,
              uintptr_t q_offsets, uintptr_t k_offsets, int64_t total_q, int64_t total_k,
-             uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
+             int num_splits, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
   cm::cuda::ForwardArgs args;
   set_common(args, dims, scale, softcap, {q_offsets, k_offsets, total_q, total_k});
+  args.num_splits = num_splits;
   args.q = tensor(q, q_strides);
   args.k = tensor(k, k_strides);
   args.v = tensor(v, v_strides);
@@ -118,13 +119,30 @@ NB_MODULE(_cuda, m) {
   m.doc() = "CompileMask sm90 attention kernels (used by compilemask.attention)";
   // Pointers are addresses; 0 means none (q_offsets, k_offsets outside the packed layout; dlse
   // without a gradient of the LSE). softcap 0 means no logit cap.
-  m.def("workspace_bytes", &cm::cuda::forward_workspace_bytes);
+  m.def(
+      "workspace_bytes",
+      [](uintptr_t descriptor_host, uintptr_t descriptor_device, int32_t batch, int32_t heads_q,
+         int32_t head_dim, int32_t num_splits) {
+        return cm::cuda::forward_workspace_bytes(descriptor(descriptor_host, descriptor_device),
+                                                 batch, heads_q, head_dim, num_splits);
+      },
+      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("batch"),
+      nb::arg("heads_q"), nb::arg("head_dim"), nb::arg("num_splits"));
+  m.def(
+      "num_splits",
+      [](uintptr_t descriptor_host, uintptr_t descriptor_device, int32_t batch, int32_t heads_q,
+         int32_t num_splits) {
+        return cm::cuda::forward_num_splits(descriptor(descriptor_host, descriptor_device), batch,
+                                            heads_q, num_splits);
+      },
+      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("batch"),
+      nb::arg("heads_q"), nb::arg("num_splits"));
   m.def("forward", &forward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
         nb::arg("dims"), nb::arg("scale"), nb::arg("softcap"), nb::arg("q"), nb::arg("q_strides"),
         nb::arg("k"), nb::arg("k_strides"), nb::arg("v"), nb::arg("v_strides"), nb::arg("out"),
         nb::arg("out_strides"), nb::arg("lse"), nb::arg("lse_strides"), nb::arg("q_offsets"),
-        nb::arg("k_offsets"), nb::arg("total_q"), nb::arg("total_k"), nb::arg("workspace"),
-        nb::arg("workspace_bytes"), nb::arg("stream"));
+        nb::arg("k_offsets"), nb::arg("total_q"), nb::arg("total_k"), nb::arg("num_splits"),
+        nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("stream"));
   m.def(
       "backward_workspace_bytes",
       [](uintptr_t descriptor_host, uintptr_t descriptor_device, int32_t batch, int32_t heads_q,

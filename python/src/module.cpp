@@ -14,4 +14,5 @@ NB_MODULE(_core, m) {
   m.def("head_dim_supported", &cm::cuda::head_dim_supported, nanobind::arg("head_dim"));
   m.attr("MAX_HEAD_DIM") = cm::cuda::kMaxHeadDim;
   m.attr("HEAD_DIM_RULE") = cm::cuda::kHeadDimRule;
+  m.attr("MAX_SPLITS") = cm::cuda::kMaxSplits;
 }

@@ -2,12 +2,13 @@
 # The forward kernel's GPU work, in stages: build, the C++ test against
 # the CPU reference, the dense-reference sweep (both mainloops) and the row gather of token
 # orders (gpu_permute_rows_test), compute-sanitizer memcheck, racecheck and synccheck on small
-# shapes (and memcheck of the row gather), the forward benchmark, and the clock and power probe
-# (bench/gpu/power_probe.py; BENCH_MASKS default causal,doc_causal,hstu). Logs and tables go to
-# $OUT (default ./out). Before the call, run scripts/gpu/prepare_carry.sh here and carry
+# shapes (and memcheck of the row gather), the forward benchmark, the clock and power probe
+# (bench/gpu/power_probe.py; BENCH_MASKS default causal,doc_causal,hstu), and the benchmark of
+# split keys on few query rows against many keys (bench/gpu/bench_decode.py). Logs and tables go
+# to $OUT (default ./out). Before the call, run scripts/gpu/prepare_carry.sh here and carry
 # third_party/.
 #
-# Usage: scripts/gpu/fwd_checks.sh [STAGE...]   stages: build test sanitize bench power
+# Usage: scripts/gpu/fwd_checks.sh [STAGE...]   stages: build test sanitize bench power decode
 #        (default: build test sanitize bench)
 # Environment: OUT (output folder), CM_BUILD and CM_WORKLOADS (see common.sh; workloads.py is
 # in third_party/shared_reference after prepare_carry.sh), BENCH_LENS, BENCH_MASKS, BENCH_DIM,
@@ -49,7 +50,7 @@ fi
 
 if wants sanitize; then
   sanitize "${OUT}/sanitizer.log" "${CPP_TEST}" \
-    'Examples/*/0:Examples/*/1:Examples/*/17:Examples/*/22:Examples/*/23:Examples/*/29:Examples/*/30:TwoCtas/*/34:TwoCtas/*/35:Examples/*/38:Examples/*/41:HeadDim256/*/1:HeadDim256/*/7:Softcap/*/1' \
+    'Examples/*/0:Examples/*/1:Examples/*/17:Examples/*/22:Examples/*/23:Examples/*/29:Examples/*/30:TwoCtas/*/34:TwoCtas/*/35:Examples/*/38:Examples/*/41:HeadDim256/*/1:HeadDim256/*/7:Softcap/*/1:SplitKeys/*/1:SplitKeys/*/22:SplitKeys/*/29:Decode/*/0:Decode/*/2:Decode/*/36:Decode/*/48' \
     memcheck racecheck synccheck
   sanitize "${OUT}/sanitizer_permute.log" "${PERMUTE_TEST}" '*' memcheck
 fi
@@ -57,6 +58,16 @@ fi
 if wants bench; then
   bench_stage "${ROOT}/bench/gpu/bench_fwd.py" bench_fwd 32768,1024,4096,16384 300
   cat "${OUT}/bench_fwd.md" 2>/dev/null
+fi
+
+if wants decode; then
+  start=$(date +%s)
+  python3 "${ROOT}/bench/gpu/bench_decode.py" --cli "${CLI}" --lib "${LIB}" \
+    --examples "${ROOT}/examples" --out "${OUT}" --budget "${BENCH_BUDGET:-300}" \
+    > "${OUT}/bench_decode.log" 2>&1
+  note "decode bench: exit $? in $(elapsed "${start}")"
+  grep -iE "error|Traceback" "${OUT}/bench_decode.log" | head -10 | tee -a "${SUMMARY}"
+  cat "${OUT}/bench_decode.md" 2>/dev/null
 fi
 
 if wants power; then

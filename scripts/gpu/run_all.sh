@@ -47,6 +47,10 @@ if wants cli; then
     "${CLI}" run "${ROOT}/examples/sliding_window.mask" -p W=700 -n 3000 --heads 8 --heads-kv 1 \
       --dim 64 --softcap 0.5 --backward --gpu
     echo "exit $?"
+    echo "== compilemask run --gpu --splits 7 (causal, 16 query rows against 5000 keys, GQA 8:2)"
+    "${CLI}" run "${ROOT}/examples/causal.mask" --nq 16 --nk 5000 --heads 8 --heads-kv 2 \
+      --dim 128 --splits 7 --gpu
+    echo "exit $?"
   } > "${LOGS}/cli.txt" 2>&1
 fi
 

@@ -363,6 +363,10 @@ TEST(Cli, RunOnGpuOrExplainsWhyNot) {
     // against the reference's.
     expect_gpu_errors_near_rounding(expect_ok({"run", example("causal"), "-n", "300", "--heads",
                                                "2", "--backward", "--gpu", "--softcap", "0.3"}));
+    // Few query rows against many keys, the keys in five parts merged by their LSEs.
+    expect_gpu_errors_near_rounding(
+        expect_ok({"run", example("causal"), "--nq", "16", "--nk", "3000", "--heads", "2",
+                   "--backward", "--gpu", "--splits", "5"}));
     return;
   }
   EXPECT_EQ(r.exit_code, 1) << describe(r);

@@ -1,8 +1,9 @@
 // The sm90 forward kernel against the float64 CPU reference driven by the same descriptor
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
 // head dims 64 and 128 (and padded ones), both dtypes and both mainloops, on one CTA per SM and
-// on two CTAs, a selection at head dims above 128 (the kernel for 256) and one with soft-capped
-// logits. Skips without a Hopper GPU.
+// on two CTAs, a selection at head dims above 128 (the kernel for 256), one with soft-capped
+// logits, and split keys: forced on every example, automatic and forced on few query rows
+// against many keys. Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda.h>
 #include <compilemask/reference.h>
@@ -28,8 +29,9 @@ using cm::gpu_test::make_plan;
 using cm::gpu_test::random_rounded;
 using cm::gpu_test::Rounded;
 
+// (case, mainloop, max_ctas, num_splits)
 class ForwardMatchesReference
-    : public testing::TestWithParam<std::tuple<Case, cm::cuda::Mainloop, int>> {};
+    : public testing::TestWithParam<std::tuple<Case, cm::cuda::Mainloop, int, int>> {};
 
 TEST_P(ForwardMatchesReference, OutputAndLse) {
   SKIP_WITHOUT_HOPPER();
@@ -54,22 +56,25 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
                         ref_out.data(), ref_lse.data(), options);
 
   DeviceBuffer dq(nq_elems * 2), dk(nk_elems * 2), dv(nk_elems * 2), dout(nq_elems * 2);
-  DeviceBuffer dlse(lse_elems * 4), workspace(cm::cuda::forward_workspace_bytes());
+  cm::cuda::ForwardArgs args;
+  args.mainloop = std::get<1>(GetParam());
+  args.max_ctas = std::get<2>(GetParam());
+  args.num_splits = std::get<3>(GetParam());
+  const cm::cuda::DeviceDescriptor descriptor(plan.blob());
+  const size_t workspace_bytes = cm::cuda::forward_workspace_bytes(
+      descriptor.view(), batch, c.heads_q, c.head_dim, args.num_splits);
+  DeviceBuffer dlse(lse_elems * 4), workspace(workspace_bytes);
+  CUDA_OK(cudaMemset(workspace.ptr, 0xff, workspace_bytes));  // forward() must not read it
   CUDA_OK(cudaMemcpy(dq.ptr, q.bits.data(), nq_elems * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dk.ptr, k.bits.data(), nk_elems * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dv.ptr, v.bits.data(), nk_elems * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dout.ptr, 0xff, nq_elems * 2));   // NaN in both 16-bit formats
   CUDA_OK(cudaMemset(dlse.ptr, 0xff, lse_elems * 4));  // NaN
 
-  cm::cuda::ForwardArgs args;
   static_cast<cm::cuda::Problem&>(args) = cm::cuda::dense_problem(
       c.dtype, shape, dq.ptr, dk.ptr, dv.ptr, dout.ptr, static_cast<float*>(dlse.ptr));
   args.softcap = c.softcap;
-  args.mainloop = std::get<1>(GetParam());
-  args.max_ctas = std::get<2>(GetParam());
-  const cm::cuda::DeviceDescriptor descriptor(plan.blob());
-  cm::cuda::forward(descriptor.view(), args, workspace.ptr, cm::cuda::forward_workspace_bytes(),
-                    nullptr);
+  cm::cuda::forward(descriptor.view(), args, workspace.ptr, workspace_bytes, nullptr);
   CUDA_OK(cudaDeviceSynchronize());
 
   std::vector<uint16_t> out_bits(nq_elems);
@@ -105,27 +110,44 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
 }
 
 const auto kMainloops = testing::Values(cm::cuda::Mainloop::kSerial, cm::cuda::Mainloop::kPingpong);
+const auto kAutomatic = testing::Values(0);  // num_splits: split keys when the SMs are not filled
+const auto kUnsplit = testing::Values(1);
 
-// One CTA per SM: about one work item each at these shapes.
+// One CTA per SM: about one work item each at these shapes (some of them split by the
+// automatic choice).
 INSTANTIATE_TEST_SUITE_P(Examples, ForwardMatchesReference,
                          testing::Combine(testing::ValuesIn(example_cases()), kMainloops,
-                                          testing::Values(0)));
+                                          testing::Values(0), kAutomatic));
 
 // Two CTAs take every work item: each runs its consumers' tile stream across many items,
 // fully masked ones included.
 INSTANTIATE_TEST_SUITE_P(TwoCtas, ForwardMatchesReference,
                          testing::Combine(testing::ValuesIn(example_cases()), kMainloops,
-                                          testing::Values(2)));
+                                          testing::Values(2), kUnsplit));
+
+// Every example with its key tiles in three parts: parts that start inside runs, end on
+// partial tiles, hold no tile (rows of two key tiles) or only masked ones.
+INSTANTIATE_TEST_SUITE_P(SplitKeys, ForwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(example_cases()), kMainloops,
+                                          testing::Values(0), testing::Values(3)));
+
+// Few query rows against many keys: split automatically, not at all, and into more parts
+// (256) than the rows have key tiles, on all SMs and on two CTAs.
+INSTANTIATE_TEST_SUITE_P(Decode, ForwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::decode_cases()),
+                                          kMainloops, testing::Values(0, 2),
+                                          testing::Values(0, 1, 256)));
 
 // Head dims above 128 run on the kernel for 256 (64-key K/V stages, one Q buffer that also
 // stages O).
 INSTANTIATE_TEST_SUITE_P(HeadDim256, ForwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),
-                                          kMainloops, testing::Values(0, 2)));
+                                          kMainloops, testing::Values(0, 2), kAutomatic));
 
-// Soft-capped logits (the kernels' tanh before masking), in both mainloops.
+// Soft-capped logits (the kernels' tanh before masking), in both mainloops, keys whole and in
+// two parts.
 INSTANTIATE_TEST_SUITE_P(Softcap, ForwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::softcap_cases()),
-                                          kMainloops, testing::Values(0)));
+                                          kMainloops, testing::Values(0), testing::Values(1, 2)));
 
 }  // namespace

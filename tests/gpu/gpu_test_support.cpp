@@ -236,4 +236,22 @@ std::vector<Case> softcap_cases() {
   return cases;
 }
 
+std::vector<Case> decode_cases() {
+  using B = cuda::DType;
+  return {
+      {"causal", {}, 1, 4097, 128, 8, 2, B::kBFloat16},
+      {"causal", {}, 17, 4097, 64, 4, 4, B::kFloat16},
+      {"sliding_window", {{"W", int64_t{1000}}}, 16, 3000, 128, 4, 1, B::kBFloat16},
+      {"cross_attention",
+       {{"queries", cm::Segments{{0, 2}, {2, 5}}}, {"keys", cm::Segments{{0, 1500}, {1500, 2000}}}},
+       5,
+       2000,
+       200,
+       4,
+       2,
+       B::kBFloat16},
+      {"causal", {}, 130, 100, 128, 4, 2, B::kFloat16},  // rows 0-29 see no key
+  };
+}
+
 }  // namespace cm::gpu_test

@@ -85,4 +85,10 @@ std::vector<Case> wide_head_cases();
 // bands and from grid formulas, and rows that see no key.
 std::vector<Case> softcap_cases();
 
+// Few query rows against many keys, the shapes that split keys serve (decoding, a chunk of
+// queries against a long cache): causal (aligned bottom-right) with one and with 17 rows,
+// sliding windows, cross attention on the kernel for 256, and more query rows than keys (the
+// first rows see no key); both dtypes, GQA.
+std::vector<Case> decode_cases();
+
 }  // namespace cm::gpu_test

@@ -2,12 +2,13 @@
 // host over descriptors of the bundled examples and of random masks, against dense masks made
 // without the descriptor (the brute-force oracle of tests/support, mask_fixtures' random
 // instances):
-//   * forward: decode_item maps the work indices onto every (b, h, query tile) once: the
-//     instances (b, h) in pairs whose two instances alternate, each one's query tiles in the
-//     descriptor's longest-first order. KeyTileCursor yields a
-//     query tile's listed key tiles once each, in ascending order, with the pattern of their
-//     run (-1 for a full run), and done() right after the last. Every key tile holding a
-//     visible pair is listed, every tile listed as full is fully visible, and tile_needs_mask
+//   * forward: decode_item maps the work indices onto every (b, h, query tile, key part) once:
+//     the instances (b, h) in pairs whose two instances alternate, each one's query tiles in
+//     the descriptor's longest-first order, a query tile's parts consecutive. KeyTileCursor
+//     yields a part's key tiles in ascending order, with the pattern of their run (-1 for a
+//     full run), and done() right after the last; a query tile's parts, joined in order, are its
+//     listed key tiles once each, and their sizes differ by at most one. Every key tile holding
+//     a visible pair is listed, every tile listed as full is fully visible, and tile_needs_mask
 //     holds for exactly the partial tiles and the key tile that nk cuts.
 //   * backward: StepCursor yields, for a key tile of a kv head, each query head of the group,
 //     each query tile holding a visible pair with that key tile, and every 64-row half of it
@@ -112,22 +113,29 @@ std::vector<std::pair<int, int>> listed_key_tiles(const void* blob, const desc::
   return tiles;
 }
 
-void check_forward_walk(const KernelCase& c) {
+// The forward's walk with its key tiles in `splits` parts (1: whole).
+void check_forward_walk(const KernelCase& c, int splits) {
   FwdParams p{};
   static_cast<ProblemShape&>(p) = shape_of(c, c.heads);
   p.descriptor = c.descriptor();
-  p.total_items = p.num_q_tiles * c.batch * c.heads;
-  std::set<std::tuple<int, int, int>> seen;
+  p.num_splits = splits;
+  p.total_items = p.num_q_tiles * c.batch * c.heads * splits;
+  std::set<std::tuple<int, int, int, int>> seen;                                // (b, h, m, split)
+  std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> walks;  // parts joined
+  std::map<std::tuple<int, int, int>, std::vector<size_t>> part_sizes;
   std::map<int, float> previous_cost;  // per instance b * heads + h
   int previous_instance = -1;
   for (int index = 0; index < p.total_items; ++index) {
     const WorkItem item = decode_item(p, index);
-    SCOPED_TRACE(c.name + " work item " + std::to_string(index));
-    ASSERT_TRUE(seen.insert({item.b, item.h, item.m}).second) << "decoded twice";
+    SCOPED_TRACE(c.name + " in " + std::to_string(splits) + " parts, work item " +
+                 std::to_string(index));
+    ASSERT_TRUE(seen.insert({item.b, item.h, item.m, item.split}).second) << "decoded twice";
+    ASSERT_EQ(item.split, index % splits) << "a query tile's parts are consecutive items";
+    const int unit = index / splits;  // the query tile's place in the paired order
     const int instance = item.b * c.heads + item.h;
-    const int pair = index / (2 * p.num_q_tiles);
+    const int pair = unit / (2 * p.num_q_tiles);
     ASSERT_EQ(pair, instance / 2) << "instances are taken in pairs";
-    if (index % (2 * p.num_q_tiles) != 0 && 2 * pair + 1 < c.batch * c.heads) {
+    if (item.split == 0 && unit % (2 * p.num_q_tiles) != 0 && 2 * pair + 1 < c.batch * c.heads) {
       EXPECT_NE(instance, previous_instance) << "a pair's instances alternate";
     }
     previous_instance = instance;
@@ -137,38 +145,57 @@ void check_forward_walk(const KernelCase& c) {
     ASSERT_EQ(item.q0, rows.begin);
     ASSERT_EQ(item.rows, rows.size());
     ASSERT_EQ(item.q_row0, rows.begin);
-    ASSERT_EQ(item.has_key_tiles, item.row->full_count + item.row->partial_count > 0);
-    if (previous_cost.count(instance) != 0) {
+    if (item.split == 0 && previous_cost.count(instance) != 0) {
       EXPECT_LE(item.row->cost, previous_cost[instance]) << "not longest-first";
     }
     previous_cost[instance] = item.row->cost;
 
-    const DenseTiles tiles(c, item.b, item.h);
     const std::vector<std::pair<int, int>> listed = listed_key_tiles(c.descriptor(), *item.row);
-    KeyTileCursor cursor(c.descriptor(), *item.row);
-    std::vector<std::pair<int, int>> walked;
+    ASSERT_EQ(desc::listed_tiles(c.descriptor(), *item.row), static_cast<int>(listed.size()));
+    KeyTileCursor cursor(c.descriptor(), item);
+    std::vector<std::pair<int, int>> part;
+    std::vector<bool> done;
     int n, pattern;
     while (cursor.next(n, pattern)) {
-      walked.push_back({n, pattern});
-      ASSERT_EQ(cursor.done(), walked.size() == listed.size()) << "done() at key tile " << n;
+      part.push_back({n, pattern});
+      done.push_back(cursor.done());
       // Unmasked means all 128 K rows loaded are the tile's and all of them are visible.
       if (!tile_needs_mask(pattern, desc::k_tile_span(c.descriptor(), n).size())) {
         EXPECT_EQ(desc::k_tile_span(c.descriptor(), n).size(), kTile) << "key tile " << n;
         EXPECT_LT(pattern, 0) << "key tile " << n;
       }
-      if (pattern < 0) {
-        EXPECT_EQ(tiles.state(item.m, n), TileState::kFull) << "key tile " << n;
-      }
     }
-    ASSERT_EQ(walked, listed);
+    ASSERT_EQ(item.has_key_tiles, !part.empty());
+    for (size_t i = 0; i < done.size(); ++i) {
+      ASSERT_EQ(done[i], i + 1 == done.size()) << "done() at the part's tile " << i;
+    }
+    const auto tile = std::make_tuple(item.b, item.h, item.m);
+    walks[tile].insert(walks[tile].end(), part.begin(), part.end());
+    part_sizes[tile].push_back(part.size());
+  }
+  EXPECT_EQ(static_cast<int>(seen.size()), p.total_items);
+
+  for (const auto& [tile, walked] : walks) {
+    const auto [b, h, m] = tile;
+    SCOPED_TRACE(c.name + " in " + std::to_string(splits) + " parts, (b, h, m) = (" +
+                 std::to_string(b) + ", " + std::to_string(h) + ", " + std::to_string(m) + ")");
+    const desc::Instance& inst = instance_for(c.descriptor(), p, b, h);
+    ASSERT_EQ(walked, listed_key_tiles(c.descriptor(), desc::q_tile(c.descriptor(), inst, m)))
+        << "the parts, joined in order, are not the listed tiles";
+    const auto [fewest, most] =
+        std::minmax_element(part_sizes[tile].begin(), part_sizes[tile].end());
+    EXPECT_LE(*most - *fewest, 1u) << "the parts are not balanced";
+    const DenseTiles tiles(c, b, h);
+    for (const auto& [n, pattern] : walked) {
+      if (pattern < 0) EXPECT_EQ(tiles.state(m, n), TileState::kFull) << "key tile " << n;
+    }
     for (int k = 0; k < p.num_k_tiles; ++k) {
-      if (tiles.state(item.m, k) == TileState::kEmpty) continue;
+      if (tiles.state(m, k) == TileState::kEmpty) continue;
       EXPECT_TRUE(std::any_of(walked.begin(), walked.end(),
                               [&](const std::pair<int, int>& t) { return t.first == k; }))
           << "key tile " << k << " holds visible pairs but is not walked";
     }
   }
-  EXPECT_EQ(static_cast<int>(seen.size()), p.total_items);
 }
 
 void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
@@ -251,7 +278,7 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
 
 // Both walks of one case, the backward's for every kv grouping of its query heads.
 void check_walks(const KernelCase& c) {
-  check_forward_walk(c);
+  for (const int splits : {1, 2, 3, 7}) check_forward_walk(c, splits);
   for (int32_t heads_kv = 1; heads_kv <= c.heads; ++heads_kv) {
     if (c.heads % heads_kv == 0) check_backward_walk(c, heads_kv);
   }

@@ -109,9 +109,11 @@ class LaunchValidation : public testing::Test {
                                    reinterpret_cast<const float*>(base + 4 * kTensorBytes));
   }
 
+  // Keys not split: the automatic split count would read the device's SM count.
   ForwardArgs forward_args() const {
     ForwardArgs a;
     static_cast<cm::cuda::Problem&>(a) = problem();
+    a.num_splits = 1;
     return a;
   }
 
@@ -131,6 +133,10 @@ class LaunchValidation : public testing::Test {
   void backward(const void* blob, const BackwardArgs& a, void* workspace,
                 size_t workspace_bytes) const {
     cm::cuda::backward(view(blob), a, workspace, workspace_bytes, nullptr);
+  }
+
+  size_t forward_bytes(int num_splits = 1) const {
+    return cm::cuda::forward_workspace_bytes(view(plan_.blob()), 1, kHeads, kDim, num_splits);
   }
 
   size_t backward_bytes() const {
@@ -159,7 +165,7 @@ void expect_rejected(const std::function<void()>& call, const std::string& entry
 }
 
 TEST_F(LaunchValidation, ForwardRejectsEachBrokenRule) {
-  const size_t bytes = cm::cuda::forward_workspace_bytes();
+  const size_t bytes = forward_bytes();
   for (const Rule& rule : problem_rules()) {
     ForwardArgs a = forward_args();
     rule.apply(a);
@@ -174,6 +180,10 @@ TEST_F(LaunchValidation, ForwardRejectsEachBrokenRule) {
        "mainloop must be kAuto, kSerial or kPingpong"},
       {"max_ctas", [](cm::cuda::Problem& a) { static_cast<ForwardArgs&>(a).max_ctas = -1; },
        "max_ctas must be >= 0"},
+      {"num_splits", [](cm::cuda::Problem& a) { static_cast<ForwardArgs&>(a).num_splits = -1; },
+       "num_splits must be 0 (automatic), 1 (keys not split) or up to 256"},
+      {"num_splits", [](cm::cuda::Problem& a) { static_cast<ForwardArgs&>(a).num_splits = 257; },
+       "num_splits must be 0 (automatic), 1 (keys not split) or up to 256"},
   };
   for (const Rule& rule : forward_rules) {
     ForwardArgs a = forward_args();
@@ -183,6 +193,40 @@ TEST_F(LaunchValidation, ForwardRejectsEachBrokenRule) {
   }
   expect_rejected([&] { forward(plan_.blob(), forward_args(), bytes - 1); }, "cm::cuda::forward",
                   "workspace must hold forward_workspace_bytes()", "workspace size");
+  // Split keys need room for every part's O and LSE.
+  ForwardArgs split = forward_args();
+  split.num_splits = 3;
+  expect_rejected(
+      [&] { forward(plan_.blob(), split, bytes); }, "cm::cuda::forward",
+      "workspace must hold forward_workspace_bytes() = " + std::to_string(forward_bytes(3)),
+      "split workspace size");
+  expect_rejected(
+      [&] {
+        cm::cuda::forward(view(plan_.blob()), forward_args(),
+                          static_cast<char*>(workspace_.get()) + 4, bytes, nullptr);
+      },
+      "cm::cuda::forward", "workspace must be 16-byte aligned", "workspace alignment");
+}
+
+TEST_F(LaunchValidation, ForwardWorkspaceSizeRejectsWhatForwardWould) {
+  const std::string entry = "cm::cuda::forward";
+  const cm::cuda::DescriptorView d = view(plan_.blob());
+  expect_rejected([] { cm::cuda::forward_workspace_bytes({}, 1, 1, kDim, 1); }, entry,
+                  "descriptor host and device pointers must be set", "descriptor");
+  expect_rejected([&] { cm::cuda::forward_workspace_bytes(d, 1, 1, 4, 1); }, entry,
+                  "head_dim 4 is not supported", "head dim");
+  expect_rejected([&] { cm::cuda::forward_workspace_bytes(d, 0, 1, kDim, 1); }, entry,
+                  "batch and heads must be >= 1", "batch");
+  expect_rejected([&] { cm::cuda::forward_workspace_bytes(d, 1, 1, kDim, 300); }, entry,
+                  "num_splits must be 0 (automatic), 1 (keys not split) or up to 256",
+                  "num_splits");
+  expect_rejected([&] { cm::cuda::forward_num_splits(d, 1, 1, -2); }, entry,
+                  "num_splits must be 0 (automatic), 1 (keys not split) or up to 256",
+                  "num_splits");
+  // kN rows of kHeads heads, each part's LSE and O in float32.
+  const size_t rows = size_t{kHeads} * kN;
+  EXPECT_GE(forward_bytes(3), forward_bytes(1) + 3 * rows * (kDim + 1) * sizeof(float));
+  EXPECT_EQ(cm::cuda::forward_num_splits(d, 1, kHeads, 5), 5);
 }
 
 TEST_F(LaunchValidation, BackwardRejectsEachBrokenRule) {
@@ -247,9 +291,8 @@ TEST_F(LaunchValidation, BothRejectForeignDescriptors) {
       {future.data(), "is not the supported version"},
   };
   for (const auto& [blob, message] : blobs) {
-    expect_rejected(
-        [&, blob = blob] { forward(blob, forward_args(), cm::cuda::forward_workspace_bytes()); },
-        "cm::cuda::forward", message, message);
+    expect_rejected([&, blob = blob] { forward(blob, forward_args(), forward_bytes()); },
+                    "cm::cuda::forward", message, message);
     expect_rejected(
         [&, blob = blob] { backward(blob, backward_args(), workspace_.get(), backward_bytes()); },
         "cm::cuda::backward", message, message);
@@ -257,7 +300,7 @@ TEST_F(LaunchValidation, BothRejectForeignDescriptors) {
   expect_rejected(
       [&] {
         cm::cuda::forward({plan_.blob(), nullptr}, forward_args(), workspace_.get(),
-                          cm::cuda::forward_workspace_bytes(), nullptr);
+                          forward_bytes(), nullptr);
       },
       "cm::cuda::forward", "descriptor host and device pointers must be set", "device pointer");
 }

@@ -1,6 +1,6 @@
 """GPU tests of cm.attention (torch, CUDA, sm90 forward and backward kernels): forward and
 autograd (including the LSE's gradient) against a float64 dense reference at head dims 40 to
-256, also through plans with a token order; bitwise determinism, every argument error,
+256, also through plans with a token order and with split keys; bitwise determinism, every argument error,
 torch.compile(fullgraph=True) of forward and backward without recompiles for new parameter
 values, and CUDA graph replay of forward and backward.
 Skipped without torch, a GPU or a build with the CUDA kernels."""
@@ -156,6 +156,29 @@ def test_soft_capped_logits_match_float64(mask, dtype, dim):
     torch.testing.assert_close(lse[finite].double(), exact[1][finite], atol=1e-3, rtol=1e-4)
     uncapped = cm.attention(q, k, v, plan, layout="bhsd")
     assert (uncapped - out).abs().max() > 0.1, "the cap changed nothing: not applied"
+
+
+@pytest.mark.parametrize("mask, nq, nk", [("causal", 3, 3000), ("sliding", 17, 2500),
+                                          ("causal", 200, 2100), ("causal", 300, 200)])
+@pytest.mark.parametrize("num_splits", [0, 1, 6])
+def test_split_keys_match_float64(mask, nq, nk, num_splits):
+    # Few query rows against many keys, rows aligned bottom-right: the automatic count splits
+    # these (fewer work items than SMs); 6 parts split every row, 1 none. With nq > nk the first
+    # rows see no key. The backward reads the merged LSE, so its gradients check the merge too.
+    torch.manual_seed(3)
+    plan = MASKS[mask](nq).specialize(nq=nq, nk=nk, device=DEVICE)
+    q = torch.randn(2, 4, nq, 128, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(2, 2, nk, 128, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))
+    out, lse = cm.attention(q, k, v, plan, return_lse=True, layout="bhsd", num_splits=num_splits)
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    exact = check_against_references([out, q.grad, k.grad, v.grad], q, k, v, visible_of(plan),
+                                      1 / math.sqrt(128), dout)
+    finite = torch.isfinite(exact[1])
+    assert torch.equal(torch.isfinite(lse), finite)
+    torch.testing.assert_close(lse[finite].double(), exact[1][finite], atol=1e-3, rtol=1e-4)
+    assert torch.equal(out[..., ~finite[0, 0], :], torch.zeros_like(out[..., ~finite[0, 0], :]))
 
 
 TOKEN_ORDERS = {
@@ -526,6 +549,12 @@ ERRORS = [
      "softcap must be None or a finite number > 0"),
     ("softcap nan", lambda q, k, v: (q, k, v, {"softcap": math.nan}), ValueError,
      "softcap must be None or a finite number > 0"),
+    ("num_splits", lambda q, k, v: (q, k, v, {"num_splits": -1}), ValueError,
+     "num_splits must be an int from 0 \\(automatic\\) to 256"),
+    ("num_splits type", lambda q, k, v: (q, k, v, {"num_splits": 2.0}), ValueError,
+     "num_splits must be an int"),
+    ("num_splits too many", lambda q, k, v: (q, k, v, {"num_splits": 257}), ValueError,
+     "num_splits must be an int from 0 \\(automatic\\) to 256"),
     ("offsets on 4-D", lambda q, k, v: (q, k, v, {"offsets": torch.zeros(1, dtype=torch.int32,
                                                                        device=DEVICE)}),
      ValueError, "jagged 3-D"),

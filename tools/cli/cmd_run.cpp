@@ -61,7 +61,9 @@ std::optional<GpuDType> parse_gpu(const ParsedArgs& args, const AttentionShape& 
                                   const Tiling& tiling) {
   const std::optional<std::string> dtype = args.value("dtype");
   if (!args.has("gpu")) {
-    if (dtype) throw UsageError(args.spelling("dtype") + " applies only with --gpu");
+    for (const char* flag : {"dtype", "splits"}) {
+      if (args.value(flag)) throw UsageError(args.spelling(flag) + " applies only with --gpu");
+    }
     return std::nullopt;
   }
   if (!cuda::head_dim_supported(shape.head_dim)) {
@@ -166,6 +168,7 @@ int run_attention(const ParsedArgs& args) {
   BackendOptions options;
   options.backward = args.has("backward");
   options.threads = static_cast<int>(integer_flag(args, "threads", 0, 0, 4096));
+  options.num_splits = static_cast<int>(integer_flag(args, "splits", 0, 0, cuda::kMaxSplits));
   const std::optional<GpuDType> gpu = parse_gpu(args, shape, tiling);
   // Backends checked against the float64 oracle.
   const std::vector<AttentionBackend> candidates = {gpu ? checked_gpu_backend(*gpu)
@@ -230,6 +233,9 @@ Command run_command() {
           {"progress", 0, "", false, "always draw the progress bar (default: only on a terminal)"},
           {"gpu", 0, "", false, "run the sm90 GPU kernels, not the float32 reference (Hopper GPU)"},
           {"dtype", 0, "TYPE", false, "GPU input and output type: bf16 (default) or fp16"},
+          {"splits", 0, "N", false,
+           "GPU forward: split each query tile's keys into N parts (default 0: automatic, "
+           "1: none)"},
       });
   return {{"run", "FILE -p NAME=VALUE... (-n N | --nq N --nk N) [options]",
            "run attention through a mask on random data (CPU reference, or GPU with --gpu)",

@@ -127,18 +127,23 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
   const DeviceTensor q(p.q.size(), dtype, "Q"), k(p.k.size(), dtype, "K"),
       v(p.v.size(), dtype, "V"), out(p.q.size(), dtype, "O");
   const DeviceBuffer lse(static_cast<size_t>(s.batch) * s.heads_q * s.nq * sizeof(float), "LSE");
-  const DeviceBuffer forward_workspace(cuda::forward_workspace_bytes(), "the forward workspace");
+  const DeviceBuffer forward_workspace(
+      cuda::forward_workspace_bytes(descriptor.view(), s.batch, s.heads_q, s.head_dim,
+                                    options.num_splits),
+      "the forward workspace");
   q.upload(p.q);
   k.upload(p.k);
   v.upload(p.v);
   out.poison();
   lse.poison();
+  forward_workspace.poison();  // forward() needs no initialised workspace
 
   // AttentionProblem's tensors are [B, H, S, D].
   cuda::ForwardArgs f;
   static_cast<cuda::Problem&>(f) = cuda::dense_problem(dtype, s, q.get(), k.get(), v.get(),
                                                        out.get(), static_cast<float*>(lse.get()));
   f.softcap = p.softcap;
+  f.num_splits = options.num_splits;
 
   AttentionResult r;
   if (options.on_phase) options.on_phase("forward");

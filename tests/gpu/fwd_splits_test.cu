@@ -1,0 +1,61 @@
+// Split keys' host rules (kernels/sm90/fwd_splits.h): the parts of a row, the automatic split
+// count and the workspace's layout.
+#include "fwd_splits.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace cm::sm90 {
+namespace {
+
+// The parts cover [0, tiles) once, in order, and their sizes differ by at most one.
+TEST(FwdSplits, PartsCoverTheRowInBalancedOrder) {
+  for (int tiles = 0; tiles <= 40; ++tiles) {
+    for (int splits = 1; splits <= 9; ++splits) {
+      SCOPED_TRACE(std::to_string(tiles) + " tiles in " + std::to_string(splits) + " parts");
+      int next = 0, fewest = tiles, most = 0;
+      for (int s = 0; s < splits; ++s) {
+        const TileRange part = split_range(tiles, s, splits);
+        EXPECT_EQ(part.begin, next);
+        EXPECT_GE(part.count, 0);
+        next = part.begin + part.count;
+        fewest = std::min(fewest, part.count);
+        most = std::max(most, part.count);
+      }
+      EXPECT_EQ(next, tiles);
+      EXPECT_LE(most - fewest, 1);
+    }
+  }
+}
+
+// Examples worked by hand from the rule: wave efficiency e(s) = items s / (waves(s) sms), the
+// fewest parts within 0.9 of the best e over 1 to min(256, longest / 2).
+TEST(FwdSplits, AutomaticCount) {
+  EXPECT_EQ(auto_num_splits(132, 132, 256), 1);  // the items fill the SMs
+  EXPECT_EQ(auto_num_splits(500, 132, 256), 1);
+  EXPECT_EQ(auto_num_splits(16, 132, 3), 1);  // parts of two tiles or more: at most one
+  EXPECT_EQ(auto_num_splits(0, 132, 256), 1);
+  // 16 items: e(33) = 528 / 528 = 1 is the best; e(7) = 112 / 132 = 0.85, e(8) = 128 / 132.
+  EXPECT_EQ(auto_num_splits(16, 132, 256), 8);
+  // Up to 8 tiles per row allows 4 parts: e(4) = 64 / 132 is the best.
+  EXPECT_EQ(auto_num_splits(16, 132, 8), 4);
+  // One item: e(s) = s / 132 up to 128 parts; 0.9 * 128 / 132 needs s >= 115.2.
+  EXPECT_EQ(auto_num_splits(1, 132, 256), 116);
+  // 100 items: e(1..4) = 0.76, e(5) = 500 / 528 = 0.95, the best e(33) = 1.
+  EXPECT_EQ(auto_num_splits(100, 132, 256), 5);
+}
+
+TEST(FwdSplits, WorkspaceLayout) {
+  const FwdWorkspace whole = fwd_workspace(1, 1000, 128);
+  EXPECT_EQ(whole.total, 256u);  // the work counter alone
+  // 3 parts of 10 rows: 120 bytes of LSE rounded to 256, then 3 * 10 * 64 floats of O.
+  const FwdWorkspace parts = fwd_workspace(3, 10, 64);
+  EXPECT_EQ(parts.lse_offset, 256u);
+  EXPECT_EQ(parts.out_offset, 512u);
+  EXPECT_EQ(parts.total, 512u + 3u * 10u * 64u * 4u);
+}
+
+}  // namespace
+}  // namespace cm::sm90
