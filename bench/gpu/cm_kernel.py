@@ -127,28 +127,29 @@ class Kernel:
         g.restype = ctypes.c_int
         if self.has_splits:
             w = self.lib.cm_cuda_forward_workspace_bytes_for
-            w.argtypes = [p, p, i, i, i, i]
+            w.argtypes = [p, p, i, i, i, i, i]
         else:
             w = self.lib.cm_cuda_forward_workspace_bytes
         w.restype = ctypes.c_size_t
         self._workspace_bytes = w
         self.workspace = torch.empty(0, dtype=torch.uint8, device="cuda")
 
-    def num_splits(self, desc, batch, heads_q, num_splits=0):
+    def num_splits(self, desc, batch, heads_q, heads_kv, head_dim, num_splits=0):
         """The key parts a forward call with num_splits uses (0: automatic) on this device."""
         f = self.lib.cm_cuda_forward_num_splits
-        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        parts = f(desc.host_ptr(), desc.device.data_ptr(), batch, heads_q, num_splits)
+        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 5
+        parts = f(desc.host_ptr(), desc.device.data_ptr(), batch, heads_q, heads_kv, head_dim,
+                  num_splits)
         if parts == 0:
             raise KernelError("cm_cuda_forward_num_splits rejected the problem")
         return parts
 
-    def _workspace_for(self, desc, batch, heads_q, head_dim, num_splits):
+    def _workspace_for(self, desc, batch, heads_q, heads_kv, head_dim, num_splits):
         """The workspace, grown to what this call needs (0 bytes from the library: a problem it
         rejects, which the call itself then reports)."""
         if self.has_splits:
             nbytes = self._workspace_bytes(desc.host_ptr(), desc.device.data_ptr(), batch,
-                                           heads_q, head_dim, num_splits)
+                                           heads_q, heads_kv, head_dim, num_splits)
         else:
             if num_splits > 1:
                 raise KernelError("this build of the library has no split keys (ABI version < 3)")
@@ -176,7 +177,7 @@ class Kernel:
         batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k = problem_shape(
             q, k, lse, layout, q_offsets)
         strides = [int64_array(strides_bsh(t, layout)) for t in (q, k, v, out)]
-        workspace = self._workspace_for(desc, batch, heads_q, head_dim, num_splits)
+        workspace = self._workspace_for(desc, batch, heads_q, heads_kv, head_dim, num_splits)
         call_checked(
             self.lib.cm_cuda_forward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,

@@ -1,8 +1,7 @@
 // CompileMask GPU forward attention (Hopper, sm_90a), driven by a descriptor.
 //
 //   cm::cuda::DeviceDescriptor plan_gpu(plan.blob());           // once: uploads the descriptor
-//   size_t bytes = cm::cuda::forward_workspace_bytes(plan_gpu.view(), batch, heads_q,
-//                                                    head_dim);     // once; device memory
+//   size_t bytes = cm::cuda::forward_workspace_bytes(plan_gpu.view(), args);  // device memory
 //   cm::cuda::forward(plan_gpu.view(), args, workspace, bytes, stream);  // per call
 //
 // forward() is stream-ordered, allocates nothing and can be captured in a CUDA graph. It checks
@@ -129,19 +128,21 @@ class DeviceDescriptor {
   void* device_ = nullptr;
 };
 
-// The number of parts forward() cuts each query tile's key tiles into for this descriptor,
-// batch, heads_q and ForwardArgs::num_splits on the current device: num_splits itself when it
-// is not 0; else 1 when the work items fill the SMs, or the fewest parts (each of two key tiles
-// or more) that fill them about as well as any count does. Throws cm::Error for what forward()
-// would reject.
-int forward_num_splits(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
-                       int32_t num_splits = 0);
+// These two read only the sizes of `args` (batch, heads_q, heads_kv, head_dim) and num_splits,
+// so they can be asked before the tensors exist, and throw cm::Error for sizes forward() would
+// reject.
+//
+// The number of parts forward() cuts each query tile's key tiles into on the current device:
+// num_splits itself when it is not 0; else 1 when the work items fill the SMs, or the fewest
+// parts (each of two key tiles or more) that fill them about as well as any count does. The
+// work items are (b, h, query tile), or (b, GQA group, query tile) when the group's query heads
+// share tiles: when heads_q / heads_kv divides 128, the descriptor has one mask for all heads
+// and nq <= 128 / (heads_q / heads_kv) (decoding; FlashAttention 3's PackGQA).
+int forward_num_splits(const DescriptorView& descriptor, const ForwardArgs& args);
 
-// Bytes of device workspace forward() needs for this problem: 256 without split keys, and
-// 4 (head_dim + 1) bytes per part and output row with them. Throws cm::Error for what forward()
-// would reject.
-size_t forward_workspace_bytes(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
-                               int32_t head_dim, int32_t num_splits = 0);
+// Bytes of device workspace forward() needs: 256, and with split keys or shared tiles 4
+// (head_dim + 1) bytes per key part and output row.
+size_t forward_workspace_bytes(const DescriptorView& descriptor, const ForwardArgs& args);
 
 // O = softmax(scale * Q Kᵀ masked) V (or of the capped logits, Problem::softcap) and the LSE,
 // for every (b, h). Rows that see no key get O = 0 and LSE = -inf. `workspace` is device memory

@@ -53,6 +53,18 @@ cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int n
   return p;
 }
 
+// ForwardArgs with the sizes that cm::cuda::forward_workspace_bytes and forward_num_splits read.
+cm::cuda::ForwardArgs forward_sizes(int batch, int heads_q, int heads_kv, int head_dim,
+                                    int num_splits) {
+  cm::cuda::ForwardArgs args;
+  args.batch = batch;
+  args.heads_q = heads_q;
+  args.heads_kv = heads_kv;
+  args.head_dim = head_dim;
+  args.num_splits = num_splits;
+  return args;
+}
+
 // Runs `call`; returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA or
 // other failure, with the message copied into error[error_len].
 template <typename Call>
@@ -85,22 +97,24 @@ int cm_cuda_abi_version(void) {
 // for descriptors and sizes it would reject.
 size_t cm_cuda_forward_workspace_bytes_for(const void* descriptor_host,
                                            const void* descriptor_device, int batch, int heads_q,
-                                           int head_dim, int num_splits) {
+                                           int heads_kv, int head_dim, int num_splits) {
   try {
-    return cm::cuda::forward_workspace_bytes({descriptor_host, descriptor_device}, batch, heads_q,
-                                             head_dim, num_splits);
+    return cm::cuda::forward_workspace_bytes(
+        {descriptor_host, descriptor_device},
+        forward_sizes(batch, heads_q, heads_kv, head_dim, num_splits));
   } catch (const std::exception&) {
     return 0;
   }
 }
 
-// The key parts cm_cuda_forward uses for this descriptor, batch, heads_q and num_splits on the
+// The key parts cm_cuda_forward uses for this descriptor, problem size and num_splits on the
 // current device (cm::cuda::forward_num_splits), or 0 for what it would reject.
 int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descriptor_device,
-                               int batch, int heads_q, int num_splits) {
+                               int batch, int heads_q, int heads_kv, int head_dim, int num_splits) {
   try {
-    return cm::cuda::forward_num_splits({descriptor_host, descriptor_device}, batch, heads_q,
-                                        num_splits);
+    return cm::cuda::forward_num_splits(
+        {descriptor_host, descriptor_device},
+        forward_sizes(batch, heads_q, heads_kv, head_dim, num_splits));
   } catch (const std::exception&) {
     return 0;
   }

@@ -181,10 +181,11 @@ struct Consumer {
     }
   }
 
-  // Split keys: writes this warpgroup's rows of the item's part, O normalised by the part's own
-  // row sums and the part's LSE, float32, from the accumulator straight into the workspace
-  // (fwd_workspace); fwd_combine merges the parts. Rows past the tile's end are skipped, and so
-  // is the O of a row that sees no key of the part (LSE -inf), which fwd_combine never reads.
+  // Split keys or packed heads: writes this warpgroup's rows of the item's part, O normalised by
+  // the part's own row sums and the part's LSE, float32, from the accumulator straight into the
+  // workspace (fwd_workspace); fwd_combine merges the parts and writes them out. Rows past the
+  // tile's end are skipped, and so is the O of a row that sees no key of the part (LSE -inf),
+  // which fwd_combine never reads.
   template <class TO>
   __device__ void store_part(const TO& tOrO, const RowState& state, const WorkItem& item) const {
     float inv_sum[2], lse[2];
@@ -192,12 +193,15 @@ struct Consumer {
     const int fresh_tid = fresh_thread_index() - 128;
     const int quad = fresh_tid % 4;
     const int first_row = fwd_first_row(fresh_tid);
-    const int64_t item_row0 =
-        ((int64_t{item.split} * p.batch + item.b) * p.heads_q + item.h) * p.nq + item.q0;
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
-      if (first_row + 8 * h >= item.rows) continue;
-      const int64_t row = item_row0 + first_row + 8 * h;
+      const int t = first_row + 8 * h;  // the tile row: row r of query head item.h + head
+      const int r = t & (p.rows_per_head - 1);
+      const int head = t / p.rows_per_head;
+      if (r >= item.rows) continue;
+      const int64_t row =
+          ((int64_t{item.split} * p.batch + item.b) * p.heads_q + item.h + head) * p.nq + item.q0 +
+          r;
       if (quad == 0) p.split_lse[row] = lse[h];
       if (lse[h] == kNegInf) continue;
       float* out = p.split_out + row * p.head_dim;
@@ -410,7 +414,7 @@ struct Consumer {
           }
         }
       }
-      if (p.num_splits > 1) {
+      if (p.combine) {
         store_part(tOrO, state, item);
       } else {
         store(tOrO, state, item, ss.q + qs.stage * kBlockM * kHeadDim);

@@ -1,6 +1,7 @@
 // The forward kernel's loader: one thread that takes work items from the global counter and
-// TMA-loads each item's Q and the K/V tiles its descriptor row lists (at head dim 256 each tile
-// in two 64-key stages).
+// TMA-loads each item's Q (with packed heads, a box of rows_per_head rows by heads_per_item
+// heads: the tile's rows in order) and the K/V tiles its descriptor row lists (at head dim 256
+// each tile in two 64-key stages).
 #pragma once
 
 #include "fwd_config.cuh"

@@ -52,7 +52,9 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
       wait_barrier(ss.mask_empty[slot.stage], slot.phase ^ 1u);
       int r = first_row;
       for (; r < Config::kBlockM; r += Config::kMaskThreads) {
-        ss.mask[slot.stage][r] = row_visibility(p.descriptor, mask, item.q0, r, keys.size(), cols);
+        // Packed heads repeat the query rows every rows_per_head tile rows.
+        ss.mask[slot.stage][r] = row_visibility(p.descriptor, mask, item.q0,
+                                                r & (p.rows_per_head - 1), keys.size(), cols);
       }
       first_row = r - Config::kBlockM;
       arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows

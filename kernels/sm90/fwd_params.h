@@ -4,6 +4,7 @@
 // travel as separate kernel parameters.
 #pragma once
 
+#include "fwd_packing.h"
 #include "fwd_splits.h"
 #include "problem_shape.h"
 
@@ -13,7 +14,7 @@ namespace cm::sm90 {
 
 struct FwdParams : ProblemShape {
   const void* descriptor;  // device copy of the descriptor blob
-  int32_t total_items;     // num_q_tiles * batch * heads_q * num_splits work items
+  int32_t total_items;     // num_q_tiles * batch * heads_q / heads_per_item * num_splits
   float scale_log2;        // log2(e) * the logits' factor: scale, or softcap with a cap
   float softcap_scale;     // scale / softcap: a capped logit is softcap * tanh(S softcap_scale);
                            // 0 for no cap
@@ -25,10 +26,16 @@ struct FwdParams : ProblemShape {
 
   int32_t* work_counter;  // zeroed before each launch
 
+  // Packed query heads (fwd_packing.h): a work item holds rows_per_head rows of each of
+  // heads_per_item query heads (1 and 128 unpacked); rows_per_head is a power of two.
+  int32_t heads_per_item, rows_per_head;
+
   // Split keys (fwd_splits.h): each query tile's listed key tiles in num_splits parts, one work
-  // item each. With num_splits > 1 the items write their parts to split_lse and split_out (the
-  // workspace's layout, fwd_workspace) and fwd_combine writes out and lse.
+  // item each. With `combine` (split keys or packed heads) the items write their O and LSE to
+  // split_lse and split_out (the workspace's layout, fwd_workspace) and fwd_combine writes out
+  // and lse; else the epilogue writes them.
   int32_t num_splits;
+  bool combine;
   float* split_lse;
   float* split_out;
 };

@@ -58,22 +58,23 @@ inline int auto_num_splits(int64_t items, int sms, int longest_row) {
   return s;
 }
 
-// The forward's workspace: the work-item counter, then, when the keys are split, each part's
-// LSE as float32 [splits][batch][heads_q][nq] and O as float32 [splits][batch][heads_q][nq]
-// [head_dim]. `rows` is batch * heads_q * nq.
+// The forward's workspace: the work-item counter, then, when the items' outputs go through
+// fwd_combine (FwdParams::combine), each of the `parts` key parts' LSE as float32 [parts][batch]
+// [heads_q][nq] and O as float32 [parts][batch][heads_q][nq][head_dim]; parts is 0 otherwise.
+// `rows` is batch * heads_q * nq.
 struct FwdWorkspace {
   size_t lse_offset, out_offset, total;
 };
 
-inline FwdWorkspace fwd_workspace(int splits, int64_t rows, int head_dim) {
+inline FwdWorkspace fwd_workspace(int parts, int64_t rows, int head_dim) {
   constexpr size_t kAlign = 256;
   auto aligned = [](size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
   const size_t counter = kAlign;
-  if (splits <= 1) return {counter, counter, counter};
-  const size_t parts = static_cast<size_t>(splits) * static_cast<size_t>(rows);
-  const size_t lse_bytes = aligned(parts * sizeof(float));
+  if (parts == 0) return {counter, counter, counter};
+  const size_t cells = static_cast<size_t>(parts) * static_cast<size_t>(rows);
+  const size_t lse_bytes = aligned(cells * sizeof(float));
   return {counter, counter + lse_bytes,
-          counter + lse_bytes + parts * static_cast<size_t>(head_dim) * sizeof(float)};
+          counter + lse_bytes + cells * static_cast<size_t>(head_dim) * sizeof(float)};
 }
 
 }  // namespace cm::sm90

@@ -13,7 +13,8 @@
 namespace cm::sm90 {
 
 // Work item `index`: items come in groups of num_splits consecutive indices, the parts of one
-// query tile, and the groups in paired order (paired_unit).
+// query tile, and the groups in paired order (paired_unit) over the instances (b, group of
+// heads_per_item query heads). The item's h is the group's first query head.
 __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
   const int split = index % p.num_splits;
   const int unit_index = index / p.num_splits;
@@ -21,8 +22,9 @@ __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
   const PairedUnit unit = paired_unit(unit_index, p.num_q_tiles, units / p.num_q_tiles);
   const int bh = unit.instance;
   const int rank = unit.rank;
-  const int b = bh / p.heads_q;
-  const int h = bh - b * p.heads_q;
+  const int head_groups = p.heads_q / p.heads_per_item;
+  const int b = bh / head_groups;
+  const int h = (bh - b * head_groups) * p.heads_per_item;
   const desc::Instance& inst = instance_for(p.descriptor, p, b, h);
   const int m = desc::at<uint16_t>(p.descriptor, inst.fwd_order_offset)[rank];
   const desc::TileRow& row = desc::q_tile(p.descriptor, inst, m);

@@ -5,6 +5,7 @@
 
 #include "descriptor/decode.h"
 #include "fwd_launch.h"
+#include "fwd_packing.h"
 #include "fwd_splits.h"
 #include "host_checks.h"
 #include "tma_maps.h"
@@ -30,36 +31,49 @@ void validate(const DescriptorView& d, const ForwardArgs& a) {
   check.require(a.max_ctas >= 0, "max_ctas must be >= 0 (0: one CTA per SM)");
 }
 
-// The rows of O and the LSE: batch * heads_q * nq.
-int64_t output_rows(const desc::Header& h, int32_t batch, int32_t heads_q) {
-  return int64_t{batch} * heads_q * h.nq;
-}
+// How forward() lays out its work for a problem's sizes.
+struct WorkLayout {
+  int heads_per_item;  // packed query heads (fwd_packing.h)
+  int splits;          // key parts (fwd_splits.h)
+  bool combine;        // the items write the workspace and fwd_combine writes O and the LSE
+  int64_t items;
+  sm90::FwdWorkspace workspace;
+};
 
-// The split count forward() uses (ForwardArgs::num_splits), checked against the problem's size.
-int resolve_splits(const desc::Header& h, const DescriptorView& d, int32_t batch, int32_t heads_q,
-                   int32_t num_splits) {
-  check.require(num_splits >= 0 && num_splits <= sm90::kMaxSplits,
+// The layout for the sizes of `a` that it reads (batch, heads_q, heads_kv, head_dim,
+// num_splits), checked first; throws cm::Error naming a broken rule.
+WorkLayout work_layout(const desc::Header& h, const DescriptorView& d, const ForwardArgs& a) {
+  check.head_dim(a.head_dim);
+  check.require(a.batch >= 1 && a.heads_q >= 1 && a.heads_kv >= 1, "batch and heads must be >= 1");
+  check.heads_group(a.heads_q, a.heads_kv);
+  check.require(a.num_splits >= 0 && a.num_splits <= sm90::kMaxSplits,
                 "num_splits must be 0 (automatic), 1 (keys not split) or up to " +
                     std::to_string(sm90::kMaxSplits));
-  const int64_t items = int64_t{h.num_q_tiles} * batch * heads_q;
-  int splits = num_splits;
-  if (splits == 0) {
+  WorkLayout w{};
+  w.heads_per_item = sm90::heads_per_item(a.heads_q, a.heads_kv, h.heads, h.nq);
+  const int64_t units = int64_t{h.num_q_tiles} * a.batch * (a.heads_q / w.heads_per_item);
+  w.splits = a.num_splits;
+  if (w.splits == 0) {
     const int sms = check.multiprocessors();
     // Only a launch that does not fill the SMs splits; then the longest row bounds the parts.
     int longest = 0;
-    for (int i = 0; items < sms && i < h.num_instances; ++i) {
+    for (int i = 0; units < sms && i < h.num_instances; ++i) {
       for (int m = 0; m < h.num_q_tiles; ++m) {
         const desc::TileRow& row = desc::q_tile(d.host, desc::instance(d.host, i), m);
         longest = std::max(longest, desc::listed_tiles(d.host, row));
       }
     }
-    splits = sm90::auto_num_splits(items, sms, longest);
+    w.splits = sm90::auto_num_splits(units, sms, longest);
   }
-  check.require(items * splits < (int64_t{1} << 31),
+  w.items = units * w.splits;
+  check.require(w.items < (int64_t{1} << 31),
                 "too many (batch, head, query tile, key split) work items");
-  check.require(splits == 1 || output_rows(h, batch, heads_q) < (int64_t{1} << 32),
+  w.combine = w.splits > 1 || w.heads_per_item > 1;
+  const int64_t rows = int64_t{a.batch} * a.heads_q * h.nq;  // of O and the LSE
+  check.require(!w.combine || rows < (int64_t{1} << 32),
                 "too many output rows (batch * heads_q * nq) to combine split keys");
-  return splits;
+  w.workspace = sm90::fwd_workspace(w.combine ? w.splits : 0, rows, a.head_dim);
+  return w;
 }
 
 template <sm90::ElementKind kElement, bool kOverlap, bool kSoftcap>
@@ -121,32 +135,22 @@ DeviceDescriptor::~DeviceDescriptor() {
   cudaFree(device_);
 }
 
-int forward_num_splits(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
-                       int32_t num_splits) {
-  const desc::Header& h = check.descriptor(descriptor, kTile);
-  check.require(batch >= 1 && heads_q >= 1, "batch and heads must be >= 1");
-  return resolve_splits(h, descriptor, batch, heads_q, num_splits);
+int forward_num_splits(const DescriptorView& descriptor, const ForwardArgs& args) {
+  return work_layout(check.descriptor(descriptor, kTile), descriptor, args).splits;
 }
 
-size_t forward_workspace_bytes(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
-                               int32_t head_dim, int32_t num_splits) {
-  check.head_dim(head_dim);
-  const int splits = forward_num_splits(descriptor, batch, heads_q, num_splits);
-  return sm90::fwd_workspace(splits, output_rows(desc::header(descriptor.host), batch, heads_q),
-                             head_dim)
-      .total;
+size_t forward_workspace_bytes(const DescriptorView& descriptor, const ForwardArgs& args) {
+  return work_layout(check.descriptor(descriptor, kTile), descriptor, args).workspace.total;
 }
 
 void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* workspace,
              size_t workspace_bytes, cudaStream_t stream) {
   validate(descriptor, args);
   const desc::Header& h = desc::header(descriptor.host);
-  const int splits = resolve_splits(h, descriptor, args.batch, args.heads_q, args.num_splits);
-  const sm90::FwdWorkspace layout =
-      sm90::fwd_workspace(splits, output_rows(h, args.batch, args.heads_q), args.head_dim);
-  check.require(
-      workspace != nullptr && workspace_bytes >= layout.total,
-      "workspace must hold forward_workspace_bytes() = " + std::to_string(layout.total) + " bytes");
+  const WorkLayout work = work_layout(h, descriptor, args);
+  check.require(workspace != nullptr && workspace_bytes >= work.workspace.total,
+                "workspace must hold forward_workspace_bytes() = " +
+                    std::to_string(work.workspace.total) + " bytes");
   check.require(reinterpret_cast<uintptr_t>(workspace) % 16 == 0,
                 "workspace must be 16-byte aligned");
   const bool packed = args.q_offsets != nullptr;
@@ -155,11 +159,14 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   static_cast<sm90::ProblemShape&>(p) =
       host::problem_shape(args, descriptor, host::TileTables::kWhereRestarted);
   p.descriptor = descriptor.device;
-  p.total_items = h.num_q_tiles * args.batch * args.heads_q * splits;
+  p.total_items = static_cast<int32_t>(work.items);
+  p.heads_per_item = work.heads_per_item;
+  p.rows_per_head = kTile / work.heads_per_item;
+  p.num_splits = work.splits;
+  p.combine = work.combine;
   auto* bytes = static_cast<unsigned char*>(workspace);
-  p.num_splits = splits;
-  p.split_lse = reinterpret_cast<float*>(bytes + layout.lse_offset);
-  p.split_out = reinterpret_cast<float*>(bytes + layout.out_offset);
+  p.split_lse = reinterpret_cast<float*>(bytes + work.workspace.lse_offset);
+  p.split_out = reinterpret_cast<float*>(bytes + work.workspace.out_offset);
   const host::LogitFactors logits = host::logit_factors(args);
   p.scale_log2 = logits.scale_log2;
   p.softcap_scale = logits.softcap_scale;
@@ -174,8 +181,10 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
 
   const int64_t q_rows = packed ? args.total_q : args.nq;
   const int64_t k_rows = packed ? args.total_k : args.nk;
-  const CUtensorMap q = host::make_tile_map(check, args.q, args.dtype, args.head_dim, q_rows,
-                                            args.heads_q, args.batch, packed, kTile);
+  // With packed heads a box holds the tile's rows_per_head rows of each of its heads.
+  const CUtensorMap q =
+      host::make_tile_map(check, args.q, args.dtype, args.head_dim, q_rows, args.heads_q,
+                          args.batch, packed, p.rows_per_head, p.heads_per_item);
   const int kernel_head_dim = host::kernel_head_dim(args.head_dim);
   const int stage_keys = sm90::forward_keys_per_stage(kernel_head_dim);
   const CUtensorMap k = host::make_tile_map(check, args.k, args.dtype, args.head_dim, k_rows,
@@ -196,7 +205,7 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
                                    : dispatch_variant<sm90::ElementKind::kFloat16>(
                                          pingpong, kernel_head_dim, p, q, k, v, grid, stream);
   check.cuda(launched, "launching the forward kernel");
-  if (splits > 1) {
+  if (work.combine) {
     const sm90::ElementKind element =
         args.dtype == DType::kBFloat16 ? sm90::ElementKind::kBFloat16 : sm90::ElementKind::kFloat16;
     check.cuda(sm90::launch_combine(element, p, stream), "launching the split-key combine kernel");

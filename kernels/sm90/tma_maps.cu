@@ -32,7 +32,8 @@ EncodeTiled encode_tiled(const LaunchChecks& check) {
 }  // namespace
 
 CUtensorMap make_tile_map(const LaunchChecks& check, const TensorRef& t, DType dtype, int head_dim,
-                          int64_t rows, int heads, int batch, bool packed, int box_rows) {
+                          int64_t rows, int heads, int batch, bool packed, int box_rows,
+                          int box_heads) {
   const cuuint64_t bytes = 2;
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(rows),
                               static_cast<cuuint64_t>(heads),
@@ -41,7 +42,8 @@ CUtensorMap make_tile_map(const LaunchChecks& check, const TensorRef& t, DType d
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(t.stride_s) * bytes,
                                  static_cast<cuuint64_t>(t.stride_h) * bytes,
                                  static_cast<cuuint64_t>(stride_b) * bytes};
-  const cuuint32_t box[4] = {kBoxCols, static_cast<cuuint32_t>(box_rows), 1, 1};
+  const cuuint32_t box[4] = {kBoxCols, static_cast<cuuint32_t>(box_rows),
+                             static_cast<cuuint32_t>(box_heads), 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   CUtensorMap map;
   const CUresult status =

@@ -123,8 +123,7 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
     dims = _dims(q, k, q_offsets, heads_first, nq, nk)
     with torch.cuda.device(q.device):  # the split count depends on the device's SMs
         workspace = torch.empty(
-            _cuda.workspace_bytes(desc_host.data_ptr(), desc_device.data_ptr(), dims[1], dims[2],
-                                  dims[6], num_splits),
+            _cuda.workspace_bytes(desc_host.data_ptr(), desc_device.data_ptr(), dims, num_splits),
             dtype=torch.uint8, device=q.device)
         _cuda.forward(
             desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap,

@@ -121,22 +121,16 @@ NB_MODULE(_cuda, m) {
   // without a gradient of the LSE). softcap 0 means no logit cap.
   m.def(
       "workspace_bytes",
-      [](uintptr_t descriptor_host, uintptr_t descriptor_device, int32_t batch, int32_t heads_q,
-         int32_t head_dim, int32_t num_splits) {
-        return cm::cuda::forward_workspace_bytes(descriptor(descriptor_host, descriptor_device),
-                                                 batch, heads_q, head_dim, num_splits);
-      },
-      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("batch"),
-      nb::arg("heads_q"), nb::arg("head_dim"), nb::arg("num_splits"));
-  m.def(
-      "num_splits",
-      [](uintptr_t descriptor_host, uintptr_t descriptor_device, int32_t batch, int32_t heads_q,
+      [](uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims,
          int32_t num_splits) {
-        return cm::cuda::forward_num_splits(descriptor(descriptor_host, descriptor_device), batch,
-                                            heads_q, num_splits);
+        cm::cuda::ForwardArgs args;
+        set_common(args, dims, 0.f, 0.f, {0, 0, 0, 0});
+        args.num_splits = num_splits;
+        return cm::cuda::forward_workspace_bytes(descriptor(descriptor_host, descriptor_device),
+                                                 args);
       },
-      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("batch"),
-      nb::arg("heads_q"), nb::arg("num_splits"));
+      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("dims"),
+      nb::arg("num_splits"));
   m.def("forward", &forward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
         nb::arg("dims"), nb::arg("scale"), nb::arg("softcap"), nb::arg("q"), nb::arg("q_strides"),
         nb::arg("k"), nb::arg("k_strides"), nb::arg("v"), nb::arg("v_strides"), nb::arg("out"),

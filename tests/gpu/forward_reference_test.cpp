@@ -56,24 +56,24 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
                         ref_out.data(), ref_lse.data(), options);
 
   DeviceBuffer dq(nq_elems * 2), dk(nk_elems * 2), dv(nk_elems * 2), dout(nq_elems * 2);
-  cm::cuda::ForwardArgs args;
-  args.mainloop = std::get<1>(GetParam());
-  args.max_ctas = std::get<2>(GetParam());
-  args.num_splits = std::get<3>(GetParam());
-  const cm::cuda::DeviceDescriptor descriptor(plan.blob());
-  const size_t workspace_bytes = cm::cuda::forward_workspace_bytes(
-      descriptor.view(), batch, c.heads_q, c.head_dim, args.num_splits);
-  DeviceBuffer dlse(lse_elems * 4), workspace(workspace_bytes);
-  CUDA_OK(cudaMemset(workspace.ptr, 0xff, workspace_bytes));  // forward() must not read it
+  DeviceBuffer dlse(lse_elems * 4);
   CUDA_OK(cudaMemcpy(dq.ptr, q.bits.data(), nq_elems * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dk.ptr, k.bits.data(), nk_elems * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dv.ptr, v.bits.data(), nk_elems * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dout.ptr, 0xff, nq_elems * 2));   // NaN in both 16-bit formats
   CUDA_OK(cudaMemset(dlse.ptr, 0xff, lse_elems * 4));  // NaN
 
+  cm::cuda::ForwardArgs args;
   static_cast<cm::cuda::Problem&>(args) = cm::cuda::dense_problem(
       c.dtype, shape, dq.ptr, dk.ptr, dv.ptr, dout.ptr, static_cast<float*>(dlse.ptr));
   args.softcap = c.softcap;
+  args.mainloop = std::get<1>(GetParam());
+  args.max_ctas = std::get<2>(GetParam());
+  args.num_splits = std::get<3>(GetParam());
+  const cm::cuda::DeviceDescriptor descriptor(plan.blob());
+  const size_t workspace_bytes = cm::cuda::forward_workspace_bytes(descriptor.view(), args);
+  DeviceBuffer workspace(workspace_bytes);
+  CUDA_OK(cudaMemset(workspace.ptr, 0xff, workspace_bytes));  // forward() must not read it
   cm::cuda::forward(descriptor.view(), args, workspace.ptr, workspace_bytes, nullptr);
   CUDA_OK(cudaDeviceSynchronize());
 

@@ -1,5 +1,6 @@
-// Split keys' host rules (kernels/sm90/fwd_splits.h): the parts of a row, the automatic split
-// count and the workspace's layout.
+// The forward's work rules (kernels/sm90/fwd_splits.h, fwd_packing.h): the parts of a row, the
+// automatic split count, the workspace's layout, and which GQA groups share tiles.
+#include "fwd_packing.h"
 #include "fwd_splits.h"
 
 #include <gtest/gtest.h>
@@ -48,13 +49,26 @@ TEST(FwdSplits, AutomaticCount) {
 }
 
 TEST(FwdSplits, WorkspaceLayout) {
-  const FwdWorkspace whole = fwd_workspace(1, 1000, 128);
-  EXPECT_EQ(whole.total, 256u);  // the work counter alone
+  const FwdWorkspace direct = fwd_workspace(0, 1000, 128);
+  EXPECT_EQ(direct.total, 256u);  // the work counter alone
   // 3 parts of 10 rows: 120 bytes of LSE rounded to 256, then 3 * 10 * 64 floats of O.
   const FwdWorkspace parts = fwd_workspace(3, 10, 64);
   EXPECT_EQ(parts.lse_offset, 256u);
   EXPECT_EQ(parts.out_offset, 512u);
   EXPECT_EQ(parts.total, 512u + 3u * 10u * 64u * 4u);
+}
+
+// A GQA group shares tiles when it divides the tile's 128 rows, one mask serves every head and
+// each head's rows fit its share of the tile.
+TEST(FwdPacking, HeadsPerItem) {
+  EXPECT_EQ(heads_per_item(32, 8, 1, 1), 4);   // decoding, 4 heads per KV head
+  EXPECT_EQ(heads_per_item(32, 8, 1, 32), 4);  // 32 rows of 4 heads fill the tile
+  EXPECT_EQ(heads_per_item(32, 8, 1, 33), 1);  // no longer
+  EXPECT_EQ(heads_per_item(64, 1, 1, 2), 64);  // MQA
+  EXPECT_EQ(heads_per_item(32, 8, 32, 1), 1);  // a mask per head
+  EXPECT_EQ(heads_per_item(12, 4, 1, 1), 1);   // a group of 3 does not divide 128
+  EXPECT_EQ(heads_per_item(16, 16, 1, 1), 1);  // no group
+  EXPECT_EQ(heads_per_item(256, 1, 1, 1), 1);  // more heads than tile rows
 }
 
 }  // namespace

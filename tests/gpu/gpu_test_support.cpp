@@ -251,6 +251,7 @@ std::vector<Case> decode_cases() {
        2,
        B::kBFloat16},
       {"causal", {}, 130, 100, 128, 4, 2, B::kFloat16},  // rows 0-29 see no key
+      {"causal", {}, 2, 3000, 64, 16, 1, B::kFloat16},   // MQA: 16 heads of 2 rows share tiles
   };
 }
 

@@ -85,10 +85,11 @@ std::vector<Case> wide_head_cases();
 // bands and from grid formulas, and rows that see no key.
 std::vector<Case> softcap_cases();
 
-// Few query rows against many keys, the shapes that split keys serve (decoding, a chunk of
-// queries against a long cache): causal (aligned bottom-right) with one and with 17 rows,
-// sliding windows, cross attention on the kernel for 256, and more query rows than keys (the
-// first rows see no key); both dtypes, GQA.
+// Few query rows against many keys, the shapes that split keys and packed heads serve
+// (decoding, a chunk of queries against a long cache): causal (aligned bottom-right) with one
+// and with 17 rows, sliding windows, cross attention on the kernel for 256, more query rows than
+// keys (the first rows see no key, unpacked), and MQA; both dtypes. All but the 17-row and the
+// 130-row cases pack their GQA groups into shared tiles.
 std::vector<Case> decode_cases();
 
 }  // namespace cm::gpu_test

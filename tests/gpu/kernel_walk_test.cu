@@ -113,29 +113,35 @@ std::vector<std::pair<int, int>> listed_key_tiles(const void* blob, const desc::
   return tiles;
 }
 
-// The forward's walk with its key tiles in `splits` parts (1: whole).
-void check_forward_walk(const KernelCase& c, int splits) {
+// The forward's walk with its key tiles in `splits` parts (1: whole) and heads_per_item query
+// heads per item (packed heads; 1: one).
+void check_forward_walk(const KernelCase& c, int splits, int heads_per_item) {
   FwdParams p{};
   static_cast<ProblemShape&>(p) = shape_of(c, c.heads);
   p.descriptor = c.descriptor();
   p.num_splits = splits;
-  p.total_items = p.num_q_tiles * c.batch * c.heads * splits;
+  p.heads_per_item = heads_per_item;
+  p.rows_per_head = kTile / heads_per_item;
+  p.total_items = p.num_q_tiles * c.batch * (c.heads / heads_per_item) * splits;
   std::set<std::tuple<int, int, int, int>> seen;                                // (b, h, m, split)
   std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> walks;  // parts joined
   std::map<std::tuple<int, int, int>, std::vector<size_t>> part_sizes;
-  std::map<int, float> previous_cost;  // per instance b * heads + h
+  std::map<int, float> previous_cost;  // per instance (b * heads + h) / heads_per_item
   int previous_instance = -1;
   for (int index = 0; index < p.total_items; ++index) {
     const WorkItem item = decode_item(p, index);
-    SCOPED_TRACE(c.name + " in " + std::to_string(splits) + " parts, work item " +
+    SCOPED_TRACE(c.name + " in " + std::to_string(splits) + " parts, " +
+                 std::to_string(heads_per_item) + " heads per item, work item " +
                  std::to_string(index));
     ASSERT_TRUE(seen.insert({item.b, item.h, item.m, item.split}).second) << "decoded twice";
+    ASSERT_EQ(item.h % heads_per_item, 0) << "an item starts a group of heads";
     ASSERT_EQ(item.split, index % splits) << "a query tile's parts are consecutive items";
     const int unit = index / splits;  // the query tile's place in the paired order
-    const int instance = item.b * c.heads + item.h;
+    const int instance = (item.b * c.heads + item.h) / heads_per_item;
     const int pair = unit / (2 * p.num_q_tiles);
     ASSERT_EQ(pair, instance / 2) << "instances are taken in pairs";
-    if (item.split == 0 && unit % (2 * p.num_q_tiles) != 0 && 2 * pair + 1 < c.batch * c.heads) {
+    const int instances = c.batch * c.heads / heads_per_item;
+    if (item.split == 0 && unit % (2 * p.num_q_tiles) != 0 && 2 * pair + 1 < instances) {
       EXPECT_NE(instance, previous_instance) << "a pair's instances alternate";
     }
     previous_instance = instance;
@@ -278,7 +284,8 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
 
 // Both walks of one case, the backward's for every kv grouping of its query heads.
 void check_walks(const KernelCase& c) {
-  for (const int splits : {1, 2, 3, 7}) check_forward_walk(c, splits);
+  for (const int splits : {1, 2, 3, 7}) check_forward_walk(c, splits, 1);
+  if (c.heads % 2 == 0) check_forward_walk(c, 2, 2);
   for (int32_t heads_kv = 1; heads_kv <= c.heads; ++heads_kv) {
     if (c.heads % heads_kv == 0) check_backward_walk(c, heads_kv);
   }

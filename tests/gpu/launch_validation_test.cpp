@@ -136,7 +136,9 @@ class LaunchValidation : public testing::Test {
   }
 
   size_t forward_bytes(int num_splits = 1) const {
-    return cm::cuda::forward_workspace_bytes(view(plan_.blob()), 1, kHeads, kDim, num_splits);
+    ForwardArgs a = forward_args();
+    a.num_splits = num_splits;
+    return cm::cuda::forward_workspace_bytes(view(plan_.blob()), a);
   }
 
   size_t backward_bytes() const {
@@ -211,22 +213,34 @@ TEST_F(LaunchValidation, ForwardRejectsEachBrokenRule) {
 TEST_F(LaunchValidation, ForwardWorkspaceSizeRejectsWhatForwardWould) {
   const std::string entry = "cm::cuda::forward";
   const cm::cuda::DescriptorView d = view(plan_.blob());
-  expect_rejected([] { cm::cuda::forward_workspace_bytes({}, 1, 1, kDim, 1); }, entry,
+  using Change = std::function<void(ForwardArgs&)>;
+  const std::vector<std::pair<std::string, Change>> rules = {
+      {"head_dim 4 is not supported", [](ForwardArgs& a) { a.head_dim = 4; }},
+      {"batch and heads must be >= 1", [](ForwardArgs& a) { a.batch = 0; }},
+      {"batch and heads must be >= 1", [](ForwardArgs& a) { a.heads_kv = 0; }},
+      {"must be a multiple of heads_kv", [](ForwardArgs& a) { a.heads_kv = 3; }},
+      {"num_splits must be 0 (automatic), 1 (keys not split) or up to 256",
+       [](ForwardArgs& a) { a.num_splits = 300; }},
+  };
+  for (const auto& [message, change] : rules) {
+    ForwardArgs a = forward_args();
+    change(a);
+    expect_rejected([&] { cm::cuda::forward_workspace_bytes(d, a); }, entry, message, message);
+    expect_rejected([&] { cm::cuda::forward_num_splits(d, a); }, entry, message, message);
+  }
+  expect_rejected([&] { cm::cuda::forward_workspace_bytes({}, forward_args()); }, entry,
                   "descriptor host and device pointers must be set", "descriptor");
-  expect_rejected([&] { cm::cuda::forward_workspace_bytes(d, 1, 1, 4, 1); }, entry,
-                  "head_dim 4 is not supported", "head dim");
-  expect_rejected([&] { cm::cuda::forward_workspace_bytes(d, 0, 1, kDim, 1); }, entry,
-                  "batch and heads must be >= 1", "batch");
-  expect_rejected([&] { cm::cuda::forward_workspace_bytes(d, 1, 1, kDim, 300); }, entry,
-                  "num_splits must be 0 (automatic), 1 (keys not split) or up to 256",
-                  "num_splits");
-  expect_rejected([&] { cm::cuda::forward_num_splits(d, 1, 1, -2); }, entry,
-                  "num_splits must be 0 (automatic), 1 (keys not split) or up to 256",
-                  "num_splits");
+  // The sizes alone: no tensor is set.
+  ForwardArgs sizes;
+  sizes.heads_q = kHeads;
+  sizes.heads_kv = kHeads;
+  sizes.head_dim = kDim;
+  sizes.num_splits = 3;
+  EXPECT_EQ(cm::cuda::forward_workspace_bytes(d, sizes), forward_bytes(3));
   // kN rows of kHeads heads, each part's LSE and O in float32.
   const size_t rows = size_t{kHeads} * kN;
   EXPECT_GE(forward_bytes(3), forward_bytes(1) + 3 * rows * (kDim + 1) * sizeof(float));
-  EXPECT_EQ(cm::cuda::forward_num_splits(d, 1, kHeads, 5), 5);
+  EXPECT_EQ(cm::cuda::forward_num_splits(d, sizes), 3);
 }
 
 TEST_F(LaunchValidation, BackwardRejectsEachBrokenRule) {

@@ -127,16 +127,12 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
   const DeviceTensor q(p.q.size(), dtype, "Q"), k(p.k.size(), dtype, "K"),
       v(p.v.size(), dtype, "V"), out(p.q.size(), dtype, "O");
   const DeviceBuffer lse(static_cast<size_t>(s.batch) * s.heads_q * s.nq * sizeof(float), "LSE");
-  const DeviceBuffer forward_workspace(
-      cuda::forward_workspace_bytes(descriptor.view(), s.batch, s.heads_q, s.head_dim,
-                                    options.num_splits),
-      "the forward workspace");
+
   q.upload(p.q);
   k.upload(p.k);
   v.upload(p.v);
   out.poison();
   lse.poison();
-  forward_workspace.poison();  // forward() needs no initialised workspace
 
   // AttentionProblem's tensors are [B, H, S, D].
   cuda::ForwardArgs f;
@@ -144,6 +140,9 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
                                                        out.get(), static_cast<float*>(lse.get()));
   f.softcap = p.softcap;
   f.num_splits = options.num_splits;
+  const DeviceBuffer forward_workspace(cuda::forward_workspace_bytes(descriptor.view(), f),
+                                       "the forward workspace");
+  forward_workspace.poison();  // forward() needs no initialised workspace
 
   AttentionResult r;
   if (options.on_phase) options.on_phase("forward");
