@@ -65,6 +65,16 @@ cm::cuda::ForwardArgs forward_sizes(int batch, int heads_q, int heads_kv, int he
   return args;
 }
 
+// call(), or 0 when it throws: the answer of a size query for what the entry point would reject.
+template <typename Call>
+auto zero_on_error(Call&& call) -> decltype(call()) {
+  try {
+    return call();
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 // Runs `call`; returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA or
 // other failure, with the message copied into error[error_len].
 template <typename Call>
@@ -98,26 +108,22 @@ int cm_cuda_abi_version(void) {
 size_t cm_cuda_forward_workspace_bytes_for(const void* descriptor_host,
                                            const void* descriptor_device, int batch, int heads_q,
                                            int heads_kv, int head_dim, int num_splits) {
-  try {
+  return zero_on_error([&] {
     return cm::cuda::forward_workspace_bytes(
         {descriptor_host, descriptor_device},
         forward_sizes(batch, heads_q, heads_kv, head_dim, num_splits));
-  } catch (const std::exception&) {
-    return 0;
-  }
+  });
 }
 
 // The key parts cm_cuda_forward uses for this descriptor, problem size and num_splits on the
 // current device (cm::cuda::forward_num_splits), or 0 for what it would reject.
 int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descriptor_device,
                                int batch, int heads_q, int heads_kv, int head_dim, int num_splits) {
-  try {
+  return zero_on_error([&] {
     return cm::cuda::forward_num_splits(
         {descriptor_host, descriptor_device},
         forward_sizes(batch, heads_q, heads_kv, head_dim, num_splits));
-  } catch (const std::exception&) {
-    return 0;
-  }
+  });
 }
 
 // Strides are element strides {batch, row, head} for q, k, v and out, {batch, head} for lse.
@@ -153,12 +159,10 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
 size_t cm_cuda_backward_workspace_bytes_for(const void* descriptor_host,
                                             const void* descriptor_device, int batch, int heads_q,
                                             int head_dim) {
-  try {
+  return zero_on_error([&] {
     return cm::cuda::backward_workspace_bytes({descriptor_host, descriptor_device}, batch, heads_q,
                                               head_dim);
-  } catch (const std::exception&) {
-    return 0;
-  }
+  });
 }
 
 // Strides are element strides {batch, row, head} for the tensors, {batch, head} for lse, as

@@ -2,9 +2,10 @@
 // host over descriptors of the bundled examples and of random masks, against dense masks made
 // without the descriptor (the brute-force oracle of tests/support, mask_fixtures' random
 // instances):
-//   * forward: decode_item maps the work indices onto every (b, h, query tile, key part) once:
-//     the instances (b, h) in pairs whose two instances alternate, each one's query tiles in
-//     the descriptor's longest-first order, a query tile's parts consecutive. KeyTileCursor
+//   * forward: decode_item maps the work indices onto every (b, h, query tile, key part) once
+//     (with packed heads, h the first of a group of heads): the instances (b, h) in pairs whose
+//     two instances alternate, each one's query tiles in the descriptor's longest-first order,
+//     a query tile's parts consecutive. KeyTileCursor
 //     yields a part's key tiles in ascending order, with the pattern of their run (-1 for a
 //     full run), and done() right after the last; a query tile's parts, joined in order, are its
 //     listed key tiles once each, and their sizes differ by at most one. Every key tile holding
