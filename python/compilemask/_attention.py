@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from . import _core, _torch_ops
+from ._logits import check_logit_factors
 from ._plan import Plan
 
 _KERNEL_DTYPES = (torch.bfloat16, torch.float16)
@@ -162,13 +163,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         raise ValueError(f"the plan has tile {plan.tile}; the sm90 kernel needs tile=(128, 128)")
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
+    check_logit_factors(scale, softcap)
     if scale is None:
         scale = 1.0 / math.sqrt(dim)
-    elif not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
-    if softcap is not None and not (isinstance(softcap, (int, float)) and math.isfinite(softcap)
-                                    and softcap > 0):
-        raise ValueError(f"softcap must be None or a finite number > 0, got {softcap!r}")
 
     if not (isinstance(num_splits, int) and not isinstance(num_splits, bool)
             and 0 <= num_splits <= _MAX_SPLITS):

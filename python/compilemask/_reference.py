@@ -6,6 +6,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import numpy as np
 
 from . import _core
+from ._logits import check_logit_factors
 from ._plan import Plan
 
 
@@ -50,10 +51,7 @@ def reference_attention(
     back = _row_gather(None if plan.token_order is None else np.argsort(plan.token_order))
     if accumulate not in ("float32", "float64"):
         raise ValueError(f"accumulate must be 'float32' or 'float64', got {accumulate!r}")
-    if scale is not None and not (np.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be finite and > 0, got {scale}")
-    if softcap is not None and not (np.isfinite(softcap) and softcap > 0):
-        raise ValueError(f"softcap must be None or finite and > 0, got {softcap}")
+    check_logit_factors(scale, softcap)
     q32, k32, v32 = (into(_float32(name, x)) for name, x in (("q", q), ("k", k), ("v", v)))
     scale32 = 0.0 if scale is None else float(scale)
     cap32 = 0.0 if softcap is None else float(softcap)

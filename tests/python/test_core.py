@@ -304,11 +304,17 @@ def test_reference_attention_argument_errors():
         cm.reference_attention(x, x, x, "plan")
     with pytest.raises(ValueError, match="accumulate"):
         cm.reference_attention(x, x, x, plan, accumulate="half")
-    with pytest.raises(ValueError, match="scale must be finite"):
-        cm.reference_attention(x, x, x, plan, scale=-1.0)
+    for scale in (-1.0, 0, math.inf, True, "1"):
+        with pytest.raises(ValueError, match="scale must be None or a finite number > 0"):
+            cm.reference_attention(x, x, x, plan, scale=scale)
     for softcap in (0.0, -1.0, math.inf, math.nan):
-        with pytest.raises(ValueError, match="softcap must be None or finite"):
+        with pytest.raises(ValueError, match="softcap must be None or a finite number > 0"):
             cm.reference_attention(x, x, x, plan, softcap=softcap)
+    # numpy scalars are numbers too
+    q, k, v = random_inputs(np.random.default_rng(4), 1, 1, 1, 8, 8, 16)
+    np.testing.assert_array_equal(
+        cm.reference_attention(q, k, v, plan, scale=np.float32(0.5), softcap=np.int64(2)).out,
+        cm.reference_attention(q, k, v, plan, scale=0.5, softcap=2.0).out)
     with pytest.raises(ValueError, match="backward_lse needs backward"):
         cm.reference_attention(x, x, x, plan, backward_lse=np.zeros((1, 1, 8)))
     with pytest.raises(ValueError, match="backward_lse must have the LSE's shape"):
