@@ -128,6 +128,7 @@ class Kernel:
         if self.has_splits:
             w = self.lib.cm_cuda_forward_workspace_bytes_for
             w.argtypes = [p, p, i, i, i, i, i]
+            self.lib.cm_cuda_forward_num_splits.argtypes = [p, p, i, i, i, i, i]
         else:
             w = self.lib.cm_cuda_forward_workspace_bytes
         w.restype = ctypes.c_size_t
@@ -135,11 +136,10 @@ class Kernel:
         self.workspace = torch.empty(0, dtype=torch.uint8, device="cuda")
 
     def num_splits(self, desc, batch, heads_q, heads_kv, head_dim, num_splits=0):
-        """The key parts a forward call with num_splits uses (0: automatic) on this device."""
-        f = self.lib.cm_cuda_forward_num_splits
-        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 5
-        parts = f(desc.host_ptr(), desc.device.data_ptr(), batch, heads_q, heads_kv, head_dim,
-                  num_splits)
+        """The key parts a forward call with num_splits uses (0: automatic) on this device (a
+        build of ABI version 3 on)."""
+        parts = self.lib.cm_cuda_forward_num_splits(desc.host_ptr(), desc.device.data_ptr(), batch,
+                                                    heads_q, heads_kv, head_dim, num_splits)
         if parts == 0:
             raise KernelError("cm_cuda_forward_num_splits rejected the problem")
         return parts

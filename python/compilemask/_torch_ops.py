@@ -97,9 +97,9 @@ def attention_forward(
 ) -> tuple[Tensor, Tensor]:
     """(out, lse). q/k/v: [B, S, H, D] (heads_first=False), [B, H, S, D] (True) or [T, H, D]
     (one sequence without offsets, else sequence b at rows offsets[b] + [0, n)). softcap: 0
-    for no logit cap. num_splits: key parts (0 automatic, cm::cuda::ForwardArgs). lse_grad (the caller sees the LSE, so the backward carries its gradient)
-    and deterministic are read only by the backward. Inputs are checked by
-    compilemask._attention."""
+    for no logit cap. num_splits: key parts (0 automatic, cm::cuda::ForwardArgs). lse_grad
+    (the caller sees the LSE, so the backward carries its gradient) and deterministic are read
+    only by the backward. Inputs are checked by compilemask._attention."""
     q, k, v = (_kernel_layout(x) for x in (q, k, v))
     if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
         out, lse = _launch_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), desc_host,

@@ -1,8 +1,8 @@
 """GPU tests of cm.attention (torch, CUDA, sm90 forward and backward kernels): forward and
 autograd (including the LSE's gradient) against a float64 dense reference at head dims 40 to
-256, also through plans with a token order and with split keys; bitwise determinism, every argument error,
-torch.compile(fullgraph=True) of forward and backward without recompiles for new parameter
-values, and CUDA graph replay of forward and backward.
+256, also through plans with a token order and with split keys; bitwise determinism, every
+argument error, torch.compile(fullgraph=True) of forward and backward without recompiles for
+new parameter values, and CUDA graph replay of forward and backward.
 Skipped without torch, a GPU or a build with the CUDA kernels."""
 from __future__ import annotations
 
