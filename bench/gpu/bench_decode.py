@@ -11,11 +11,18 @@ SDPA are timed in alternating rounds (bench_common.interleaved_median_ms), with 
 another build of our library ("A": an earlier revision, on the same descriptors, its automatic
 choices). Each output is compared with Flex's before timing.
 
+Paged K/V: the decoding shapes at 32K keys once more, through cm.attention (the compilemask
+package with its CUDA kernels, as scripts/gpu/python_checks.sh installs it; without it these
+rows report the error), [B, S, H, D], with K and V contiguous and in pools [pages, page_size, H,
+D] of shuffled pages (as a cache's pages lie after many steps) of 16 and 128 rows, timed in
+alternating rounds too; each paged output is compared with the contiguous one before timing.
+
 Usage: bench_decode.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcompilemask_cuda.so
        --examples examples --out OUTDIR [--lib-a OTHER.so] [--budget SECONDS]
 Writes OUTDIR/bench_decode.json and OUTDIR/bench_decode.md.
 """
 import argparse
+import functools
 import os
 import sys
 import time
@@ -40,6 +47,10 @@ SHAPES = [
     ("chunk", "causal", 1, 128, 32768),
     ("chunk", "causal", 1, 1024, 32768),
 ]
+PAGED = "paged decode"
+PAGE_SIZES = (16, 128)
+PAGED_SHAPES = [(PAGED, mask, batch, 1, 32768)
+                for mask, batch in (("causal", 1), ("causal", 8), ("sliding", 8))]
 
 
 def mask_parts(mask, nq, nk):
@@ -103,7 +114,13 @@ def bench_one(a, kernel, kernel_a, flex, kind, mask, batch, nq, nk):
     row["max_abs_diff_sdpa_vs_flex"] = (fns["sdpa"]().float() - reference).abs().max().item()
     del reference
 
-    times = interleaved_median_ms(fns)
+    record_times(row, interleaved_median_ms(fns), visible)
+    return row
+
+
+def record_times(row, times, visible):
+    """Stores each function's time, effective TFLOP/s and rate over K and V's read bytes."""
+    batch, nq, nk = row["batch"], row["nq"], row["nk"]
     flops = 4 * D * visible * HQ * batch
     keys_read = visible if nq == 1 else nk  # per KV head: one row's visible keys, or all
     kv_bytes = 2 * batch * HKV * keys_read * D * 2
@@ -111,10 +128,77 @@ def bench_one(a, kernel, kernel_a, flex, kind, mask, batch, nq, nk):
         row[f"{key}_ms"] = ms
         row[f"{key}_tflops"] = flops / ms / 1e9
         row[f"{key}_kv_gbps"] = kv_bytes / ms / 1e6
+
+
+def in_pages(x, page_size, table):
+    """x [B, S, H, D] (S a multiple of page_size) in a pool [pages, page_size, H, D]: rows
+    [p * page_size, (p + 1) * page_size) of sequence b in page table[b, p]."""
+    pages = x.reshape(-1, page_size, *x.shape[2:])
+    pool = torch.empty_like(pages)
+    pool[table.flatten().long()] = pages
+    return pool
+
+
+def paged_one(kind, mask, batch, nq, nk):
+    """The row of a paged shape: cm.attention on contiguous K and V and on each page size."""
+    import compilemask as cm
+    if not cm.cuda_available():
+        raise RuntimeError("the compilemask package was built without its CUDA kernels")
+    visible = mask_parts(mask, nq, nk)[3]
+    bound = cm.masks.causal() if mask == "causal" else cm.masks.sliding(WINDOW)
+    plan = bound.specialize(nq=nq, nk=nk, device="cuda")
+    row = {"kind": kind, "mask": mask, "batch": batch, "nq": nq, "nk": nk}
+    q = torch.randn(batch, nq, HQ, D, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(batch, nk, HKV, D, device="cuda", dtype=torch.bfloat16)
+            for _ in range(2))
+    fns = {"contiguous": functools.partial(cm.attention, q, k, v, plan)}
+    for size in PAGE_SIZES:
+        pages = batch * nk // size
+        table = torch.randperm(pages, device="cuda").int().view(batch, -1)
+        pools = [in_pages(x, size, table) for x in (k, v)]
+        fns[f"paged_{size}"] = functools.partial(cm.attention, q, *pools, plan, page_table=table)
+    reference = fns["contiguous"]().float()
+    for size in PAGE_SIZES:
+        diff = (fns[f"paged_{size}"]().float() - reference).abs().max().item()
+        row[f"max_abs_diff_paged_{size}_vs_contiguous"] = diff
+    del reference
+    record_times(row, interleaved_median_ms(fns), visible)
     return row
 
 
+def error_line(r):
+    return (f"| {r['kind']} {r['mask']} | {r['batch']} | {r['nq']} | {r['nk']} | "
+            f"error: {r['error']} |")
+
+
+def paged_table(rows):
+    sizes = " | ".join(f"paged {s}" for s in PAGE_SIZES)
+    rates = " | ".join(f"paged {s} KV GB/s" for s in PAGE_SIZES)
+    ratios = " | ".join(f"paged {s} / contiguous" for s in PAGE_SIZES)
+    lines = ["", "Paged K/V through cm.attention (automatic splits), q [B, S, H, D], K and V "
+             "contiguous [B, S, H, D] or in pools [pages, page_size, H, D] of shuffled pages. "
+             "Times in ms.", "",
+             f"| shape | B | nq | nk | contiguous | {sizes} | contiguous KV GB/s | {rates} | "
+             f"{ratios} |",
+             "|---|---|---|---|---|" + "---|" * (3 * len(PAGE_SIZES) + 1)]
+    for r in rows:
+        if "error" in r:
+            lines.append(error_line(r))
+            continue
+        keys = [f"paged_{s}" for s in PAGE_SIZES]
+        lines.append(
+            f"| {r['kind']} {r['mask']} | {r['batch']} | {r['nq']} | {r['nk']} | "
+            f"{r['contiguous_ms']:.4f} | "
+            + "".join(f"{r[key + '_ms']:.4f} | " for key in keys)
+            + f"{r['contiguous_kv_gbps']:.0f} | "
+            + "".join(f"{r[key + '_kv_gbps']:.0f} | " for key in keys)
+            + " | ".join(f"{r[key + '_ms'] / r['contiguous_ms']:.2f}" for key in keys) + " |")
+    return lines
+
+
 def table(rows, env):
+    paged = [r for r in rows if r["kind"] == PAGED]
+    rows = [r for r in rows if r["kind"] != PAGED]
     lines = [run_line(env), "",
              f"Few query rows against many keys: bf16, head dim {D}, {HQ} query heads on {HKV} "
              "KV heads, causal aligned bottom-right or a 4K window. Times in ms; \"KV GB/s\" is K "
@@ -126,8 +210,7 @@ def table(rows, env):
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['kind']} {r['mask']} | {r['batch']} | {r['nq']} | {r['nk']} | "
-                         f"error: {r['error']} |")
+            lines.append(error_line(r))
             continue
         lines.append(
             f"| {r['kind']} {r['mask']} | {r['batch']} | {r['nq']} | {r['nk']} | {r['splits']} | "
@@ -137,6 +220,8 @@ def table(rows, env):
             f"{r['ours_whole_ms'] / r['ours_split_ms']:.2f} | "
             + (f"{r['ours_a_ms']:.4f} | {r['ours_a_ms'] / r['ours_split_ms']:.2f} |"
                if "ours_a_ms" in r else " | |"))
+    if paged:
+        lines += paged_table(paged)
     return "\n".join(lines) + "\n"
 
 
@@ -150,12 +235,14 @@ def main():
     kernel, flex, env = Kernel(a.lib), compiled_flex(), environment()
     kernel_a = Kernel(a.lib_a) if a.lib_a else None
     rows, start = [], time.time()
-    for shape in SHAPES:
+    jobs = [functools.partial(bench_one, a, kernel, kernel_a, flex, *shape) for shape in SHAPES]
+    jobs += [functools.partial(paged_one, *shape) for shape in PAGED_SHAPES]
+    for shape, job in zip(SHAPES + PAGED_SHAPES, jobs):
         if time.time() - start > a.budget:
             print("budget reached, stopping", flush=True)
             break
         try:
-            row = bench_one(a, kernel, kernel_a, flex, *shape)
+            row = job()
         except Exception as ex:  # report and continue with the other shapes
             kind, mask, batch, nq, nk = shape
             row = {"kind": kind, "mask": mask, "batch": batch, "nq": nq, "nk": nk,

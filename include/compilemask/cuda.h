@@ -79,6 +79,20 @@ struct Problem {
   int64_t total_k = 0;
 };
 
+// K and V in pages (decoding against a paged cache, as vLLM's block tables and
+// FlashAttention's page_table): Problem::k and Problem::v are pools of num_pages pages of
+// page_size rows, page p's row r of head h at data + p * stride_b + r * stride_s + h * stride_h
+// (elements; [pages, page_size, H, D] and [pages, H, page_size, D] are two choices of strides).
+// Key row j of sequence b is row j % page_size of page page_table[b * page_table_stride +
+// j / page_size]. A page index outside [0, num_pages) reads as zeros (it never faults). The
+// rows of a sequence's last page past nk are never used, whatever they hold (NaN included).
+struct PagedKV {
+  const int32_t* page_table = nullptr;  // device memory; null: K and V are not paged
+  int64_t page_table_stride = 0;        // entries per sequence, >= ceil(nk / page_size)
+  int32_t page_size = 0;                // 16, 32, 64 or a multiple of 128
+  int32_t num_pages = 0;
+};
+
 struct ForwardArgs : Problem {
   Mainloop mainloop = Mainloop::kAuto;
   // Persistent CTAs to launch at most; 0 means one per SM. Fewer leave SMs free for kernels
@@ -90,6 +104,9 @@ struct ForwardArgs : Problem {
   // FlashAttention's num_splits). 0: automatic (split only when the items leave SMs idle; see
   // forward_num_splits), 1: never, 2 to 256: that many parts. The split parts need workspace.
   int32_t num_splits = 0;
+  // Paged K and V (forward only). Needs the strided layout for q and out (no offsets) and a
+  // plan whose key tiles do not restart (uniform 128-key tiles: no segments that restart them).
+  PagedKV paged;
 };
 
 // The 16-bit storage bits of x in dtype (rounded to nearest even), and the value that storage

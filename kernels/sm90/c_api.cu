@@ -142,11 +142,12 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
                     size_t workspace_bytes, void* stream, char* error, size_t error_len) {
   return return_code(
       [&] {
-        cm::cuda::ForwardArgs args{
+        cm::cuda::ForwardArgs args;
+        static_cast<cm::cuda::Problem&>(args) =
             problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, q, q_strides,
                     k, k_strides, v, v_strides, out, out_strides, lse, lse_strides, q_offsets,
-                    k_offsets, total_q, total_k),
-            static_cast<cm::cuda::Mainloop>(mainloop)};
+                    k_offsets, total_q, total_k);
+        args.mainloop = static_cast<cm::cuda::Mainloop>(mainloop);
         args.num_splits = num_splits;
         cm::cuda::forward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,
                           static_cast<cudaStream_t>(stream));

@@ -31,10 +31,16 @@ struct WorkItem {
 // What the loader tells the consumers about the keys of a K/V stage: a key tile, or at head
 // dim 256 one of its 64-key halves (FwdConfig::kStageKeys).
 struct KeyTileInfo {
-  bool masked;   // the tile's visibility is in the consumers' next mask slot (read at part 0)
+  bool masked;   // the tile's visibility is in the consumers' next mask slot (read at `first`)
+  bool first;    // the tile's first stage (its parts come last first: fwd_loader.cuh)
   bool last;     // the last stage of the work item
   uint8_t part;  // which kStageKeys-wide part of the key tile the stage holds
 };
+
+// What the loader tells the tail lanes with a V load (SharedStorage::v_tail, fwd_tail.cuh): the
+// stage's first row to zero, or one of these.
+inline constexpr int kTailNone = 0;  // nothing to zero
+inline constexpr int kTailEnd = -1;  // no stage follows: the kernel ends
 
 // The forward kernel's named barriers (bar.sync ids; 0 is __syncthreads), all in one place so
 // that no two groups of threads share one.
@@ -119,6 +125,8 @@ struct FwdConfig {
     uint64_t v_full[kStages], v_empty[kStages];
     uint64_t item_full[kItemSlots], item_empty[kItemSlots];
     uint64_t mask_full[kMaskSlots], mask_empty[kMaskSlots];
+    uint64_t tail_full, tail_empty;  // a narrow tile's V rows zeroed (fwd_tail.cuh)
+    int v_tail[kStages];        // the V stage's row to zero from, kTailNone or kTailEnd (zero_tail)
     WorkItem item[kItemSlots];  // decoded by the loader; row == nullptr ends the kernel
     KeyTileInfo key_tile[kStages];
   };

@@ -86,8 +86,8 @@ struct Consumer {
   }
 
   // Finishes the scores of a stage, whose Q Kᵀ was just issued, into probabilities: a masked
-  // tile's visibility is fetched under the product of its first part (and kept in `visible` for
-  // its other parts), then the wait (leaving the newest kPending wgmma groups in flight), the K
+  // tile's visibility is fetched under the product of its first stage (and kept in `visible` for
+  // its other part), then the wait (leaving the newest kPending wgmma groups in flight), the K
   // stage's release, the soft cap, masking and the online softmax.
   template <int kPending, class TS>
   __device__ void scores_to_probabilities(TS& tSrS, const KeyTileInfo& tile,
@@ -95,7 +95,7 @@ struct Consumer {
                                           uint32_t (&visible)[2], uint64_t& k_empty,
                                           RowState& state, float (&correction)[2]) const {
     const int part = Config::kTileParts == 1 ? 0 : tile.part;
-    if (tile.masked && part == 0) take_visibility(mask_slot, visible);
+    if (tile.masked && (Config::kTileParts == 1 || tile.first)) take_visibility(mask_slot, visible);
     warpgroup_wait<kPending>();
     warpgroup_fence_operand(tSrS);
     arrive_per_warp(k_empty);

@@ -1,10 +1,11 @@
 // The forward kernel's loader: one thread that takes work items from the global counter and
 // TMA-loads each item's Q (with packed heads, a box of rows_per_head rows by heads_per_item
 // heads: the tile's rows in order) and the K/V tiles its descriptor row lists (at head dim 256
-// each tile in two 64-key stages).
+// each tile in two 64-key stages; with pages smaller than a stage, one box per page).
 #pragma once
 
 #include "fwd_config.cuh"
+#include "fwd_paging.h"
 #include "fwd_params.h"
 #include "fwd_work.cuh"
 #include "sync.cuh"
@@ -13,14 +14,31 @@
 
 namespace cm::sm90 {
 
+// TMA-loads a K or V stage from its boxes (fwd_paging.h): box i fills the stage's rows from
+// i * box_rows, in every 64-column block.
+template <class Config, class Element, int kMaxBoxes>
+__device__ void load_stage(const CUtensorMap* map, uint64_t& full, Element* stage,
+                           const KeyBox (&box)[kMaxBoxes], int boxes, int box_rows, int kv_head) {
+  constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;
+  CUTE_UNROLL
+  for (int i = 0; i < kMaxBoxes; ++i) {
+    if (i == boxes) return;
+    CUTE_UNROLL
+    for (int c = 0; c < kColBlocks; ++c) {
+      tma_load(map, full, stage + (c * Config::kStageKeys + i * box_rows) * Config::kBoxCols,
+               c * Config::kBoxCols, box[i].row, kv_head, box[i].batch);
+    }
+  }
+}
+
 template <class Config>
 __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& ss,
                            const CUtensorMap* tma_q, const CUtensorMap* tma_k,
                            const CUtensorMap* tma_v) {
   using Element = typename Config::Element;
   constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;
-  constexpr int kStageElems = Config::kStageKeys * Config::kHeadDim;
-  constexpr int kBoxElems = Config::kStageKeys * Config::kBoxCols;
+  constexpr int kKeys = Config::kStageKeys;
+  constexpr int kStageElems = kKeys * Config::kHeadDim;
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kQStages> qs;
   PipeState<Config::kStages> kv;
@@ -32,7 +50,14 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     ss.item[item_state.stage] = item;
     arrive_barrier(ss.item_full[item_state.stage]);
     item_state.advance();
-    if (item.row == nullptr) return;
+    if (item.row == nullptr) {
+      if (p.zero_tail) {  // a last, empty V stage ends the tail lanes
+        wait_barrier(ss.v_empty[kv.stage], kv.phase ^ 1u);
+        ss.v_tail[kv.stage] = kTailEnd;
+        arrive_barrier(ss.v_full[kv.stage]);
+      }
+      return;
+    }
 
     // Every item takes a Q buffer, which later stages its output; an item without key tiles
     // needs no Q, so its buffer is handed over at once.
@@ -60,26 +85,40 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     while (cursor.next(n, pattern)) {
       const desc::TileSpan keys = key_tile(p, n);
       const bool masked = tile_needs_mask(pattern, keys.size());
-      // A tile narrower than 128 keys (cut by nk or a restart) loads only the parts it has.
-      constexpr int kKeys = Config::kStageKeys;
-      const int parts =
-          Config::kTileParts == 1 ? 1 : min(Config::kTileParts, (keys.size() + kKeys - 1) / kKeys);
-      for (int part = 0; part < parts; ++part) {
-        const int row = k_row0 + keys.begin + part * Config::kStageKeys;
+      // A tile narrower than 128 keys (cut by nk or a restart) loads only the parts it has,
+      // the last part first: the tail lanes zero the rows past the tile's width in that part's
+      // V (fwd_tail.cuh) before the consumers take the tile's mask at its first stage, and a
+      // later stage's V could only load once they had taken it.
+      const int parts = stage_parts<Config>(keys.size());
+      for (int i = 0; i < parts; ++i) {
+        const int part = parts - 1 - i;
+        const int first_key = keys.begin + part * kKeys;
+        const int boxes = stage_boxes(p.page_size, kKeys, p.nk, first_key);
+        const int box_rows = kv_box_rows(p.page_size, kKeys);
+        // The page-table loads of the stage's boxes all in flight at once, for K and V: one
+        // after another, each box waited for its own.
+        constexpr int kMaxBoxes = kKeys / kMinPageSize;
+        KeyBox box[kMaxBoxes];
+        CUTE_UNROLL
+        for (int b = 0; b < kMaxBoxes; ++b) {
+          if (b < boxes) {
+            box[b] = key_box(p.page_table, p.page_table_stride, p.page_size, item.b, k_row0, batch,
+                             first_key + b * box_rows);
+          }
+        }
+        const uint32_t bytes =
+            boxes * box_rows * Config::kHeadDim * static_cast<uint32_t>(sizeof(Element));
         wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);
-        ss.key_tile[kv.stage] = {masked, cursor.done() && part + 1 == parts,
+        ss.key_tile[kv.stage] = {masked, i == 0, cursor.done() && i + 1 == parts,
                                  static_cast<uint8_t>(part)};
-        expect_bytes(ss.k_full[kv.stage], Config::kKVBytes);  // releases key_tile with the K load
-        for (int c = 0; c < kColBlocks; ++c) {
-          tma_load(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kStageElems + c * kBoxElems,
-                   c * Config::kBoxCols, row, kv_head, batch);
-        }
+        expect_bytes(ss.k_full[kv.stage], bytes);  // releases key_tile with the K load
+        load_stage<Config>(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kStageElems, box, boxes,
+                           box_rows, kv_head);
         wait_barrier(ss.v_empty[kv.stage], kv.phase ^ 1u);
-        expect_bytes(ss.v_full[kv.stage], Config::kKVBytes);
-        for (int c = 0; c < kColBlocks; ++c) {
-          tma_load(tma_v, ss.v_full[kv.stage], ss.v + kv.stage * kStageElems + c * kBoxElems,
-                   c * Config::kBoxCols, row, kv_head, batch);
-        }
+        if (p.zero_tail) ss.v_tail[kv.stage] = i == 0 ? keys.size() % kKeys : kTailNone;
+        expect_bytes(ss.v_full[kv.stage], bytes);  // releases v_tail with the V load
+        load_stage<Config>(tma_v, ss.v_full[kv.stage], ss.v + kv.stage * kStageElems, box, boxes,
+                           box_rows, kv_head);
         kv.advance();
       }
     }

@@ -1,5 +1,6 @@
 // The forward kernel's mask warps: the visibility of every masked key tile's rows, written to
-// shared memory ahead of the consumers.
+// shared memory ahead of the consumers; a narrow tile's only once the tail lanes zeroed its V
+// rows past its keys (FwdParams::zero_tail).
 #pragma once
 
 #include "fwd_config.cuh"
@@ -28,7 +29,8 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
   static_assert(Config::kBlockM >= Config::kMaskThreads, "every thread has a row of every tile");
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kMaskSlots> slot;
-  int first_row = t;  // the thread's first row of the next masked tile
+  uint32_t tail_phase = 0;  // of the tail lanes' one-slot ring (zero_tail; thread 0)
+  int first_row = t;        // the thread's first row of the next masked tile
   // The mask of the last pattern read: consecutive masked tiles often share their pattern
   // (every partial tile of a grid mask), and reading it again costs dependent global loads.
   TileMask mask{};
@@ -57,6 +59,13 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
                                                 r & (p.rows_per_head - 1), keys.size(), cols);
       }
       first_row = r - Config::kBlockM;
+      if (t == 0 && p.zero_tail && keys.size() % Config::kStageKeys != 0) {
+        // The tail lanes zeroed the V rows past the tile's keys first (fwd_tail.cuh); this
+        // thread's arrival below completes mask_full only after it saw that.
+        wait_barrier(ss.tail_full, tail_phase);
+        arrive_barrier(ss.tail_empty);
+        tail_phase ^= 1u;
+      }
       arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows
       slot.advance();
     }

@@ -38,6 +38,17 @@ struct FwdParams : ProblemShape {
   bool combine;
   float* split_lse;
   float* split_out;
+
+  // Paged K and V (cm::cuda::PagedKV): key row j of sequence b is row j % page_size of page
+  // page_table[b * page_table_stride + j / page_size], the batch coordinate of the K/V maps.
+  // Null for the other layouts.
+  const int32_t* page_table;
+  int64_t page_table_stride;
+  int32_t page_size;
+  // Whether the key rows past a narrow tile's width can hold anything (packed or paged K/V):
+  // the tail lanes (fwd_tail.cuh) then zero them in the V stage, since 0 * NaN in P V would be
+  // NaN. The strided layout reads zeros there (TMA out of bounds) or the same sequence's keys.
+  bool zero_tail;
 };
 
 }  // namespace cm::sm90

@@ -37,6 +37,13 @@ __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
   return {b, h, m, rows.begin, rows.size(), q_row0, keys.count > 0, &row, split, keys};
 }
 
+// The K/V stages of a key tile `width` keys wide: its kStageKeys-wide parts that hold keys.
+template <class Config>
+__host__ __device__ inline int stage_parts(int width) {
+  const int parts = (width + Config::kStageKeys - 1) / Config::kStageKeys;
+  return parts < Config::kTileParts ? parts : Config::kTileParts;
+}
+
 // Walks the key tiles of a work item in ascending order: the listed tiles of its query tile
 // (full runs and partial runs merged by position), from keys.begin, keys.count of them. Producer
 // and consumers walk the same sequence, which is what keeps their pipelines in step. A

@@ -6,6 +6,7 @@
 #include "descriptor/decode.h"
 #include "fwd_launch.h"
 #include "fwd_packing.h"
+#include "fwd_paging.h"
 #include "fwd_splits.h"
 #include "host_checks.h"
 #include "tma_maps.h"
@@ -29,6 +30,19 @@ void validate(const DescriptorView& d, const ForwardArgs& a) {
                     a.mainloop == Mainloop::kPingpong,
                 "mainloop must be kAuto, kSerial or kPingpong");
   check.require(a.max_ctas >= 0, "max_ctas must be >= 0 (0: one CTA per SM)");
+  if (a.paged.page_table != nullptr) {
+    const PagedKV& paged = a.paged;
+    check.require(a.q_offsets == nullptr,
+                  "paged K/V needs the strided layout for q and out (no q_offsets, k_offsets)");
+    check.require(page_size_supported(paged.page_size), std::string("paged.page_size must be ") +
+                                                            kPageSizeRule + ", got " +
+                                                            std::to_string(paged.page_size));
+    check.require(paged.num_pages >= 1, "paged.num_pages must be >= 1");
+    const int64_t pages_per_sequence = (int64_t{a.nk} + paged.page_size - 1) / paged.page_size;
+    check.require(paged.page_table_stride >= pages_per_sequence,
+                  "paged.page_table_stride must be >= ceil(nk / page_size) = " +
+                      std::to_string(pages_per_sequence));
+  }
 }
 
 // How forward() lays out its work for a problem's sizes.
@@ -178,6 +192,14 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   p.lse_stride_b = packed ? 0 : args.lse_stride_b;
   p.lse_stride_h = args.lse_stride_h;
   p.work_counter = static_cast<int32_t*>(workspace);
+  const bool paged = args.paged.page_table != nullptr;
+  check.require(!paged || p.k_starts == nullptr,
+                "paged K/V needs a plan whose key tiles do not restart at block boundaries "
+                "(uniform 128-key tiles), so that no key tile spans two pages");
+  p.page_table = args.paged.page_table;
+  p.page_table_stride = args.paged.page_table_stride;
+  p.page_size = args.paged.page_size;
+  p.zero_tail = packed || paged;
 
   const int64_t q_rows = packed ? args.total_q : args.nq;
   const int64_t k_rows = packed ? args.total_k : args.nk;
@@ -187,10 +209,14 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
                           args.batch, packed, p.rows_per_head, p.heads_per_item);
   const int kernel_head_dim = host::kernel_head_dim(args.head_dim);
   const int stage_keys = sm90::forward_keys_per_stage(kernel_head_dim);
-  const CUtensorMap k = host::make_tile_map(check, args.k, args.dtype, args.head_dim, k_rows,
-                                            args.heads_kv, args.batch, packed, stage_keys);
-  const CUtensorMap v = host::make_tile_map(check, args.v, args.dtype, args.head_dim, k_rows,
-                                            args.heads_kv, args.batch, packed, stage_keys);
+  // Paged, the maps' rows are a page's and their batches the pages (fwd_paging.h).
+  const int64_t kv_rows = paged ? args.paged.page_size : k_rows;
+  const int kv_batch = paged ? args.paged.num_pages : args.batch;
+  const int box_rows = sm90::kv_box_rows(paged ? args.paged.page_size : 0, stage_keys);
+  const CUtensorMap k = host::make_tile_map(check, args.k, args.dtype, args.head_dim, kv_rows,
+                                            args.heads_kv, kv_batch, packed, box_rows);
+  const CUtensorMap v = host::make_tile_map(check, args.v, args.dtype, args.head_dim, kv_rows,
+                                            args.heads_kv, kv_batch, packed, box_rows);
 
   const int sms = check.multiprocessors();
   const int ctas = args.max_ctas > 0 ? std::min(sms, args.max_ctas) : sms;

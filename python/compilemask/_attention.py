@@ -24,6 +24,8 @@ _HEAD_DIM_RULE = _core.HEAD_DIM_RULE
 _KERNEL_TILE = (128, 128)
 _MAX_SPLITS = _core.MAX_SPLITS
 _ALIGN = 8  # elements of 16 bytes (2-byte types): the kernel's TMA and store granularity
+_PAGE_SIZE_RULE = _core.PAGE_SIZE_RULE  # rows per page of paged K/V (cm::cuda::PagedKV)
+_page_size_supported = _core.page_size_supported
 
 
 def _check_tensor(name: str, x: Any, device: torch.device) -> None:
@@ -60,6 +62,41 @@ def _check_offsets(name: str, offsets: Any, batch: int, device: torch.device) ->
                          f"sequence), got shape {tuple(offsets.shape)}")
 
 
+def _check_paged(page_table: Any, inputs: tuple[Tensor, ...], plan: Plan, batch: int,
+                 nq: int, num_pages: int, page_size: int) -> None:
+    """Raises unless q (inputs[0], nq rows) can attend to the k and v pools (inputs[1:], of
+    num_pages pages of page_size rows) through page_table, forward only."""
+    if not isinstance(page_table, Tensor):
+        raise TypeError(f"page_table must be a torch.Tensor of int32 page indices, got "
+                        f"{type(page_table).__name__}")
+    if page_table.dtype != torch.int32 or page_table.device != plan.device:
+        raise TypeError(f"page_table must be an int32 tensor on {plan.device}, got "
+                        f"{page_table.dtype} on {page_table.device}")
+    if not _page_size_supported(page_size) or num_pages < 1:
+        raise ValueError(f"paged k and v must be pools of at least one page of {_PAGE_SIZE_RULE} "
+                         f"rows, got {num_pages} pages of {page_size} rows")
+    pages_needed = -(-plan.nk // page_size)
+    if page_table.dim() != 2 or page_table.shape[0] != batch:
+        raise ValueError(f"page_table must be 2-D [B, pages per sequence] with B = {batch} (q's "
+                         f"batch), got shape {tuple(page_table.shape)}")
+    if page_table.shape[1] < pages_needed:
+        raise ValueError(f"page_table has {page_table.shape[1]} pages per sequence; the plan's "
+                         f"nk={plan.nk} keys need at least {pages_needed} pages of {page_size} "
+                         "rows")
+    if page_table.stride(1) != 1:
+        raise ValueError(f"page_table's rows must be contiguous (stride(1) == 1), got strides "
+                         f"{tuple(page_table.stride())}; call .contiguous()")
+    if plan.nq != nq:
+        raise ValueError(f"the plan was specialized for nq={plan.nq}, but q has {nq} rows")
+    # The device copy: reading the numpy order would make torch.compile guard on it.
+    if plan._order_device is not None:
+        raise ValueError("paged K/V does not take a plan with a token_order: the pages hold the "
+                         "keys in the tensors' order")
+    if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
+        raise ValueError("paged K/V has no backward; call cm.attention under torch.no_grad() "
+                         "or torch.inference_mode(), or pass q, k and v detached")
+
+
 def _split(x: Tensor, layout: str) -> tuple[int, int, int, int]:
     """(batch, rows, heads, head_dim) of a 4-D tensor, or (1, T, heads, head_dim) of 3-D."""
     if x.dim() == 3:
@@ -73,7 +110,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
               return_lse: bool = False, *, layout: str = "bshd",
               offsets: Optional[Tensor] = None,
               k_offsets: Optional[Tensor] = None, deterministic: bool = False,
-              softcap: Optional[float] = None, num_splits: int = 0) -> Any:
+              softcap: Optional[float] = None, num_splits: int = 0,
+              page_table: Optional[Tensor] = None) -> Any:
     """softmax(scale * q kᵀ, masked by `plan`) v on torch CUDA tensors (bf16 or fp16, head dim
     a multiple of 8 up to 256), differentiable.
 
@@ -101,6 +139,19 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     keys): 0 (the default) splits only when the (batch, head, query tile) work items leave SMs
     idle, 1 never, 2 to 256 always.
 
+    page_table runs the forward on K and V held in pages (decoding against a paged KV cache, as
+    vLLM's block tables and FlashAttention's page_table): k and v are pools [num_pages,
+    page_size, Hkv, D] ([num_pages, Hkv, page_size, D] with layout="bhsd"), page_size 16, 32,
+    64 or a multiple of 128, and page_table an int32 [B, pages_per_seq] tensor on q's device
+    with stride(1) == 1 and pages_per_seq >= ceil(plan.nk / page_size): key j of sequence b is
+    row j % page_size of page page_table[b, j // page_size]. q is 4-D with plan.nq rows (no
+    jagged layout); every sequence has plan.nk keys (a mask per batch row gives them other
+    lengths). Entries outside [0, num_pages) read as zeros; the rows of a sequence's last page
+    past nk and its entries past ceil(nk / page_size) are never read (the entries are not
+    checked: that would need a host sync). Forward only: q, k and v must not require grad
+    (under torch.no_grad() or inference_mode() they may); no token_order; a plan whose key tiles
+    restart at document boundaries (doc_causal, hstu) raises ValueError.
+
     Autograd runs the sm90 backward kernel; dk and dv are summed over each GQA group. With
     deterministic=True the gradients are bitwise identical from run to run (slower). With
     return_lse the LSE is differentiable too, at the cost of one read per row in the backward.
@@ -120,6 +171,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         _check_tensor(name, x, plan.device)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k and v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    paged = page_table is not None
+    if paged and q.dim() != 4:
+        raise ValueError(f"page_table needs 4-D q ([B, S, H, D] or [B, H, S, D]) and 4-D k and v "
+                         f"pools; jagged [T, H, D] inputs take no page table, got q of shape "
+                         f"{tuple(q.shape)}")
     if not (q.dim() == k.dim() == v.dim()):
         raise ValueError(f"q, k and v must have the same number of dimensions, got {q.dim()}, "
                          f"{k.dim()}, {v.dim()}")
@@ -127,14 +183,14 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         raise ValueError(f"k and v must have one shape, got {tuple(k.shape)} and "
                          f"{tuple(v.shape)}")
     batch, nq, heads_q, dim = _split(q, layout)
-    k_batch, nk, heads_kv, k_dim = _split(k, layout)
+    k_batch, nk, heads_kv, k_dim = _split(k, layout)  # paged: pages and the rows of a page
     if dim not in _HEAD_DIMS:
         raise ValueError(f"q has head dim {dim}; the kernels support {_HEAD_DIM_RULE}")
     if k_dim != dim:
         raise ValueError(f"k and v have head dim {k_dim} but q has {dim}")
     if heads_q % heads_kv:
         raise ValueError(f"q's {heads_q} heads must be a multiple of k's and v's {heads_kv}")
-    if k_batch != batch:
+    if k_batch != batch and not paged:
         raise ValueError(f"q has batch {batch} but k and v have {k_batch}")
 
     jagged = q.dim() == 3 and offsets is not None
@@ -150,6 +206,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         if nq < plan.nq or nk < plan.nk:
             raise ValueError(f"jagged q has {nq} rows and k {nk}, fewer than one sequence of the "
                              f"plan (nq={plan.nq}, nk={plan.nk})")
+    elif paged:
+        _check_paged(page_table, (q, k, v), plan, batch, nq, num_pages=k_batch, page_size=nk)
     elif (plan.nq, plan.nk) != (nq, nk):
         raise ValueError(f"the plan was specialized for nq={plan.nq}, nk={plan.nk}, but q has "
                          f"{nq} rows and k has {nk}")
@@ -194,7 +252,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     out, lse = torch.ops.compilemask.attention_forward(
         q, k, v, plan._desc_host, plan._desc_device, offsets if jagged else None,
         k_offsets if jagged else None, heads_first, plan.nq, plan.nk, float(scale),
-        float(softcap or 0.0), num_splits, bool(return_lse), deterministic)
+        float(softcap or 0.0), num_splits, page_table, bool(return_lse), deterministic)
     if sequence_rows is not None:  # back to the packed rows; rows outside every sequence: 0
         out = torch.zeros_like(packed_q).index_copy(0, sequence_rows, out.flatten(0, 1))
         lse = torch.full((packed_q.shape[1], packed_q.shape[0]), float("-inf"),

@@ -25,7 +25,8 @@ _ALIGN = 8  # elements of 16 bytes: the kernels' stride and address granularity
 
 
 def _bsh_strides(x: Tensor, heads_first: bool, packed: bool) -> tuple[int, int, int]:
-    """Element strides {batch, row, head} of a [B, S, H, D], [B, H, S, D] or [T, H, D] tensor."""
+    """Element strides {batch, row, head} of a [B, S, H, D], [B, H, S, D] or [T, H, D] tensor
+    (of a paged K or V pool, {page, row, head})."""
     if packed:
         return (0, x.stride(0), x.stride(1))
     if heads_first:
@@ -47,7 +48,8 @@ def _lse_strides(lse: Tensor, packed: bool) -> tuple[int, int]:
 
 def _dims(q: Tensor, k: Tensor, q_offsets: Optional[Tensor], heads_first: bool, nq: int,
           nk: int) -> tuple[int, ...]:
-    """The kernels' (dtype code, batch, heads_q, heads_kv, nq, nk, head_dim)."""
+    """The kernels' (dtype code, batch, heads_q, heads_kv, nq, nk, head_dim). nq and nk are the
+    plan's (a paged k has page_size rows), the batch q's."""
     if q_offsets is not None:
         batch, heads_q, heads_kv = q_offsets.shape[0], q.shape[1], k.shape[1]
     else:
@@ -62,6 +64,17 @@ def _packing(q: Tensor, k: Tensor, q_offsets: Optional[Tensor],
     if q_offsets is None:
         return (0, 0, 0, 0)
     return (q_offsets.data_ptr(), k_offsets.data_ptr(), q.shape[0], k.shape[0])
+
+
+def _paging(k: Tensor, page_table: Optional[Tensor],
+            heads_first: bool) -> tuple[int, int, int, int]:
+    """(page_table, page_table_stride, page_size, num_pages) as the kernels take them, for k a
+    pool [num_pages, page_size, H, D] ([num_pages, H, page_size, D] when heads_first); zeros
+    when K and V are not paged."""
+    if page_table is None:
+        return (0, 0, 0, 0)
+    page_size = k.shape[2] if heads_first else k.shape[1]
+    return (page_table.data_ptr(), page_table.stride(0), page_size, k.shape[0])
 
 
 def _current_stream(device: torch.device) -> int:
@@ -92,26 +105,30 @@ def attention_forward(
     scale: float,
     softcap: float,
     num_splits: int,
+    page_table: Optional[Tensor],
     lse_grad: bool,
     deterministic: bool,
 ) -> tuple[Tensor, Tensor]:
     """(out, lse). q/k/v: [B, S, H, D] (heads_first=False), [B, H, S, D] (True) or [T, H, D]
     (one sequence without offsets, else sequence b at rows offsets[b] + [0, n)). softcap: 0
-    for no logit cap. num_splits: key parts (0 automatic, cm::cuda::ForwardArgs). lse_grad
-    (the caller sees the LSE, so the backward carries its gradient) and deterministic are read
-    only by the backward. Inputs are checked by compilemask._attention."""
+    for no logit cap. num_splits: key parts (0 automatic, cm::cuda::ForwardArgs). page_table:
+    None, or int32 [B, pages per sequence] with k and v pools [num_pages, page_size, H, D]
+    ([num_pages, H, page_size, D] when heads_first; 4-D q only): key row j of sequence b is row
+    j % page_size of page page_table[b, j // page_size] (cm::cuda::PagedKV). lse_grad (the
+    caller sees the LSE, so the backward carries its gradient) and deterministic are read only
+    by the backward. Inputs are checked by compilemask._attention."""
     q, k, v = (_kernel_layout(x) for x in (q, k, v))
     if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
         out, lse = _launch_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), desc_host,
                                    desc_device, None, None, False, nq, nk, scale, softcap,
-                                   num_splits)
+                                   num_splits, None)
         return out.squeeze(0), lse.squeeze(0)
     return _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
-                           nq, nk, scale, softcap, num_splits)
+                           nq, nk, scale, softcap, num_splits, page_table)
 
 
 def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk,
-                    scale, softcap, num_splits):
+                    scale, softcap, num_splits, page_table):
     packed = q_offsets is not None
     if packed:
         # Rows outside every sequence are never written by the kernel.
@@ -133,6 +150,7 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
             out.data_ptr(), _bsh_strides(out, heads_first, packed),
             lse.data_ptr(), _lse_strides(lse, packed),
             *_packing(q, k, q_offsets, k_offsets), num_splits,
+            *_paging(k, page_table, heads_first),
             workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
         )
     return out, lse
@@ -140,7 +158,8 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
 
 @attention_forward.register_fake
 def _attention_forward_fake(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
-                            nq, nk, scale, softcap, num_splits, lse_grad, deterministic):
+                            nq, nk, scale, softcap, num_splits, page_table, lse_grad,
+                            deterministic):
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
     return out, lse
@@ -219,14 +238,18 @@ def _attention_backward_fake(q, k, v, output, lse, dout, dlse, desc_host, desc_d
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale, softcap,
-     _num_splits, lse_grad, deterministic) = inputs
+     _num_splits, page_table, lse_grad, deterministic) = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets)
     ctx.options = (heads_first, nq, nk, scale, softcap)
     ctx.lse_grad, ctx.deterministic = lse_grad, deterministic
+    ctx.paged = page_table is not None
 
 
 def _backward(ctx, dout, dlse):
+    # cm.attention refuses paged K/V with autograd; a direct call of the operator gets here.
+    if ctx.paged:
+        raise RuntimeError("compilemask::attention_forward with a page_table has no backward")
     q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets = ctx.saved_tensors
     # Without lse_grad the caller never saw the LSE, so its gradient is zero.
     dlse = dlse if ctx.lse_grad else None
@@ -234,7 +257,7 @@ def _backward(ctx, dout, dlse):
         q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets, k_offsets, *ctx.options,
         ctx.deterministic)
     # One gradient slot per input of attention_forward.
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None, None
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None, None, None
 
 
 torch.library.register_autograd(

@@ -66,10 +66,12 @@ void forward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims&
              const Strides3& k_strides, uintptr_t v, const Strides3& v_strides, uintptr_t out,
              const Strides3& out_strides, uintptr_t lse, std::array<int64_t, 2> lse_strides,
              uintptr_t q_offsets, uintptr_t k_offsets, int64_t total_q, int64_t total_k,
-             int num_splits, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
+             int num_splits, uintptr_t page_table, int64_t page_table_stride, int32_t page_size,
+             int32_t num_pages, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
   cm::cuda::ForwardArgs args;
   set_common(args, dims, scale, softcap, {q_offsets, k_offsets, total_q, total_k});
   args.num_splits = num_splits;
+  args.paged = {pointer<const int32_t>(page_table), page_table_stride, page_size, num_pages};
   args.q = tensor(q, q_strides);
   args.k = tensor(k, k_strides);
   args.v = tensor(v, v_strides);
@@ -117,8 +119,9 @@ void permute_rows(uintptr_t src, const Strides3& src_strides, uintptr_t dst,
 
 NB_MODULE(_cuda, m) {
   m.doc() = "CompileMask sm90 attention kernels (used by compilemask.attention)";
-  // Pointers are addresses; 0 means none (q_offsets, k_offsets outside the packed layout; dlse
-  // without a gradient of the LSE). softcap 0 means no logit cap.
+  // Pointers are addresses; 0 means none (q_offsets, k_offsets outside the packed layout;
+  // page_table when K and V are not paged; dlse without a gradient of the LSE). softcap 0 means
+  // no logit cap.
   m.def(
       "workspace_bytes",
       [](uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims,
@@ -136,7 +139,8 @@ NB_MODULE(_cuda, m) {
         nb::arg("k"), nb::arg("k_strides"), nb::arg("v"), nb::arg("v_strides"), nb::arg("out"),
         nb::arg("out_strides"), nb::arg("lse"), nb::arg("lse_strides"), nb::arg("q_offsets"),
         nb::arg("k_offsets"), nb::arg("total_q"), nb::arg("total_k"), nb::arg("num_splits"),
-        nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("stream"));
+        nb::arg("page_table"), nb::arg("page_table_stride"), nb::arg("page_size"),
+        nb::arg("num_pages"), nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("stream"));
   m.def(
       "backward_workspace_bytes",
       [](uintptr_t descriptor_host, uintptr_t descriptor_device, int32_t batch, int32_t heads_q,

@@ -3,7 +3,8 @@
 // head dims 64 and 128 (and padded ones), both dtypes and both mainloops, on one CTA per SM and
 // on two CTAs, a selection at head dims above 128 (the kernel for 256), one with soft-capped
 // logits, and split keys: forced on every example, automatic and forced on few query rows
-// against many keys. Skips without a Hopper GPU.
+// against many keys; K and V in pages of a shuffled pool and packed between NaN rows. Skips
+// without a Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda.h>
 #include <compilemask/reference.h>
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <string>
 #include <tuple>
@@ -29,13 +31,88 @@ using cm::gpu_test::make_plan;
 using cm::gpu_test::random_rounded;
 using cm::gpu_test::Rounded;
 
-// (case, mainloop, max_ctas, num_splits)
-class ForwardMatchesReference
-    : public testing::TestWithParam<std::tuple<Case, cm::cuda::Mainloop, int, int>> {};
+// Where the test puts K and V: [B, H, S, D] (dense_problem), in pages of a pool (the rows of a
+// page first, [pages, page_size, H, D], or its heads first, [pages, H, page_size, D]), or packed
+// [T, H, D] with NaN rows between the sequences. Pages are placed in a shuffled order, and every
+// slot of the pool that holds no key row is NaN: the kernel must never let one reach O.
+enum class KeyStorage { kDense, kPagedRowsFirst, kPagedHeadsFirst, kPackedWithGaps };
 
-TEST_P(ForwardMatchesReference, OutputAndLse) {
-  SKIP_WITHOUT_HOPPER();
-  const Case& c = std::get<0>(GetParam());
+// K and V on the device in their storage, and what forward() needs to read them.
+struct DeviceKeys {
+  std::vector<uint16_t> k_bits, v_bits;  // host copies in the storage's layout
+  std::vector<int32_t> table;            // the page table (paged) or the key offsets (packed)
+  cm::cuda::TensorRef k, v;
+  cm::cuda::PagedKV paged;
+  int64_t total_k = 0;
+};
+
+constexpr uint16_t kNaNBits = 0xffff;  // NaN in both 16-bit formats
+constexpr int kGapRows = 37;           // NaN rows after each packed sequence
+
+// Lays out [B, H, nk, D] host bits `k` and `v` in `storage` (page_size rows per page).
+DeviceKeys lay_out_keys(const std::vector<uint16_t>& k, const std::vector<uint16_t>& v,
+                        const cm::AttentionShape& shape, KeyStorage storage, int page_size) {
+  const int b_count = shape.batch, heads = shape.heads_kv, nk = shape.nk, d = shape.head_dim;
+  const auto dense_at = [&](int b, int h, int s) { return ((size_t(b) * heads + h) * nk + s) * d; };
+  DeviceKeys keys;
+  if (storage == KeyStorage::kPackedWithGaps) {
+    const int64_t stride = nk + kGapRows;  // rows from one sequence's start to the next's
+    keys.total_k = b_count * stride;
+    keys.k_bits.assign(keys.total_k * heads * d, kNaNBits);
+    keys.v_bits = keys.k_bits;
+    for (int b = 0; b < b_count; ++b) {
+      keys.table.push_back(static_cast<int32_t>(b * stride));
+      for (int h = 0; h < heads; ++h) {
+        for (int s = 0; s < nk; ++s) {
+          const size_t at = ((b * stride + s) * heads + h) * size_t(d);
+          std::copy_n(k.begin() + dense_at(b, h, s), d, keys.k_bits.begin() + at);
+          std::copy_n(v.begin() + dense_at(b, h, s), d, keys.v_bits.begin() + at);
+        }
+      }
+    }
+    keys.k.stride_s = keys.v.stride_s = int64_t{heads} * d;
+    keys.k.stride_h = keys.v.stride_h = d;
+    return keys;
+  }
+  const int pages_per_sequence = (nk + page_size - 1) / page_size;
+  const int num_pages = b_count * pages_per_sequence + 3;  // three pages nobody uses
+  std::vector<int32_t> order(num_pages);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(page_size + nk));
+  const int table_stride = pages_per_sequence + 1;  // longer rows than needed
+  keys.table.assign(size_t(b_count) * table_stride, -1);
+  const bool rows_first = storage == KeyStorage::kPagedRowsFirst;
+  const int64_t page_elems = int64_t{page_size} * heads * d;
+  const int64_t stride_s = rows_first ? int64_t{heads} * d : d;
+  const int64_t stride_h = rows_first ? d : int64_t{page_size} * d;
+  keys.k_bits.assign(num_pages * page_elems, kNaNBits);
+  keys.v_bits = keys.k_bits;
+  for (int b = 0; b < b_count; ++b) {
+    for (int j = 0; j < pages_per_sequence; ++j) {
+      keys.table[b * table_stride + j] = order[b * pages_per_sequence + j];
+    }
+    for (int h = 0; h < heads; ++h) {
+      for (int s = 0; s < nk; ++s) {
+        const int page = keys.table[b * table_stride + s / page_size];
+        const size_t at = page * page_elems + (s % page_size) * stride_s + h * stride_h;
+        std::copy_n(k.begin() + dense_at(b, h, s), d, keys.k_bits.begin() + at);
+        std::copy_n(v.begin() + dense_at(b, h, s), d, keys.v_bits.begin() + at);
+      }
+    }
+  }
+  keys.k.stride_b = keys.v.stride_b = page_elems;
+  keys.k.stride_s = keys.v.stride_s = stride_s;
+  keys.k.stride_h = keys.v.stride_h = stride_h;
+  keys.paged.page_table_stride = table_stride;
+  keys.paged.page_size = page_size;
+  keys.paged.num_pages = num_pages;
+  return keys;
+}
+
+// Runs the forward on case c with K and V in `storage` and checks O and the LSE against the
+// float64 reference on NaN-filled outputs and workspace.
+void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int num_splits,
+                   KeyStorage storage = KeyStorage::kDense, int page_size = 0) {
   const int batch = 2;
   // The reference needs the full (batch, head) instance map; the kernel reads it as well.
   const cm::Plan plan = make_plan(c.example, c.params, c.nq, c.nk, batch, c.heads_q);
@@ -55,21 +132,53 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
   cm::reference_forward(plan.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
                         ref_out.data(), ref_lse.data(), options);
 
-  DeviceBuffer dq(nq_elems * 2), dk(nk_elems * 2), dv(nk_elems * 2), dout(nq_elems * 2);
-  DeviceBuffer dlse(lse_elems * 4);
+  DeviceKeys keys;
+  if (storage == KeyStorage::kDense) {
+    keys.k_bits = k.bits;
+    keys.v_bits = v.bits;
+  } else {
+    keys = lay_out_keys(k.bits, v.bits, shape, storage, page_size);
+  }
+  DeviceBuffer dq(nq_elems * 2), dk(keys.k_bits.size() * 2), dv(keys.v_bits.size() * 2);
+  DeviceBuffer dout(nq_elems * 2), dlse(lse_elems * 4);
+  DeviceBuffer dtable(std::max<size_t>(keys.table.size(), 1) * 4);
   CUDA_OK(cudaMemcpy(dq.ptr, q.bits.data(), nq_elems * 2, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dk.ptr, k.bits.data(), nk_elems * 2, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dv.ptr, v.bits.data(), nk_elems * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dk.ptr, keys.k_bits.data(), keys.k_bits.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dv.ptr, keys.v_bits.data(), keys.v_bits.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dtable.ptr, keys.table.data(), keys.table.size() * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dout.ptr, 0xff, nq_elems * 2));   // NaN in both 16-bit formats
   CUDA_OK(cudaMemset(dlse.ptr, 0xff, lse_elems * 4));  // NaN
 
   cm::cuda::ForwardArgs args;
   static_cast<cm::cuda::Problem&>(args) = cm::cuda::dense_problem(
       c.dtype, shape, dq.ptr, dk.ptr, dv.ptr, dout.ptr, static_cast<float*>(dlse.ptr));
+  const auto* table = static_cast<const int32_t*>(dtable.ptr);
+  DeviceBuffer dq_offsets(batch * 4);
+  if (storage == KeyStorage::kPackedWithGaps) {
+    // Q, O and the LSE stay [B, H, S, D] and [B, H, S], read as packed: sequence b's rows start
+    // at row b * H * nq of a [T, H, D] view whose head stride is nq rows.
+    std::vector<int32_t> q_offsets;
+    for (int b = 0; b < batch; ++b) q_offsets.push_back(b * c.heads_q * c.nq);
+    CUDA_OK(cudaMemcpy(dq_offsets.ptr, q_offsets.data(), batch * 4, cudaMemcpyHostToDevice));
+    args.q_offsets = static_cast<const int32_t*>(dq_offsets.ptr);
+    args.k_offsets = table;
+    // So that no head's rows reach past the buffer: the last sequence ends the view.
+    args.total_q = int64_t{batch - 1} * c.heads_q * c.nq + c.nq;
+    args.total_k = keys.total_k;
+    args.lse_stride_h = c.nq;
+    args.q.stride_h = args.out.stride_h = int64_t{c.nq} * c.head_dim;
+  } else if (storage != KeyStorage::kDense) {
+    args.paged = keys.paged;
+    args.paged.page_table = table;
+  }
+  if (storage != KeyStorage::kDense) {
+    args.k = {dk.ptr, keys.k.stride_b, keys.k.stride_s, keys.k.stride_h};
+    args.v = {dv.ptr, keys.v.stride_b, keys.v.stride_s, keys.v.stride_h};
+  }
   args.softcap = c.softcap;
-  args.mainloop = std::get<1>(GetParam());
-  args.max_ctas = std::get<2>(GetParam());
-  args.num_splits = std::get<3>(GetParam());
+  args.mainloop = mainloop;
+  args.max_ctas = max_ctas;
+  args.num_splits = num_splits;
   const cm::cuda::DeviceDescriptor descriptor(plan.blob());
   const size_t workspace_bytes = cm::cuda::forward_workspace_bytes(descriptor.view(), args);
   DeviceBuffer workspace(workspace_bytes);
@@ -107,6 +216,26 @@ TEST_P(ForwardMatchesReference, OutputAndLse) {
   }
   EXPECT_LE(max_err, 8 * eps) << "max |O - O_ref|";
   EXPECT_LE(max_lse_err, 1e-3) << "max relative LSE error";
+}
+
+// (case, mainloop, max_ctas, num_splits)
+class ForwardMatchesReference
+    : public testing::TestWithParam<std::tuple<Case, cm::cuda::Mainloop, int, int>> {};
+
+TEST_P(ForwardMatchesReference, OutputAndLse) {
+  SKIP_WITHOUT_HOPPER();
+  const auto& [c, mainloop, max_ctas, num_splits] = GetParam();
+  check_forward(c, mainloop, max_ctas, num_splits);
+}
+
+// (case, mainloop, num_splits, storage, page_size)
+class ForwardReadsKeysWhereTheyAre
+    : public testing::TestWithParam<std::tuple<Case, cm::cuda::Mainloop, int, KeyStorage, int>> {};
+
+TEST_P(ForwardReadsKeysWhereTheyAre, OutputAndLse) {
+  SKIP_WITHOUT_HOPPER();
+  const auto& [c, mainloop, num_splits, storage, page_size] = GetParam();
+  check_forward(c, mainloop, 0, num_splits, storage, page_size);
 }
 
 const auto kMainloops = testing::Values(cm::cuda::Mainloop::kSerial, cm::cuda::Mainloop::kPingpong);
@@ -149,5 +278,27 @@ INSTANTIATE_TEST_SUITE_P(HeadDim256, ForwardMatchesReference,
 INSTANTIATE_TEST_SUITE_P(Softcap, ForwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::softcap_cases()),
                                           kMainloops, testing::Values(0), testing::Values(1, 2)));
+
+// Keys in pages of a pool (decoding against a paged cache): pages smaller than a stage's keys,
+// as large as a tile and larger, both page layouts, keys whole and split automatically.
+INSTANTIATE_TEST_SUITE_P(PagedKeys, ForwardReadsKeysWhereTheyAre,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::paged_cases()),
+                                          kMainloops, testing::Values(0, 1),
+                                          testing::Values(KeyStorage::kPagedRowsFirst,
+                                                          KeyStorage::kPagedHeadsFirst),
+                                          testing::Values(16, 64, 128, 384)));
+
+// Packed keys with NaN rows after every sequence: every example (tiles narrowed by nk and by
+// restarts) and the kernel for 256, whose narrow tiles load their second 64-key part first.
+INSTANTIATE_TEST_SUITE_P(PackedKeys, ForwardReadsKeysWhereTheyAre,
+                         testing::Combine(testing::ValuesIn(example_cases()), kMainloops,
+                                          testing::Values(0),
+                                          testing::Values(KeyStorage::kPackedWithGaps),
+                                          testing::Values(0)));
+INSTANTIATE_TEST_SUITE_P(PackedKeysHeadDim256, ForwardReadsKeysWhereTheyAre,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),
+                                          kMainloops, testing::Values(0),
+                                          testing::Values(KeyStorage::kPackedWithGaps),
+                                          testing::Values(0)));
 
 }  // namespace

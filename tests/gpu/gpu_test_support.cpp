@@ -255,4 +255,23 @@ std::vector<Case> decode_cases() {
   };
 }
 
+std::vector<Case> paged_cases() {
+  using B = cuda::DType;
+  return {
+      {"causal", {}, 1, 4097, 128, 8, 2, B::kBFloat16},
+      {"causal", {}, 17, 1000, 64, 4, 4, B::kFloat16},
+      {"sliding_window", {{"W", int64_t{700}}}, 16, 3000, 128, 4, 1, B::kBFloat16},
+      {"causal", {}, 5, 2000, 200, 4, 2, B::kBFloat16},
+      {"causal", {}, 130, 100, 128, 4, 2, B::kFloat16},
+      {"padded",
+       {{"lengths", std::vector<int64_t>{1500, 777}}, {"causal", int64_t{1}}},
+       3,
+       1500,
+       128,
+       8,
+       2,
+       B::kBFloat16},
+  };
+}
+
 }  // namespace cm::gpu_test

@@ -92,4 +92,10 @@ std::vector<Case> softcap_cases();
 // 130-row cases pack their GQA groups into shared tiles.
 std::vector<Case> decode_cases();
 
+// Decoding shapes whose key tiles are uniform, for K and V in pages: causal with 1 and 17 rows,
+// a sliding window under MQA, head dim 200 (the kernel for 256, whose last key tile is 80 keys
+// wide: two parts), more query rows than keys, and a padded batch (each sequence its own
+// length); nk leaves the last page part-filled for every page size the tests use.
+std::vector<Case> paged_cases();
+
 }  // namespace cm::gpu_test

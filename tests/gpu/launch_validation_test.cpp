@@ -210,6 +210,50 @@ TEST_F(LaunchValidation, ForwardRejectsEachBrokenRule) {
       "cm::cuda::forward", "workspace must be 16-byte aligned", "workspace alignment");
 }
 
+TEST_F(LaunchValidation, ForwardRejectsBrokenPagedKeys) {
+  const size_t bytes = forward_bytes();
+  static const int32_t kTable[4] = {};  // host memory: never read, every case fails first
+  const auto paged_args = [&] {
+    ForwardArgs a = forward_args();
+    a.paged = {.page_table = kTable, .page_table_stride = 2, .page_size = 128, .num_pages = 4};
+    return a;
+  };
+  using Change = std::function<void(ForwardArgs&)>;
+  const std::vector<std::pair<std::string, Change>> rules = {
+      {"paged.page_size must be 16, 32, 64 or a multiple of 128, got 48",
+       [](ForwardArgs& a) { a.paged.page_size = 48; }},
+      {"paged.page_size must be 16, 32, 64 or a multiple of 128, got 0",
+       [](ForwardArgs& a) { a.paged.page_size = 0; }},
+      {"paged.num_pages must be >= 1", [](ForwardArgs& a) { a.paged.num_pages = 0; }},
+      {"paged.page_table_stride must be >= ceil(nk / page_size) = 16",
+       [](ForwardArgs& a) { a.paged.page_size = 16; }},
+      {"paged K/V needs the strided layout for q and out",
+       [](ForwardArgs& a) {
+         a.q_offsets = a.k_offsets = kTable;
+         a.total_q = a.total_k = kN;
+       }},
+  };
+  for (const auto& [message, change] : rules) {
+    ForwardArgs a = paged_args();
+    change(a);
+    expect_rejected([&] { forward(plan_.blob(), a, bytes); }, "cm::cuda::forward", message,
+                    message);
+  }
+  // Packed documents restart the key tiles at their boundaries (the second one at key 300).
+  const cm::CompileResult docs = cm::compile(
+      "mask docs(d: segments) {\n  for s in d {\n    q in s: k in [s.start, q]\n  }\n}\n",
+      "docs.mask");
+  ASSERT_TRUE(docs);
+  const cm::Plan restarted =
+      docs.mask->specialize({{"d", cm::Segments::from_lengths({300, 724})}},
+                            {.nq = 1024, .nk = 1024, .batch = 1, .heads = kHeads}, {128, 128});
+  ForwardArgs a = paged_args();
+  a.nq = a.nk = 1024;
+  a.paged.page_table_stride = 8;
+  expect_rejected([&] { forward(restarted.blob(), a, bytes); }, "cm::cuda::forward",
+                  "paged K/V needs a plan whose key tiles do not restart", "restarted key tiles");
+}
+
 TEST_F(LaunchValidation, ForwardWorkspaceSizeRejectsWhatForwardWould) {
   const std::string entry = "cm::cuda::forward";
   const cm::cuda::DescriptorView d = view(plan_.blob());
