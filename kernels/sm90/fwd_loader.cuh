@@ -93,17 +93,22 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
       for (int i = 0; i < parts; ++i) {
         const int part = parts - 1 - i;
         const int first_key = keys.begin + part * kKeys;
-        const int boxes = stage_boxes(p.page_size, kKeys, p.nk, first_key);
-        const int box_rows = kv_box_rows(p.page_size, kKeys);
+        // Strided or packed K/V: one box, as before paging (no page-table arithmetic).
+        const bool paged = p.page_table != nullptr;
+        const int boxes = paged ? stage_boxes(p.page_size, kKeys, p.nk, first_key) : 1;
+        const int box_rows = paged ? kv_box_rows(p.page_size, kKeys) : kKeys;
         // The page-table loads of the stage's boxes all in flight at once, for K and V: one
         // after another, each box waited for its own.
         constexpr int kMaxBoxes = kKeys / kMinPageSize;
         KeyBox box[kMaxBoxes];
-        CUTE_UNROLL
-        for (int b = 0; b < kMaxBoxes; ++b) {
-          if (b < boxes) {
-            box[b] = key_box(p.page_table, p.page_table_stride, p.page_size, item.b, k_row0, batch,
-                             first_key + b * box_rows);
+        box[0] = {k_row0 + first_key, batch};
+        if (paged) {
+          CUTE_UNROLL
+          for (int b = 0; b < kMaxBoxes; ++b) {
+            if (b < boxes) {
+              box[b] = key_box(p.page_table, p.page_table_stride, p.page_size, item.b, k_row0,
+                               batch, first_key + b * box_rows);
+            }
           }
         }
         const uint32_t bytes =
