@@ -85,7 +85,8 @@ struct Problem {
 // (elements; [pages, page_size, H, D] and [pages, H, page_size, D] are two choices of strides).
 // Key row j of sequence b is row j % page_size of page page_table[b * page_table_stride +
 // j / page_size]. A page index outside [0, num_pages) reads as zeros (it never faults). The
-// rows of a sequence's last page past nk are never used, whatever they hold (NaN included).
+// rows of a sequence's last page past nk never reach O, whatever they hold (NaN included); keys
+// below nk that the mask hides are read with their 128-key tile and must be finite.
 struct PagedKV {
   const int32_t* page_table = nullptr;  // device memory; null: K and V are not paged
   int64_t page_table_stride = 0;        // entries per sequence, >= ceil(nk / page_size)

@@ -147,8 +147,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     row j % page_size of page page_table[b, j // page_size]. q is 4-D with plan.nq rows (no
     jagged layout); every sequence has plan.nk keys (a mask per batch row gives them other
     lengths). Entries outside [0, num_pages) read as zeros; the rows of a sequence's last page
-    past nk and its entries past ceil(nk / page_size) are never read (the entries are not
-    checked: that would need a host sync). Forward only: q, k and v must not require grad
+    past nk never reach the output, even NaN, and its entries past ceil(nk / page_size) are never
+    read (the entries are not checked: that would need a host sync); keys below nk that the mask
+    hides may be read within a tile and must be finite. Forward only: q, k and v must not require grad
     (under torch.no_grad() or inference_mode() they may); no token_order; a plan whose key tiles
     restart at document boundaries (doc_causal, hstu) raises ValueError.
 
