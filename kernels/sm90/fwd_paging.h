@@ -19,12 +19,12 @@ CM_HD int kv_box_rows(int page_size, int stage_keys) {
   return page_size > 0 && page_size < stage_keys ? page_size : stage_keys;
 }
 
-// The TMA boxes that load the stage whose first key is first_key: one of stage_keys rows, or
-// paged with pages smaller than that one per page, each box_rows rows. Boxes that would start at
-// or past nk are not loaded, so the page table is read only for the sequence's own pages (the
-// stage's rows past nk are masked, and zeroed in V: FwdParams::zero_tail).
+// The TMA boxes that load the paged stage whose first key is first_key: one of stage_keys rows,
+// or with pages smaller than that one per page, each box_rows rows. Boxes that would start at or
+// past nk are not loaded, so the page table is read only for the sequence's own pages (the
+// stage's rows past nk are masked, and zeroed in V: FwdParams::zero_tail). Without pages the
+// loader takes one box from the row.
 CM_HD int stage_boxes(int page_size, int stage_keys, int nk, int first_key) {
-  if (page_size == 0) return 1;
   const int box_rows = kv_box_rows(page_size, stage_keys);
   const int left = (nk - first_key + box_rows - 1) / box_rows;
   return left < stage_keys / box_rows ? left : stage_keys / box_rows;
@@ -35,11 +35,10 @@ struct KeyBox {
   int row, batch;
 };
 
-// Where key `key` of sequence b starts a box. Not paged (page_table null): row k_row0 + key of
-// batch coordinate `batch`. Paged: row key % page_size of page pages[key / page_size].
-CM_HD KeyBox key_box(const int32_t* page_table, int64_t page_table_stride, int page_size, int b,
-                     int k_row0, int batch, int key) {
-  if (page_table == nullptr) return {k_row0 + key, batch};
+// Where key `key` of sequence b starts a box: row key % page_size of page
+// page_table[b * page_table_stride + key / page_size].
+CM_HD KeyBox paged_box(const int32_t* page_table, int64_t page_table_stride, int page_size, int b,
+                       int key) {
   return {key % page_size, page_table[b * page_table_stride + key / page_size]};
 }
 

@@ -23,13 +23,6 @@ TEST(FwdPaging, SupportedPageSizes) {
   }
 }
 
-TEST(FwdPaging, NotPagedIsOneBoxPerStage) {
-  EXPECT_EQ(stage_boxes(0, 128, 300, 256), 1);
-  const KeyBox box = key_box(nullptr, 0, 0, 3, 1000, 2, 256);
-  EXPECT_EQ(box.row, 1256);  // k_row0 + key
-  EXPECT_EQ(box.batch, 2);
-}
-
 // Walks every stage of every sequence as the loader does (stages of stage_keys keys from key 0)
 // and places each loaded row: the rows of box i are the stage's rows i * box_rows onwards.
 void check_pages(int page_size, int stage_keys, int nk) {
@@ -56,7 +49,7 @@ void check_pages(int page_size, int stage_keys, int nk) {
       EXPECT_GE(boxes, 1);
       EXPECT_LE(boxes * box_rows, stage_keys);
       for (int i = 0; i < boxes; ++i) {
-        const KeyBox box = key_box(table.data(), stride, page_size, b, 0, 0, first + i * box_rows);
+        const KeyBox box = paged_box(table.data(), stride, page_size, b, first + i * box_rows);
         EXPECT_EQ(box.row % box_rows, 0);
         EXPECT_LE(box.row + box_rows, page_size);  // a box never crosses a page
         for (int r = 0; r < box_rows; ++r) {
