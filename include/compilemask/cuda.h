@@ -73,6 +73,8 @@ struct Problem {
   // occupies rows [q_offsets[b], q_offsets[b] + nq) of q/out (and of the LSE rows) and rows
   // [k_offsets[b], k_offsets[b] + nk) of k/v. total_q and total_k are T of each tensor.
   // Precondition (not checkable without reading device memory): those ranges lie inside T.
+  // In the forward, K/V rows that no query row sees never reach O, whatever they hold (NaN
+  // included): the rows between and after the sequences, and keys the mask hides.
   const int32_t* q_offsets = nullptr;
   const int32_t* k_offsets = nullptr;
   int64_t total_q = 0;
@@ -84,9 +86,10 @@ struct Problem {
 // page_size rows, page p's row r of head h at data + p * stride_b + r * stride_s + h * stride_h
 // (elements; [pages, page_size, H, D] and [pages, H, page_size, D] are two choices of strides).
 // Key row j of sequence b is row j % page_size of page page_table[b * page_table_stride +
-// j / page_size]. A page index outside [0, num_pages) reads as zeros (it never faults). The
-// rows of a sequence's last page past nk never reach O, whatever they hold (NaN included); keys
-// below nk that the mask hides are read with their 128-key tile and must be finite.
+// j / page_size]. A page index outside [0, num_pages) reads as zeros (it never faults). Key
+// rows that no query row sees never reach O, whatever they hold (NaN included): the rows of a
+// sequence's last page past nk, and the keys below nk of a sequence that the mask makes shorter
+// (cm::cuda::Problem's packed layout has the same guarantee).
 struct PagedKV {
   const int32_t* page_table = nullptr;  // device memory; null: K and V are not paged
   int64_t page_table_stride = 0;        // entries per sequence, >= ceil(nk / page_size)

@@ -32,15 +32,16 @@ struct WorkItem {
 // dim 256 one of its 64-key halves (FwdConfig::kStageKeys).
 struct KeyTileInfo {
   bool masked;   // the tile's visibility is in the consumers' next mask slot (read at `first`)
-  bool first;    // the tile's first stage (its parts come last first: fwd_loader.cuh)
+  bool first;    // the tile's first stage
   bool last;     // the last stage of the work item
   uint8_t part;  // which kStageKeys-wide part of the key tile the stage holds
 };
 
-// What the loader tells the tail lanes with a V load (SharedStorage::v_tail, fwd_tail.cuh): the
-// stage's first row to zero, or one of these.
-inline constexpr int kTailNone = 0;  // nothing to zero
-inline constexpr int kTailEnd = -1;  // no stage follows: the kernel ends
+// What the loader tells the guard lanes with a V load (SharedStorage::v_stage, fwd_guard.cuh).
+struct GuardedStage {
+  KeyTileInfo tile;
+  bool end;  // no stage follows: the kernel ends
+};
 
 // The forward kernel's named barriers (bar.sync ids; 0 is __syncthreads), all in one place so
 // that no two groups of threads share one.
@@ -77,8 +78,10 @@ struct FwdConfig {
   // Registers per thread: the producer warpgroup gives what the consumers' accumulators
   // need. setmaxnreg only moves the registers the launch gave (168 per thread at 384 threads);
   // asking for more blocks the consumers forever. The consumers use about 200; at 56 the mask
-  // warps spilled their state and were the limit on grid masks (perf-notes, v13).
-  static constexpr int kProducerRegs = 80;
+  // warps spilled their state and were the limit on grid masks (perf-notes, v13), at 80 (with
+  // the keys their rows see, for fwd_guard.cuh) they spilled 56 bytes at head dim 64. 88 is
+  // what the consumers leave.
+  static constexpr int kProducerRegs = 88;
   static constexpr int kConsumerRegs = 208;
   static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 168 * kThreads,
                 "register file");
@@ -125,9 +128,12 @@ struct FwdConfig {
     uint64_t v_full[kStages], v_empty[kStages];
     uint64_t item_full[kItemSlots], item_empty[kItemSlots];
     uint64_t mask_full[kMaskSlots], mask_empty[kMaskSlots];
-    uint64_t tail_full, tail_empty;  // a narrow tile's V rows zeroed (fwd_tail.cuh)
-    int v_tail[kStages];        // the V stage's row to zero from, kTailNone or kTailEnd (zero_tail)
-    WorkItem item[kItemSlots];  // decoded by the loader; row == nullptr ends the kernel
+    // With FwdParams::zero_unseen V loads land on v_loaded, and the guard lanes (fwd_guard.cuh)
+    // complete v_full once the keys of a masked tile that no row sees are zeroed.
+    uint64_t v_loaded[kStages];
+    GuardedStage v_stage[kStages];
+    QuadBits seen[kMaskSlots][kMaskWarps];  // per mask slot, the keys each mask warp's rows see
+    WorkItem item[kItemSlots];              // decoded by the loader; row == nullptr ends the kernel
     KeyTileInfo key_tile[kStages];
   };
   static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();

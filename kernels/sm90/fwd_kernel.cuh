@@ -9,7 +9,7 @@
 //        masked and whether it ends the item. The mask warps (warps 1-3; fwd_masker.cuh) walk
 //        the same tiles (fwd_work.cuh) and write the visibility of every masked tile's rows
 //        into a ring of mask slots, ahead of use. With packed or paged K/V, the loader's warp's
-//        other lanes (fwd_tail.cuh) zero the V rows past a narrow tile's keys.
+//        other lanes (fwd_guard.cuh) zero the V rows that no row of a masked tile sees.
 //   WG1, WG2  consumers (fwd_consumer.cuh): each owns 64 of the 128 query rows. S = Q Kᵀ by
 //        wgmma from shared memory, online softmax in registers, O += P V by wgmma with P from
 //        registers. They never read the descriptor: a masked tile costs one shared-memory load
@@ -23,10 +23,10 @@
 
 #include "fwd_config.cuh"
 #include "fwd_consumer.cuh"
+#include "fwd_guard.cuh"
 #include "fwd_loader.cuh"
 #include "fwd_masker.cuh"
 #include "fwd_params.h"
-#include "fwd_tail.cuh"
 #include "sync.cuh"
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -51,10 +51,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     for (int s = 0; s < Config::kStages; ++s) {
       Barrier::init(&ss->k_full[s], 1);
-      Barrier::init(&ss->v_full[s], 1);
+      // With zero_unseen the loads land on v_loaded and the guard lanes complete v_full.
+      Barrier::init(&ss->v_loaded[s], 1);
+      Barrier::init(&ss->v_full[s], params.zero_unseen ? kGuardLanes : 1);
       Barrier::init(&ss->k_empty[s], Config::kConsumerWarps);
-      // With zero_tail the tail lanes release every V stage too (fwd_tail.cuh).
-      Barrier::init(&ss->v_empty[s], Config::kConsumerWarps + (params.zero_tail ? kTailLanes : 0));
+      Barrier::init(&ss->v_empty[s], Config::kConsumerWarps);
     }
     for (int s = 0; s < Config::kItemSlots; ++s) {
       Barrier::init(&ss->item_full[s], 1);
@@ -62,10 +63,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     for (int s = 0; s < Config::kMaskSlots; ++s) {
       Barrier::init(&ss->mask_full[s], Config::kMaskThreads);
-      Barrier::init(&ss->mask_empty[s], Config::kConsumerThreads);
+      // The guard lanes read the mask slots too (fwd_guard.cuh).
+      Barrier::init(&ss->mask_empty[s],
+                    Config::kConsumerThreads + (params.zero_unseen ? kGuardLanes : 0));
     }
-    Barrier::init(&ss->tail_full, kTailLanes);
-    Barrier::init(&ss->tail_empty, 1);  // the first mask thread
     cutlass::arch::fence_barrier_init();
   }
   if (threadIdx.x <= kMaskTileN) ss->quad_below[threadIdx.x] = quad_bits_below(threadIdx.x);
@@ -77,8 +78,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       run_loader<Config>(params, *ss, &tma_q, &tma_k, &tma_v);
     } else if (warp > 0) {
       run_masker<Config>(params, *ss, static_cast<int>(threadIdx.x) - 32);
-    } else if (params.zero_tail) {
-      run_tail_lanes<Config>(*ss, static_cast<int>(threadIdx.x));
+    } else if (params.zero_unseen) {
+      run_guard_lanes<Config>(*ss, static_cast<int>(threadIdx.x));
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();

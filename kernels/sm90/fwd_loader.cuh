@@ -42,6 +42,8 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
   // Paged with pages smaller than a stage: one box per page (fwd_paging.h); else one box.
   const bool paged = p.page_table != nullptr;
   const int box_rows = kv_box_rows(paged ? p.page_size : 0, kKeys);
+  // With zero_unseen V stages pass through the guard lanes (fwd_guard.cuh) on their way.
+  uint64_t* v_landing = p.zero_unseen ? ss.v_loaded : ss.v_full;
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kQStages> qs;
   PipeState<Config::kStages> kv;
@@ -54,10 +56,10 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     arrive_barrier(ss.item_full[item_state.stage]);
     item_state.advance();
     if (item.row == nullptr) {
-      if (p.zero_tail) {  // a last, empty V stage ends the tail lanes
+      if (p.zero_unseen) {  // a last, empty V stage ends the guard lanes
         wait_barrier(ss.v_empty[kv.stage], kv.phase ^ 1u);
-        ss.v_tail[kv.stage] = kTailEnd;
-        arrive_barrier(ss.v_full[kv.stage]);
+        ss.v_stage[kv.stage] = {{}, true};
+        arrive_barrier(ss.v_loaded[kv.stage]);
       }
       return;
     }
@@ -88,13 +90,9 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     while (cursor.next(n, pattern)) {
       const desc::TileSpan keys = key_tile(p, n);
       const bool masked = tile_needs_mask(pattern, keys.size());
-      // A tile narrower than 128 keys (cut by nk or a restart) loads only the parts it has,
-      // the last part first: the tail lanes zero the rows past the tile's width in that part's
-      // V (fwd_tail.cuh) before the consumers take the tile's mask at its first stage, and a
-      // later stage's V could only load once they had taken it.
+      // A tile narrower than 128 keys (cut by nk or a restart) loads only the parts it has.
       const int parts = stage_parts<Config>(keys.size());
-      for (int i = 0; i < parts; ++i) {
-        const int part = parts - 1 - i;
+      for (int part = 0; part < parts; ++part) {
         const int first_key = keys.begin + part * kKeys;
         // Strided or packed K/V take one box from the row, without the page arithmetic (which
         // cost the short-row workloads 3-4%, runs 199-200). Paged, the page-table loads of the
@@ -117,15 +115,16 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
         const uint32_t bytes =
             boxes * box_rows * Config::kHeadDim * static_cast<uint32_t>(sizeof(Element));
         wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);
-        ss.key_tile[kv.stage] = {masked, i == 0, cursor.done() && i + 1 == parts,
-                                 static_cast<uint8_t>(part)};
+        const KeyTileInfo tile{masked, part == 0, cursor.done() && part + 1 == parts,
+                               static_cast<uint8_t>(part)};
+        ss.key_tile[kv.stage] = tile;
         expect_bytes(ss.k_full[kv.stage], bytes);  // releases key_tile with the K load
         load_stage<Config>(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kStageElems, box, boxes,
                            box_rows, kv_head);
         wait_barrier(ss.v_empty[kv.stage], kv.phase ^ 1u);
-        if (p.zero_tail) ss.v_tail[kv.stage] = i == 0 ? keys.size() % kKeys : kTailNone;
-        expect_bytes(ss.v_full[kv.stage], bytes);  // releases v_tail with the V load
-        load_stage<Config>(tma_v, ss.v_full[kv.stage], ss.v + kv.stage * kStageElems, box, boxes,
+        if (p.zero_unseen) ss.v_stage[kv.stage] = {tile, false};
+        expect_bytes(v_landing[kv.stage], bytes);  // releases v_stage with the V load
+        load_stage<Config>(tma_v, v_landing[kv.stage], ss.v + kv.stage * kStageElems, box, boxes,
                            box_rows, kv_head);
         kv.advance();
       }

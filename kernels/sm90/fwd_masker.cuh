@@ -1,6 +1,6 @@
 // The forward kernel's mask warps: the visibility of every masked key tile's rows, written to
-// shared memory ahead of the consumers; a narrow tile's only once the tail lanes zeroed its V
-// rows past its keys (FwdParams::zero_tail).
+// shared memory ahead of the consumers, and with FwdParams::zero_unseen the keys each warp's
+// rows see, for the guard lanes (fwd_guard.cuh).
 #pragma once
 
 #include "fwd_config.cuh"
@@ -24,13 +24,28 @@ inline constexpr int kNoPatternRead = -2;  // below every pattern index (-1: a f
 // thread, the warp that gives two changes from tile to tile, and a thread computes 4 rows per
 // 3 tiles instead of 2 per tile. The mask warps run ahead of the consumers, so this is their
 // throughput.
+// The keys that the real rows among the thread's rows of mask slot `slot` see, as the union of
+// its warp, for the guard lanes (fwd_guard.cuh). Rows past the item's end see what their pattern
+// says, and nobody reads their O. Read back after the rows are written: a union kept beside
+// them made ptxas spill in the mask warps.
+template <class Config>
+__device__ void publish_seen(const FwdParams& p, typename Config::SharedStorage& ss, int slot,
+                             int rows, int first_row, int t) {
+  QuadBits seen = QuadColumns::filled(false);
+  for (int r = first_row; r < Config::kBlockM; r += Config::kMaskThreads) {
+    if ((r & (p.rows_per_head - 1)) < rows) seen |= ss.mask[slot][r];
+  }
+  CUTE_UNROLL
+  for (int q = 0; q < 4; ++q) seen.quad[q] = __reduce_or_sync(~0u, seen.quad[q]);
+  if (t % 32 == 0) ss.seen[slot][t / 32] = seen;
+}
+
 template <class Config>
 __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& ss, int t) {
   static_assert(Config::kBlockM >= Config::kMaskThreads, "every thread has a row of every tile");
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kMaskSlots> slot;
-  uint32_t tail_phase = 0;  // of the tail lanes' one-slot ring (zero_tail; thread 0)
-  int first_row = t;        // the thread's first row of the next masked tile
+  int first_row = t;  // the thread's first row of the next masked tile
   // The mask of the last pattern read: consecutive masked tiles often share their pattern
   // (every partial tile of a grid mask), and reading it again costs dependent global loads.
   TileMask mask{};
@@ -58,14 +73,8 @@ __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& s
         ss.mask[slot.stage][r] = row_visibility(p.descriptor, mask, item.q0,
                                                 r & (p.rows_per_head - 1), keys.size(), cols);
       }
+      if (p.zero_unseen) publish_seen<Config>(p, ss, slot.stage, item.rows, first_row, t);
       first_row = r - Config::kBlockM;
-      if (t == 0 && p.zero_tail && keys.size() % Config::kStageKeys != 0) {
-        // The tail lanes zeroed the V rows past the tile's keys first (fwd_tail.cuh); this
-        // thread's arrival below completes mask_full only after it saw that.
-        wait_barrier(ss.tail_full, tail_phase);
-        arrive_barrier(ss.tail_empty);
-        tail_phase ^= 1u;
-      }
       arrive_barrier(ss.mask_full[slot.stage]);  // each thread releases its own rows
       slot.advance();
     }

@@ -22,7 +22,7 @@ CM_HD int kv_box_rows(int page_size, int stage_keys) {
 // The TMA boxes that load the paged stage whose first key is first_key: one of stage_keys rows,
 // or with pages smaller than that one per page, each box_rows rows. Boxes that would start at or
 // past nk are not loaded, so the page table is read only for the sequence's own pages (the
-// stage's rows past nk are masked, and zeroed in V: FwdParams::zero_tail). Without pages the
+// stage's rows past nk are masked, and zeroed in V: FwdParams::zero_unseen). Without pages the
 // loader takes one box from the row.
 CM_HD int stage_boxes(int page_size, int stage_keys, int nk, int first_key) {
   const int box_rows = kv_box_rows(page_size, stage_keys);

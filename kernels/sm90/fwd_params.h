@@ -45,10 +45,10 @@ struct FwdParams : ProblemShape {
   const int32_t* page_table;
   int64_t page_table_stride;
   int32_t page_size;
-  // Whether the key rows past a narrow tile's width can hold anything (packed or paged K/V):
-  // the tail lanes (fwd_tail.cuh) then zero them in the V stage, since 0 * NaN in P V would be
-  // NaN. The strided layout reads zeros there (TMA out of bounds) or the same sequence's keys.
-  bool zero_tail;
+  // Whether the guard lanes (fwd_guard.cuh) zero the V rows that no row of a masked tile sees
+  // before P V, where 0 * NaN would be NaN: with packed or paged K/V, whose rows past a
+  // sequence's keys and unwritten cache slots can hold anything.
+  bool zero_unseen;
 };
 
 }  // namespace cm::sm90

@@ -199,7 +199,7 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   p.page_table = args.paged.page_table;
   p.page_table_stride = args.paged.page_table_stride;
   p.page_size = args.paged.page_size;
-  p.zero_tail = packed || paged;
+  p.zero_unseen = packed || paged;
 
   const int64_t q_rows = packed ? args.total_q : args.nq;
   const int64_t k_rows = packed ? args.total_k : args.nk;

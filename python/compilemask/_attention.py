@@ -146,12 +146,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     with stride(1) == 1 and pages_per_seq >= ceil(plan.nk / page_size): key j of sequence b is
     row j % page_size of page page_table[b, j // page_size]. q is 4-D with plan.nq rows (no
     jagged layout); every sequence has plan.nk keys (a mask per batch row gives them other
-    lengths). Entries outside [0, num_pages) read as zeros; the rows of a sequence's last page
-    past nk never reach the output, even NaN, and its entries past ceil(nk / page_size) are never
-    read (the entries are not checked: that would need a host sync); keys below nk that the mask
-    hides may be read within a tile and must be finite. Forward only: q, k and v must not require grad
-    (under torch.no_grad() or inference_mode() they may); no token_order; a plan whose key tiles
-    restart at document boundaries (doc_causal, hstu) raises ValueError.
+    lengths). Entries outside [0, num_pages) read as zeros; the cache slots that no query row
+    sees (a last page's rows past the sequence, a shorter sequence's keys below nk) never reach
+    the output, even NaN, and a sequence's entries past ceil(nk / page_size) are never read (the
+    entries are not checked: that would need a host sync). Forward only: q, k and v must not
+    require grad (under torch.no_grad() or inference_mode() they may); no token_order; a plan
+    whose key tiles restart at document boundaries (doc_causal, hstu) raises ValueError.
 
     Autograd runs the sm90 backward kernel; dk and dv are summed over each GQA group. With
     deterministic=True the gradients are bitwise identical from run to run (slower). With

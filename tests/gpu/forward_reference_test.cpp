@@ -34,7 +34,8 @@ using cm::gpu_test::Rounded;
 // Where the test puts K and V: [B, H, S, D] (dense_problem), in pages of a pool (the rows of a
 // page first, [pages, page_size, H, D], or its heads first, [pages, H, page_size, D]), or packed
 // [T, H, D] with NaN rows between the sequences. Pages are placed in a shuffled order, and every
-// slot of the pool that holds no key row is NaN: the kernel must never let one reach O.
+// slot of the pool that holds no key row is NaN; so is, in both, every key that no query row
+// sees (a shorter sequence's keys below nk): the kernel must never let one reach O.
 enum class KeyStorage { kDense, kPagedRowsFirst, kPagedHeadsFirst, kPackedWithGaps };
 
 // K and V on the device in their storage, and what forward() needs to read them.
@@ -49,11 +50,38 @@ struct DeviceKeys {
 constexpr uint16_t kNaNBits = 0xffff;  // NaN in both 16-bit formats
 constexpr int kGapRows = 37;           // NaN rows after each packed sequence
 
-// Lays out [B, H, nk, D] host bits `k` and `v` in `storage` (page_size rows per page).
+// Whether no query row of any head of KV head group (b, h) sees key s, as [B, H_kv, nk].
+std::vector<bool> unseen_keys(const cm::Plan& plan, const cm::AttentionShape& shape) {
+  const int group = shape.heads_q / shape.heads_kv;
+  std::vector<bool> unseen(size_t(shape.batch) * shape.heads_kv * shape.nk, true);
+  for (int b = 0; b < shape.batch; ++b) {
+    for (int h = 0; h < shape.heads_q; ++h) {
+      const std::vector<uint8_t> visible = plan.dense(b, h);
+      for (int q = 0; q < shape.nq; ++q) {
+        for (int s = 0; s < shape.nk; ++s) {
+          if (visible[size_t(q) * shape.nk + s] != 0) {
+            unseen[(size_t(b) * shape.heads_kv + h / group) * shape.nk + s] = false;
+          }
+        }
+      }
+    }
+  }
+  return unseen;
+}
+
+// Lays out [B, H, nk, D] host bits `k` and `v` in `storage` (page_size rows per page), with NaN
+// for the keys that are `unseen` ([B, H, nk]).
 DeviceKeys lay_out_keys(const std::vector<uint16_t>& k, const std::vector<uint16_t>& v,
-                        const cm::AttentionShape& shape, KeyStorage storage, int page_size) {
+                        const std::vector<bool>& unseen, const cm::AttentionShape& shape,
+                        KeyStorage storage, int page_size) {
   const int b_count = shape.batch, heads = shape.heads_kv, nk = shape.nk, d = shape.head_dim;
   const auto dense_at = [&](int b, int h, int s) { return ((size_t(b) * heads + h) * nk + s) * d; };
+  // Key s of (b, h) into the storage at element `at`, or NaN where no row sees it.
+  const auto put_key = [&](DeviceKeys& keys, int b, int h, int s, size_t at) {
+    if (unseen[(size_t(b) * heads + h) * nk + s]) return;  // the storage is NaN already
+    std::copy_n(k.begin() + dense_at(b, h, s), d, keys.k_bits.begin() + at);
+    std::copy_n(v.begin() + dense_at(b, h, s), d, keys.v_bits.begin() + at);
+  };
   DeviceKeys keys;
   if (storage == KeyStorage::kPackedWithGaps) {
     const int64_t stride = nk + kGapRows;  // rows from one sequence's start to the next's
@@ -64,9 +92,7 @@ DeviceKeys lay_out_keys(const std::vector<uint16_t>& k, const std::vector<uint16
       keys.table.push_back(static_cast<int32_t>(b * stride));
       for (int h = 0; h < heads; ++h) {
         for (int s = 0; s < nk; ++s) {
-          const size_t at = ((b * stride + s) * heads + h) * size_t(d);
-          std::copy_n(k.begin() + dense_at(b, h, s), d, keys.k_bits.begin() + at);
-          std::copy_n(v.begin() + dense_at(b, h, s), d, keys.v_bits.begin() + at);
+          put_key(keys, b, h, s, ((b * stride + s) * heads + h) * size_t(d));
         }
       }
     }
@@ -94,9 +120,7 @@ DeviceKeys lay_out_keys(const std::vector<uint16_t>& k, const std::vector<uint16
     for (int h = 0; h < heads; ++h) {
       for (int s = 0; s < nk; ++s) {
         const int page = keys.table[b * table_stride + s / page_size];
-        const size_t at = page * page_elems + (s % page_size) * stride_s + h * stride_h;
-        std::copy_n(k.begin() + dense_at(b, h, s), d, keys.k_bits.begin() + at);
-        std::copy_n(v.begin() + dense_at(b, h, s), d, keys.v_bits.begin() + at);
+        put_key(keys, b, h, s, page * page_elems + (s % page_size) * stride_s + h * stride_h);
       }
     }
   }
@@ -137,7 +161,7 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
     keys.k_bits = k.bits;
     keys.v_bits = v.bits;
   } else {
-    keys = lay_out_keys(k.bits, v.bits, shape, storage, page_size);
+    keys = lay_out_keys(k.bits, v.bits, unseen_keys(plan, shape), shape, storage, page_size);
   }
   DeviceBuffer dq(nq_elems * 2), dk(keys.k_bits.size() * 2), dv(keys.v_bits.size() * 2);
   DeviceBuffer dout(nq_elems * 2), dlse(lse_elems * 4);

@@ -635,15 +635,16 @@ def random_page_table(seen, page_size, spare_pages):
     return table, num_pages
 
 
-def paged_pool(x, table, num_pages, page_size):
+def paged_pool(x, seen, table, num_pages, page_size):
     """x [B, nk, H, D] in a pool [num_pages, page_size, H, D] of NaN: key j of sequence b at
-    row j % page_size of page table[b, j // page_size], where that index is in the pool. The
-    rows of each sequence's last page past nk stay NaN."""
+    row j % page_size of page table[b, j // page_size], where that index is in the pool and
+    some row sees the key (seen [B, nk]). The rows of each sequence's last page past nk and the
+    keys no row sees stay NaN."""
     batch, nk = x.shape[:2]
     pages = -(-nk // page_size)
     padded = torch.full((batch, pages * page_size, *x.shape[2:]), float("nan"), dtype=x.dtype,
                         device=DEVICE)
-    padded[:, :nk] = x
+    padded[:, :nk] = torch.where(seen[:, :, None, None], x, float("nan"))
     pool = torch.full((num_pages, page_size, *x.shape[2:]), float("nan"), dtype=x.dtype,
                       device=DEVICE)
     table = table[:, :pages]
@@ -668,9 +669,9 @@ PAGED_CASES = [
 @pytest.mark.parametrize("case", PAGED_CASES, ids=lambda c: "-".join(map(str, c)))
 @pytest.mark.parametrize("num_splits", [0, 1])
 def test_paged_kv_matches_float64(case, num_splits):
-    """K and V scattered into a shuffled pool of pages whose every slot outside the sequences'
-    keys is NaN (unused pages, the tail of each last page): out and LSE match float64 attention
-    on the contiguous K and V, and hold no NaN."""
+    """K and V scattered into a shuffled pool of pages whose every slot outside the keys some
+    row sees is NaN (unused pages, the tail of each last page, a shorter sequence's keys below
+    nk): out and LSE match float64 attention on the contiguous K and V, and hold no NaN."""
     dtype, dim, heads_q, heads_kv, page_size, nq, nk, plan_name, batch, layout = case
     torch.manual_seed(7)
     plan = PAGED_PLANS[plan_name](nq, nk, batch)
@@ -679,7 +680,8 @@ def test_paged_kv_matches_float64(case, num_splits):
     k, v = (torch.randn(batch, heads_kv, nk, dim, device=DEVICE, dtype=dtype) for _ in range(2))
     seen = visible.any(1).any(1).expand(batch, nk)
     table, num_pages = random_page_table(seen, page_size, spare_pages=5)
-    pools = [paged_pool(x.transpose(1, 2), table, num_pages, page_size) for x in (k, v)]
+    pools = [paged_pool(x.transpose(1, 2), seen, table, num_pages, page_size)
+             for x in (k, v)]
     if layout == "bhsd":
         pools = [x.transpose(1, 2).contiguous() for x in pools]
     out, lse = cm.attention(q if layout == "bhsd" else q.transpose(1, 2), *pools, plan,

@@ -1,0 +1,86 @@
+// The forward kernel's guard lanes (lanes 1-31 of the loader's warp, with
+// FwdParams::zero_unseen: packed or paged K/V). A masked key tile sets the scores of the keys a
+// row does not see to -inf, but P V multiplies those zero probabilities with whatever V rows the
+// stage holds, and 0 * NaN is NaN. So the V rows that no row of a masked tile sees (a narrow
+// tile's rows past its keys, a shorter sequence's keys below nk, a cache page's unused slots)
+// are zeroed before any consumer multiplies with them. The strided layout with no unseen rows
+// below nk needs none of this: it reads zeros past nk (TMA out of bounds).
+#pragma once
+
+#include "fwd_config.cuh"
+#include "sync.cuh"
+#include "tile_mask.cuh"
+
+#include <cutlass/arch/barrier.h>
+
+namespace cm::sm90 {
+
+inline constexpr int kGuardLanes = 31;  // lanes 1-31: lane 0 is the loader
+
+// Whether key column c of a tile is set in quad-ordered bits (tile_mask.cuh: column 8j + 2q + e
+// is bit 2j + e of word q).
+// The word is picked by selects: indexed, the four words would live in local memory.
+__device__ __forceinline__ bool column_bit(const QuadBits& bits, int c) {
+  const int q = (c >> 1) & 3;
+  const uint32_t word =
+      q < 2 ? (q == 0 ? bits.quad[0] : bits.quad[1]) : (q == 2 ? bits.quad[2] : bits.quad[3]);
+  return (word >> (2 * (c >> 3) + (c & 1))) & 1u;
+}
+
+// Zeroes the rows of V stage `slot` whose keys (columns from part * kStageKeys of the tile) are
+// not in `seen`. A row is 128 contiguous bytes of each 64-column block (the swizzle moves 16-byte
+// chunks within a row); the lanes take the rows' 16-byte chunks in turn. The proxy fence makes
+// the zeros visible to wgmma and orders them before the slot's next TMA load.
+template <class Config>
+__device__ void zero_unseen_rows(typename Config::SharedStorage& ss, int slot, const QuadBits& seen,
+                                 int part, int lane) {
+  constexpr int kKeys = Config::kStageKeys;
+  constexpr int kRowChunks = Config::kBoxCols * sizeof(typename Config::Element) / 16;
+  const int shift = part * kKeys / 4;  // the part's bits in each quad word
+  const uint32_t part_bits = low_bits(kKeys / 4) << shift;
+  if ((seen.quad[0] & seen.quad[1] & seen.quad[2] & seen.quad[3] & part_bits) == part_bits) return;
+  auto* rows = reinterpret_cast<uint4*>(ss.v + slot * kKeys * Config::kHeadDim);
+  for (int c = lane - 1; c < kKeys * kRowChunks; c += kGuardLanes) {
+    if (column_bit(seen, part * kKeys + c / kRowChunks)) continue;
+    CUTE_UNROLL
+    for (int block = 0; block < Config::kHeadDim / Config::kBoxCols; ++block) {
+      rows[block * kKeys * kRowChunks + c] = make_uint4(0, 0, 0, 0);
+    }
+  }
+  cutlass::arch::fence_view_async_shared();
+}
+
+// Every V stage passes through the guard lanes, in the loader's order: the load lands on
+// v_loaded, and they complete v_full, on which the consumers wait, once the stage is safe. A
+// masked tile's first stage also takes the tile's mask slot, as the consumers do, for the keys
+// its rows see (the mask warps' unions). They release the slot with the consumers (mask_empty
+// counts them), so the mask warps never refill it under them. Each lane arrives on its own:
+// warp-level syncs and shuffles among lanes that diverged from the loader made ptxas spill 92 bytes
+// in every kernel. No stage is reloaded before they pass it, since the consumers release it only
+// after v_full, so a parity wait on v_loaded cannot see a later load. Not inlined: inlined, its
+// loops made ptxas spill 84 bytes in the mask warps' code, in every kernel.
+template <class Config>
+__device__ __noinline__ void run_guard_lanes(typename Config::SharedStorage& ss, int lane) {
+  PipeState<Config::kMaskSlots> mask_slot;
+  QuadBits seen{};  // the keys some row of the current masked tile sees
+  for (int stage = 0;; ++stage) {
+    const int slot = stage % Config::kStages;
+    wait_barrier(ss.v_loaded[slot], static_cast<uint32_t>(stage / Config::kStages) & 1u);
+    const GuardedStage info = ss.v_stage[slot];
+    if (info.end) return;
+    if (info.tile.masked) {
+      if (info.tile.first) {
+        wait_barrier(ss.mask_full[mask_slot.stage], mask_slot.phase);
+        seen = ss.seen[mask_slot.stage][0];
+        CUTE_UNROLL
+        for (int w = 1; w < Config::kMaskWarps; ++w) seen |= ss.seen[mask_slot.stage][w];
+        arrive_barrier(ss.mask_empty[mask_slot.stage]);
+        mask_slot.advance();
+      }
+      zero_unseen_rows<Config>(ss, slot, seen, Config::kTileParts == 1 ? 0 : info.tile.part, lane);
+    }
+    arrive_barrier(ss.v_full[slot]);
+  }
+}
+
+}  // namespace cm::sm90
