@@ -50,36 +50,42 @@ __device__ void zero_unseen_rows(typename Config::SharedStorage& ss, int slot, c
   cutlass::arch::fence_view_async_shared();
 }
 
-// Every V stage passes through the guard lanes, in the loader's order: the load lands on
-// v_loaded, and they complete v_full, on which the consumers wait, once the stage is safe. A
-// masked tile's first stage also takes the tile's mask slot, as the consumers do, for the keys
-// its rows see (the mask warps' unions). They release the slot with the consumers (mask_empty
-// counts them), so the mask warps never refill it under them. Each lane arrives on its own:
-// warp-level syncs and shuffles among lanes that diverged from the loader made ptxas spill 92 bytes
-// in every kernel. No stage is reloaded before they pass it, since the consumers release it only
-// after v_full, so a parity wait on v_loaded cannot see a later load. Not inlined: inlined, its
-// loops made ptxas spill 84 bytes in the mask warps' code, in every kernel.
+// The guard lanes take the V stages of masked tiles from the loader's ring
+// (SharedStorage::guarded), in order: such a load lands on v_loaded, and once the lanes have zeroed
+// the stage's unseen rows one of them completes v_full, on which the consumers wait (the other
+// stages' loads complete it themselves). A masked tile's first stage also takes the tile's mask
+// slot, as the consumers do, for the keys its rows see (the mask warps' unions); the lanes release
+// it with the consumers (mask_empty counts them), so the mask warps never refill it under them. The
+// k-th guarded load into a slot completes phase k of its v_loaded, and no later one can land before
+// the lanes pass it (the consumers release the slot only after v_full): a parity bit per slot
+// tracks it. Not inlined: inlined, its loops made ptxas spill 84 bytes in the mask warps' code.
 template <class Config>
 __device__ __noinline__ void run_guard_lanes(typename Config::SharedStorage& ss, int lane) {
+  PipeState<Config::kStages> ring;
   PipeState<Config::kMaskSlots> mask_slot;
-  QuadBits seen{};  // the keys some row of the current masked tile sees
-  for (int stage = 0;; ++stage) {
-    const int slot = stage % Config::kStages;
-    wait_barrier(ss.v_loaded[slot], static_cast<uint32_t>(stage / Config::kStages) & 1u);
-    const GuardedStage info = ss.v_stage[slot];
-    if (info.end) return;
-    if (info.tile.masked) {
-      if (info.tile.first) {
-        wait_barrier(ss.mask_full[mask_slot.stage], mask_slot.phase);
-        seen = ss.seen[mask_slot.stage][0];
-        CUTE_UNROLL
-        for (int w = 1; w < Config::kMaskWarps; ++w) seen |= ss.seen[mask_slot.stage][w];
-        arrive_barrier(ss.mask_empty[mask_slot.stage]);
-        mask_slot.advance();
-      }
-      zero_unseen_rows<Config>(ss, slot, seen, Config::kTileParts == 1 ? 0 : info.tile.part, lane);
+  uint32_t loaded_phase = 0;  // bit s: the parity of slot s's next guarded load
+  QuadBits seen{};            // the keys some row of the current masked tile sees
+  for (;;) {
+    wait_barrier(ss.guard_full[ring.stage], ring.phase);
+    const GuardedStage stage = ss.guarded[ring.stage];
+    arrive_barrier(ss.guard_empty[ring.stage]);
+    ring.advance();
+    if (stage.end) return;
+    if (stage.tile.first) {
+      wait_barrier(ss.mask_full[mask_slot.stage], mask_slot.phase);
+      seen = ss.seen[mask_slot.stage][0];
+      CUTE_UNROLL
+      for (int w = 1; w < Config::kMaskWarps; ++w) seen |= ss.seen[mask_slot.stage][w];
+      arrive_barrier(ss.mask_empty[mask_slot.stage]);
+      mask_slot.advance();
     }
-    arrive_barrier(ss.v_full[slot]);
+    wait_barrier(ss.v_loaded[stage.slot], (loaded_phase >> stage.slot) & 1u);
+    loaded_phase ^= 1u << stage.slot;
+    zero_unseen_rows<Config>(ss, stage.slot, seen, Config::kTileParts == 1 ? 0 : stage.tile.part,
+                             lane);
+    // Every lane's zeros (and its proxy fence) before the one arrival.
+    __syncwarp(~1u);
+    if (lane == 1) arrive_barrier(ss.v_full[stage.slot]);
   }
 }
 

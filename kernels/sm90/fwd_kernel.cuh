@@ -51,9 +51,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     for (int s = 0; s < Config::kStages; ++s) {
       Barrier::init(&ss->k_full[s], 1);
-      // With zero_unseen the loads land on v_loaded and the guard lanes complete v_full.
+      // A masked tile's V lands on v_loaded, and one guard lane completes v_full (fwd_guard.cuh).
       Barrier::init(&ss->v_loaded[s], 1);
-      Barrier::init(&ss->v_full[s], params.zero_unseen ? kGuardLanes : 1);
+      Barrier::init(&ss->v_full[s], 1);
+      Barrier::init(&ss->guard_full[s], 1);
+      Barrier::init(&ss->guard_empty[s], kGuardLanes);
       Barrier::init(&ss->k_empty[s], Config::kConsumerWarps);
       Barrier::init(&ss->v_empty[s], Config::kConsumerWarps);
     }

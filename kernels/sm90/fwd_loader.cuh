@@ -42,11 +42,10 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
   // Paged with pages smaller than a stage: one box per page (fwd_paging.h); else one box.
   const bool paged = p.page_table != nullptr;
   const int box_rows = kv_box_rows(paged ? p.page_size : 0, kKeys);
-  // With zero_unseen V stages pass through the guard lanes (fwd_guard.cuh) on their way.
-  uint64_t* v_landing = p.zero_unseen ? ss.v_loaded : ss.v_full;
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kQStages> qs;
   PipeState<Config::kStages> kv;
+  PipeState<Config::kStages> guard;  // the guard lanes' ring (zero_unseen)
   for (;;) {
     const int index = atomicAdd(p.work_counter, 1);
     const WorkItem item =
@@ -56,10 +55,10 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     arrive_barrier(ss.item_full[item_state.stage]);
     item_state.advance();
     if (item.row == nullptr) {
-      if (p.zero_unseen) {  // a last, empty V stage ends the guard lanes
-        wait_barrier(ss.v_empty[kv.stage], kv.phase ^ 1u);
-        ss.v_stage[kv.stage] = {{}, true};
-        arrive_barrier(ss.v_loaded[kv.stage]);
+      if (p.zero_unseen) {  // the end, for the guard lanes
+        wait_barrier(ss.guard_empty[guard.stage], guard.phase ^ 1u);
+        ss.guarded[guard.stage] = {{}, 0, true};
+        arrive_barrier(ss.guard_full[guard.stage]);
       }
       return;
     }
@@ -122,10 +121,19 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
         load_stage<Config>(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kStageElems, box, boxes,
                            box_rows, kv_head);
         wait_barrier(ss.v_empty[kv.stage], kv.phase ^ 1u);
-        if (p.zero_unseen) ss.v_stage[kv.stage] = {tile, false};
-        expect_bytes(v_landing[kv.stage], bytes);  // releases v_stage with the V load
-        load_stage<Config>(tma_v, v_landing[kv.stage], ss.v + kv.stage * kStageElems, box, boxes,
-                           box_rows, kv_head);
+        // A masked tile's V goes to the guard lanes first (fwd_guard.cuh), the others straight
+        // to the consumers.
+        const bool guarded = p.zero_unseen && masked;
+        if (guarded) {
+          wait_barrier(ss.guard_empty[guard.stage], guard.phase ^ 1u);
+          ss.guarded[guard.stage] = {tile, kv.stage, false};
+          arrive_barrier(ss.guard_full[guard.stage]);
+          guard.advance();
+        }
+        uint64_t& v_landing = guarded ? ss.v_loaded[kv.stage] : ss.v_full[kv.stage];
+        expect_bytes(v_landing, bytes);
+        load_stage<Config>(tma_v, v_landing, ss.v + kv.stage * kStageElems, box, boxes, box_rows,
+                           kv_head);
         kv.advance();
       }
     }
