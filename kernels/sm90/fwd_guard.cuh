@@ -3,8 +3,9 @@
 // row does not see to -inf, but P V multiplies those zero probabilities with whatever V rows the
 // stage holds, and 0 * NaN is NaN. So the V rows that no row of a masked tile sees (a narrow
 // tile's rows past its keys, a shorter sequence's keys below nk, a cache page's unused slots)
-// are zeroed before any consumer multiplies with them. The strided layout with no unseen rows
-// below nk needs none of this: it reads zeros past nk (TMA out of bounds).
+// are zeroed before any consumer multiplies with them. The strided layout goes without: it
+// reads zeros past nk (TMA out of bounds), its keys below nk are the caller's own tensor, and
+// the guard would cost its masked tiles 1-31% (perf-notes, session 36).
 #pragma once
 
 #include "fwd_config.cuh"
@@ -18,8 +19,8 @@ namespace cm::sm90 {
 inline constexpr int kGuardLanes = 31;  // lanes 1-31: lane 0 is the loader
 
 // Whether key column c of a tile is set in quad-ordered bits (tile_mask.cuh: column 8j + 2q + e
-// is bit 2j + e of word q).
-// The word is picked by selects: indexed, the four words would live in local memory.
+// is bit 2j + e of word q). The word is picked by selects: indexed, the four words would live in
+// local memory.
 __device__ __forceinline__ bool column_bit(const QuadBits& bits, int c) {
   const int q = (c >> 1) & 3;
   const uint32_t word =

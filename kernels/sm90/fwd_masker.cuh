@@ -15,15 +15,6 @@ namespace cm::sm90 {
 
 inline constexpr int kNoPatternRead = -2;  // below every pattern index (-1: a full tile)
 
-// The mask warps: for every key tile that needs masking, in the loader's order, the visibility
-// of the tile's 128 rows goes into the next mask slot, each row as four words, one per quad
-// thread of the accumulator. Each row's intervals are walked once here, not once per thread
-// that holds a part of the row, and the consumers wait on no descriptor read.
-// The 96 threads take the rows of consecutive masked tiles as one sequence: thread t computes
-// the rows whose position in it is t mod 96. Each tile then gets one or two rows from every
-// thread, the warp that gives two changes from tile to tile, and a thread computes 4 rows per
-// 3 tiles instead of 2 per tile. The mask warps run ahead of the consumers, so this is their
-// throughput.
 // The keys that the real rows among the thread's rows of mask slot `slot` see, as the union of
 // its warp, for the guard lanes (fwd_guard.cuh). Rows past the item's end see what their pattern
 // says, and nobody reads their O. Read back after the rows are written: a union kept beside
@@ -40,6 +31,15 @@ __device__ void publish_seen(const FwdParams& p, typename Config::SharedStorage&
   if (t % 32 == 0) ss.seen[slot][t / 32] = seen;
 }
 
+// The mask warps: for every key tile that needs masking, in the loader's order, the visibility
+// of the tile's 128 rows goes into the next mask slot, each row as four words, one per quad
+// thread of the accumulator. Each row's intervals are walked once here, not once per thread
+// that holds a part of the row, and the consumers wait on no descriptor read.
+// The 96 threads take the rows of consecutive masked tiles as one sequence: thread t computes
+// the rows whose position in it is t mod 96. Each tile then gets one or two rows from every
+// thread, the warp that gives two changes from tile to tile, and a thread computes 4 rows per
+// 3 tiles instead of 2 per tile. The mask warps run ahead of the consumers, so this is their
+// throughput.
 template <class Config>
 __device__ void run_masker(const FwdParams& p, typename Config::SharedStorage& ss, int t) {
   static_assert(Config::kBlockM >= Config::kMaskThreads, "every thread has a row of every tile");

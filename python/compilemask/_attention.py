@@ -157,7 +157,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     deterministic=True the gradients are bitwise identical from run to run (slower). With
     return_lse the LSE is differentiable too, at the cost of one read per row in the backward.
     Jagged sequences must not overlap for the backward: each sequence's gradient rows are
-    written, not added. The rows between them (which the forward never lets reach out) must be
+    written, not added. The rows between them (which the forward never lets reach `out`) must be
     finite for the backward: a masked product there is 0 * NaN."""
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be a compilemask.Plan, got {type(plan).__name__}")
