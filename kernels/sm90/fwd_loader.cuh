@@ -41,7 +41,8 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
   constexpr int kStageElems = kKeys * Config::kHeadDim;
   // Paged with pages smaller than a stage: one box per page (fwd_paging.h); else one box.
   const bool paged = p.page_table != nullptr;
-  const int box_rows = kv_box_rows(paged ? p.page_size : 0, kKeys);
+  const PagedBoxes paged_boxes(paged ? p.page_size : 0, kKeys);
+  const int box_rows = paged_boxes.rows();
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kQStages> qs;
   PipeState<Config::kStages> kv;
@@ -75,6 +76,7 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     const bool packed = p.q_offsets != nullptr;
     const int k_row0 = packed ? p.k_offsets[item.b] : 0;
     const int batch = packed ? 0 : item.b;
+    const int32_t* page_row = paged ? p.page_table + item.b * p.page_table_stride : nullptr;
 
     expect_bytes(ss.q_full[qs.stage], Config::kQBytes);
     Element* q_buffer = ss.q + qs.stage * Config::kBlockM * Config::kHeadDim;
@@ -94,23 +96,11 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
       for (int part = 0; part < parts; ++part) {
         const int first_key = keys.begin + part * kKeys;
         // Strided or packed K/V take one box from the row, without the page arithmetic (which
-        // cost the short-row workloads 3-4%, runs 199-200). Paged, the page-table loads of the
-        // stage's boxes are all in flight at once, for K and V: one after another, each box
-        // waited for its own.
+        // cost the short-row workloads 3-4%, runs 199-200).
         constexpr int kMaxBoxes = kKeys / kMinPageSize;
-        const int boxes = paged ? stage_boxes(p.page_size, kKeys, p.nk, first_key) : 1;
         KeyBox box[kMaxBoxes];
-        if (!paged) {
-          box[0] = {k_row0 + first_key, batch};
-        } else {
-          CUTE_UNROLL
-          for (int b = 0; b < kMaxBoxes; ++b) {
-            if (b < boxes) {
-              box[b] = paged_box(p.page_table, p.page_table_stride, p.page_size, item.b,
-                                 first_key + b * box_rows);
-            }
-          }
-        }
+        box[0] = {k_row0 + first_key, batch};
+        const int boxes = paged ? paged_boxes.stage(page_row, p.nk, first_key, box) : 1;
         const uint32_t bytes =
             boxes * box_rows * Config::kHeadDim * static_cast<uint32_t>(sizeof(Element));
         wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);

@@ -40,25 +40,34 @@ void check_pages(int page_size, int stage_keys, int nk) {
       table[b * stride + j] = pages[b * pages_per_sequence + j];
     }
   }
-  const int box_rows = kv_box_rows(page_size, stage_keys);
+  const PagedBoxes boxes_of(page_size, stage_keys);
+  const int box_rows = boxes_of.rows();
   EXPECT_EQ(box_rows, std::min(page_size, stage_keys));
+  EXPECT_EQ(box_rows, kv_box_rows(page_size, stage_keys));
   for (int b = 0; b < batch; ++b) {
+    const int32_t* table_row = table.data() + b * stride;
     std::vector<int> loaded(nk + stage_keys, 0);
     for (int first = 0; first < nk; first += stage_keys) {
-      const int boxes = stage_boxes(page_size, stage_keys, nk, first);
+      KeyBox box[128 / kMinPageSize];
+      const int boxes = boxes_of.stage(table_row, nk, first, box);
       EXPECT_GE(boxes, 1);
       EXPECT_LE(boxes * box_rows, stage_keys);
       for (int i = 0; i < boxes; ++i) {
-        const KeyBox box = paged_box(table.data(), stride, page_size, b, first + i * box_rows);
-        EXPECT_EQ(box.row % box_rows, 0);
-        EXPECT_LE(box.row + box_rows, page_size);  // a box never crosses a page
+        EXPECT_EQ(box[i].row % box_rows, 0);
+        EXPECT_LE(box[i].row + box_rows, page_size);  // a box never crosses a page
         for (int r = 0; r < box_rows; ++r) {
           const int key = first + i * box_rows + r;
           ++loaded[key];
           if (key < nk) {
-            EXPECT_EQ(box.batch, table[b * stride + key / page_size]) << "key " << key;
-            EXPECT_EQ(box.row + r, key % page_size) << "key " << key;
+            EXPECT_EQ(box[i].batch, table_row[key / page_size]) << "key " << key;
+            EXPECT_EQ(box[i].row + r, key % page_size) << "key " << key;
           }
+        }
+      }
+      // Unused entries read the stage's last page again, never the table past the sequence.
+      if (page_size < stage_keys) {
+        for (int i = boxes; i < stage_keys / page_size; ++i) {
+          EXPECT_EQ(box[i].batch, box[boxes - 1].batch) << "box " << i;
         }
       }
     }
