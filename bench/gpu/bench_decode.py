@@ -17,8 +17,13 @@ rows report the error), [B, S, H, D], with K and V contiguous and in pools [page
 D] of shuffled pages (as a cache's pages lie after many steps) of 16 and 128 rows, timed in
 alternating rounds too; each paged output is compared with the contiguous one before timing.
 
+With --graphs every function is captured once in a CUDA graph and its replays are timed, as a
+serving engine runs its decoding steps: one-row steps take tens of microseconds on the GPU, and
+called from Python each function's host work (tens of microseconds too) can outlast the
+cache flush that do_bench runs between calls, and then shows in its time.
+
 Usage: bench_decode.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcompilemask_cuda.so
-       --examples examples --out OUTDIR [--lib-a OTHER.so] [--budget SECONDS]
+       --examples examples --out OUTDIR [--lib-a OTHER.so] [--budget SECONDS] [--graphs]
 Writes OUTDIR/bench_decode.json and OUTDIR/bench_decode.md.
 """
 import argparse
@@ -80,6 +85,26 @@ def sdpa_call(mask, q, k, v, nq, nk):
     return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=True)
 
 
+def cuda_graph(fn):
+    """fn captured in a CUDA graph (after a warm-up call on a side stream, as capture needs):
+    returns the graph's replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def timed(fns, graphs):
+    """interleaved_median_ms of fns, or of their CUDA graphs' replays."""
+    return interleaved_median_ms({key: cuda_graph(fn) for key, fn in fns.items()} if graphs
+                                 else fns)
+
+
 def bench_one(a, kernel, kernel_a, flex, kind, mask, batch, nq, nk):
     from torch.nn.attention.flex_attention import create_block_mask
     example, params, mask_mod, visible = mask_parts(mask, nq, nk)
@@ -114,7 +139,7 @@ def bench_one(a, kernel, kernel_a, flex, kind, mask, batch, nq, nk):
     row["max_abs_diff_sdpa_vs_flex"] = (fns["sdpa"]().float() - reference).abs().max().item()
     del reference
 
-    record_times(row, interleaved_median_ms(fns), visible)
+    record_times(row, timed(fns, a.graphs), visible)
     return row
 
 
@@ -139,7 +164,7 @@ def in_pages(x, page_size, table):
     return pool
 
 
-def paged_one(kind, mask, batch, nq, nk):
+def paged_one(graphs, kind, mask, batch, nq, nk):
     """The row of a paged shape: cm.attention on contiguous K and V and on each page size."""
     import compilemask as cm
     if not cm.cuda_available():
@@ -162,7 +187,7 @@ def paged_one(kind, mask, batch, nq, nk):
         diff = (fns[f"paged_{size}"]().float() - reference).abs().max().item()
         row[f"max_abs_diff_paged_{size}_vs_contiguous"] = diff
     del reference
-    record_times(row, interleaved_median_ms(fns), visible)
+    record_times(row, timed(fns, graphs), visible)
     return row
 
 
@@ -196,7 +221,7 @@ def paged_table(rows):
     return lines
 
 
-def table(rows, env):
+def table(rows, env, graphs):
     paged = [r for r in rows if r["kind"] == PAGED]
     rows = [r for r in rows if r["kind"] != PAGED]
     lines = [run_line(env), "",
@@ -204,7 +229,9 @@ def table(rows, env):
              "KV heads, causal aligned bottom-right or a 4K window. Times in ms; \"KV GB/s\" is K "
              "and V's visible bytes over the time. \"whole\": keys not split (num_splits=1); "
              "\"split\": the automatic count (parts per query tile in the splits column). \"A\": "
-             "--lib-a's build, its automatic choices.", "",
+             "--lib-a's build, its automatic choices. "
+             + ("Timed as CUDA graph replays (--graphs)." if graphs else
+                "Timed per call from Python (no CUDA graphs)."), "",
              "| shape | B | nq | nk | splits | ours whole | ours split | Flex | SDPA | "
              "split KV GB/s | Flex / split | SDPA / split | whole / split | A | A / split |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -231,12 +258,13 @@ def main():
         p.add_argument(name, required=True)
     p.add_argument("--lib-a", help="another build of the library, timed as A")
     p.add_argument("--budget", type=float, default=400, help="stop starting rows after this")
+    p.add_argument("--graphs", action="store_true", help="time CUDA graph replays")
     a = p.parse_args()
     kernel, flex, env = Kernel(a.lib), compiled_flex(), environment()
     kernel_a = Kernel(a.lib_a) if a.lib_a else None
     rows, start = [], time.time()
     jobs = [functools.partial(bench_one, a, kernel, kernel_a, flex, *shape) for shape in SHAPES]
-    jobs += [functools.partial(paged_one, *shape) for shape in PAGED_SHAPES]
+    jobs += [functools.partial(paged_one, a.graphs, *shape) for shape in PAGED_SHAPES]
     for shape, job in zip(SHAPES + PAGED_SHAPES, jobs):
         if time.time() - start > a.budget:
             print("budget reached, stopping", flush=True)
@@ -250,8 +278,8 @@ def main():
         rows.append(row)
         print(row, flush=True)
         torch.cuda.empty_cache()
-        write_results(a.out, "bench_decode", env, rows, table(rows, env))
-    print(table(rows, env))
+        write_results(a.out, "bench_decode", env, rows, table(rows, env, a.graphs))
+    print(table(rows, env, a.graphs))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 // LSE, log sum_s exp(lse_s), part s weighs exp(lse_s - L). Parts without a visible key
 // (lse_s = -inf) weigh 0, and a row with none gets O = 0 and LSE = -inf.
 #include "fwd_launch.h"
+#include "fwd_splits.h"
 #include "thread_helpers.cuh"
 
 #include <cuda_bf16.h>
@@ -41,21 +42,38 @@ __device__ __forceinline__ void store4(__half* at, float4 x) {
       make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
 }
 
+// Lane l of a row's warp holds the LSEs of parts l, l + 32, ...
+constexpr int kPartsPerLane = kMaxSplits / 32;
+// Parts' O rows a lane loads before it adds any.
+constexpr int kLoadsInFlight = 8;
+
 template <class Element>
 __global__ void __launch_bounds__(32 * kRowsPerBlock)
     fwd_combine(const __grid_constant__ FwdParams p) {
+  // Launched as the main kernel's programmatic dependent (launch_combine): its parts are
+  // complete and visible only past this wait.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   const int64_t rows = int64_t{p.batch} * p.heads_q * p.nq;  // a part's rows (fwd_workspace)
   const int64_t row = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
   const float* part_lse = p.split_lse + row;  // part s at part_lse[s * rows]
 
+  // Each lane reads its parts' LSEs once (all loads in flight together) and keeps them.
+  float lse_of[kPartsPerLane];
+#pragma unroll
+  for (int i = 0; i < kPartsPerLane; ++i) {
+    const int s = i * 32 + lane;
+    lse_of[i] = s < p.num_splits ? part_lse[s * rows] : kNegInf;
+  }
   float max = kNegInf;
-  for (int s = lane; s < p.num_splits; s += 32) max = fmaxf(max, part_lse[s * rows]);
+#pragma unroll
+  for (int i = 0; i < kPartsPerLane; ++i) max = fmaxf(max, lse_of[i]);
   max = warp_max(max);
   float sum = 0.f;
   if (max != kNegInf) {
-    for (int s = lane; s < p.num_splits; s += 32) sum += __expf(part_lse[s * rows] - max);
+#pragma unroll
+    for (int i = 0; i < kPartsPerLane; ++i) sum += __expf(lse_of[i] - max);  // exp(-inf) = 0
   }
   sum = warp_sum(sum);
   const float lse = sum > 0.f ? max + __logf(sum) : kNegInf;
@@ -71,35 +89,67 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   const int64_t q_row = (packed ? p.q_offsets[b] : 0) + q;
   Element* out = static_cast<Element*>(p.out) + batch * p.out_stride_b + h * p.out_stride_h +
                  q_row * p.out_stride_s;
-  for (int c = 4 * lane; c < p.head_dim; c += 4 * 32) {
+  // Every lane runs every pass (the shuffles take the whole warp); a lane past the head dim
+  // reads column 0 and stores nothing.
+  for (int c0 = 0; c0 < p.head_dim; c0 += 4 * 32) {
+    const int c = c0 + 4 * lane;
+    const bool mine = c < p.head_dim;
+    const float* column = p.split_out + row * p.head_dim + (mine ? c : 0);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s = 0; s < p.num_splits; ++s) {
-      const float lse_s = part_lse[s * rows];
-      if (lse_s == kNegInf) continue;  // no visible key in the part (or in the row)
-      const float w = __expf(lse_s - lse);
-      const float4 o =
-          *reinterpret_cast<const float4*>(p.split_out + (s * rows + row) * p.head_dim + c);
-      acc.x = fmaf(w, o.x, acc.x);
-      acc.y = fmaf(w, o.y, acc.y);
-      acc.z = fmaf(w, o.z, acc.z);
-      acc.w = fmaf(w, o.w, acc.w);
+    for (int first = 0; first < p.num_splits; first += 32) {
+      // Lane j's weight for part first + j, 0 for a part without a visible key (LSE -inf):
+      // its O was never written, so it is dropped by a select, not multiplied.
+      float weight = 0.f;
+#pragma unroll
+      for (int i = 0; i < kPartsPerLane; ++i) {
+        if (i * 32 == first && lse_of[i] != kNegInf) weight = __expf(lse_of[i] - lse);
+      }
+      const int parts = min(32, p.num_splits - first);
+      for (int j0 = 0; j0 < parts; j0 += kLoadsInFlight) {
+        // The loads first, unconditionally (past the last part, the last part again), so that
+        // they are all in flight at once: one L2 round trip per kLoadsInFlight parts.
+        float4 o[kLoadsInFlight];
+#pragma unroll
+        for (int u = 0; u < kLoadsInFlight; ++u) {
+          const int64_t part = first + min(j0 + u, parts - 1);
+          o[u] = *reinterpret_cast<const float4*>(column + part * rows * p.head_dim);
+        }
+#pragma unroll
+        for (int u = 0; u < kLoadsInFlight; ++u) {
+          const float w = __shfl_sync(0xffffffffu, weight, (j0 + u) % 32);
+          if (j0 + u < parts && w != 0.f) {
+            acc.x = fmaf(w, o[u].x, acc.x);
+            acc.y = fmaf(w, o[u].y, acc.y);
+            acc.z = fmaf(w, o[u].z, acc.z);
+            acc.w = fmaf(w, o[u].w, acc.w);
+          }
+        }
+      }
     }
-    store4(out + c, acc);
+    if (mine) store4(out + c, acc);
   }
   if (lane == 0) p.lse[batch * p.lse_stride_b + h * p.lse_stride_h + q_row] = lse;
 }
 
 }  // namespace
 
+// The combine kernel is the main kernel's programmatic dependent: it may be scheduled as the
+// main kernel's blocks exit, not only after its completion and a launch (a few microseconds of
+// a decoding step), and waits in griddepcontrol.wait until the parts are written.
 cudaError_t launch_combine(ElementKind element, const FwdParams& params, cudaStream_t stream) {
   const int64_t rows = int64_t{params.batch} * params.heads_q * params.nq;
-  const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  if (element == ElementKind::kBFloat16) {
-    fwd_combine<__nv_bfloat16><<<blocks, 32 * kRowsPerBlock, 0, stream>>>(params);
-  } else {
-    fwd_combine<__half><<<blocks, 32 * kRowsPerBlock, 0, stream>>>(params);
-  }
-  return cudaGetLastError();
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
+  config.blockDim = dim3(32 * kRowsPerBlock);
+  config.stream = stream;
+  cudaLaunchAttribute dependent{};
+  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &dependent;
+  config.numAttrs = 1;
+  return element == ElementKind::kBFloat16
+             ? cudaLaunchKernelEx(&config, fwd_combine<__nv_bfloat16>, params)
+             : cudaLaunchKernelEx(&config, fwd_combine<__half>, params);
 }
 
 }  // namespace cm::sm90

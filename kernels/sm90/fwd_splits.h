@@ -16,10 +16,12 @@ namespace cm::sm90 {
 
 inline constexpr int kMaxSplits = cuda::kMaxSplits;
 
-// A part keeps at least this many key tiles under the automatic choice: a work item costs
-// about 1.4 tiles' time beyond its tiles (docs/perf-notes.md, session 18), so shorter parts
-// would spend more on item boundaries than they gain in parallelism.
+// A part keeps at least this many key tiles under the automatic choice.
 inline constexpr int kMinTilesPerSplit = 2;
+
+// What a work item costs beyond its key tiles, in tiles' time (docs/perf-notes.md, session 18:
+// about 1.4), as a fraction: the automatic count weighs longer parts against more items.
+inline constexpr int kItemCostTenths = 14;
 
 // Listed key tiles [begin, begin + count) of a query tile, in the order KeyTileCursor walks them.
 // kAllTiles as a count: to the row's end.
@@ -38,24 +40,27 @@ CM_HD TileRange split_range(int tiles, int split, int splits) {
 
 // The split count of ForwardArgs::num_splits = 0 for `items` work items (query tiles of every
 // (b, h)) on `sms` SMs, when the longest row lists `longest_row` key tiles. 1 when the items
-// fill the SMs; else the fewest parts whose items fill the SMs' waves within 10% as well as the
-// best count does, each part kMinTilesPerSplit tiles or more.
+// fill the SMs; else the count s, each part kMinTilesPerSplit tiles or more, that minimises the
+// estimated time: waves(s) = ceil(items * s / sms) rounds of the longest part,
+// ceil(longest_row / s) tiles plus an item's own cost; the fewest parts among equals. (Session
+// 34's rule, the fewest parts within 10% of the best wave efficiency, took 15 parts of 17-18
+// tiles for one 32K-key decoding row of 8 KV heads, where 16 parts of 16 tiles fill more SMs.)
 inline int auto_num_splits(int64_t items, int sms, int longest_row) {
   if (items <= 0 || items >= sms) return 1;
   int most = longest_row / kMinTilesPerSplit;
   if (most > kMaxSplits) most = kMaxSplits;
   if (most < 2) return 1;
-  // Wave efficiency of s parts: busy SM-slots over the slots of the waves they take.
-  auto efficiency = [&](int s) {
-    const int64_t units = items * s;
-    const int64_t waves = (units + sms - 1) / sms;
-    return static_cast<double>(units) / static_cast<double>(waves * sms);
+  // In tenths of a tile's time.
+  auto estimate = [&](int s) {
+    const int64_t waves = (items * s + sms - 1) / sms;
+    const int64_t part = (longest_row + s - 1) / s;
+    return waves * (10 * part + kItemCostTenths);
   };
-  double best = 0.0;
-  for (int s = 1; s <= most; ++s) best = efficiency(s) > best ? efficiency(s) : best;
-  int s = 1;
-  while (efficiency(s) < 0.9 * best) ++s;
-  return s;
+  int best = 1;
+  for (int s = 2; s <= most; ++s) {
+    if (estimate(s) < estimate(best)) best = s;
+  }
+  return best;
 }
 
 // The forward's workspace: the work-item counter, then, when the items' outputs go through

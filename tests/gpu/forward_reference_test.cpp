@@ -313,7 +313,7 @@ INSTANTIATE_TEST_SUITE_P(PagedKeys, ForwardReadsKeysWhereTheyAre,
                                           testing::Values(16, 64, 128, 384)));
 
 // Packed keys with NaN rows after every sequence: every example (tiles narrowed by nk and by
-// restarts) and the kernel for 256, whose narrow tiles load their second 64-key part first.
+// restarts) and the kernel for 256, whose narrow tiles may hold one 64-key part or two.
 INSTANTIATE_TEST_SUITE_P(PackedKeys, ForwardReadsKeysWhereTheyAre,
                          testing::Combine(testing::ValuesIn(example_cases()), kMainloops,
                                           testing::Values(0),

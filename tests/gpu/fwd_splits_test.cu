@@ -31,21 +31,29 @@ TEST(FwdSplits, PartsCoverTheRowInBalancedOrder) {
   }
 }
 
-// Examples worked by hand from the rule: wave efficiency e(s) = items s / (waves(s) sms), the
-// fewest parts within 0.9 of the best e over 1 to min(256, longest / 2).
+// Examples worked by hand from the rule: the estimate t(s) = waves(s) (10 ceil(longest / s) +
+// 14) in tenths of a tile, waves(s) = ceil(items s / sms), minimised over 1 to min(256,
+// longest / 2), the fewest parts among equals.
 TEST(FwdSplits, AutomaticCount) {
   EXPECT_EQ(auto_num_splits(132, 132, 256), 1);  // the items fill the SMs
   EXPECT_EQ(auto_num_splits(500, 132, 256), 1);
   EXPECT_EQ(auto_num_splits(16, 132, 3), 1);  // parts of two tiles or more: at most one
   EXPECT_EQ(auto_num_splits(0, 132, 256), 1);
-  // 16 items: e(33) = 528 / 528 = 1 is the best; e(7) = 112 / 132 = 0.85, e(8) = 128 / 132.
+  // One decoding row of 8 KV heads: t(15) = 1 wave of 18 tiles = 194, t(16) = 16 tiles = 174,
+  // t(32) = 2 waves of 8 = 188, t(33) = 2 waves of 8 (7.76) = 188.
+  EXPECT_EQ(auto_num_splits(8, 132, 256), 16);
+  // 16 items: t(8) = 1 wave of 32 = 334; t(16) = 2 waves of 16 = 348; t(33) = 4 waves of 8.
   EXPECT_EQ(auto_num_splits(16, 132, 256), 8);
-  // Up to 8 tiles per row allows 4 parts: e(4) = 64 / 132 is the best.
+  // Up to 8 tiles per row allows 4 parts: t(4) = 1 wave of 2 = 34.
   EXPECT_EQ(auto_num_splits(16, 132, 8), 4);
-  // One item: e(s) = s / 132 up to 128 parts; 0.9 * 128 / 132 needs s >= 115.2.
-  EXPECT_EQ(auto_num_splits(1, 132, 256), 116);
-  // 100 items: e(1..4) = 0.76, e(5) = 500 / 528 = 0.95, the best e(33) = 1.
-  EXPECT_EQ(auto_num_splits(100, 132, 256), 5);
+  // One item: 128 parts of 2 tiles, one wave (34); 116 parts would take 3 tiles each (44).
+  EXPECT_EQ(auto_num_splits(1, 132, 256), 128);
+  // 100 items: t(1) = 2574; t(5) = 4 waves of 52 = 2136; t(9) = 7 waves of 29 = 2128; t(13) =
+  // 10 waves of 20 = 2140; t(33) = 25 waves of 8 = 2350.
+  EXPECT_EQ(auto_num_splits(100, 132, 256), 9);
+  // Two rows' worth of 64 items (B = 8 decoding): t(2) = 1 wave of 128 = 1294, t(4) = 2 waves
+  // of 64 = 1308.
+  EXPECT_EQ(auto_num_splits(64, 132, 256), 2);
 }
 
 TEST(FwdSplits, WorkspaceLayout) {

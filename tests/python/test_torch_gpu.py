@@ -854,6 +854,31 @@ def test_torch_compile_traces_the_backward_kernel_into_the_graph():
     assert "compilemask.attention_backward" not in backend.fw_graphs[0].code
 
 
+def test_cuda_graph_replay_of_split_keys():
+    # A decoding step: split keys and shared GQA tiles, so the forward is the main kernel and
+    # the combine, its programmatic dependent; replayed on fresh inputs it matches eager calls.
+    plan = MASKS["causal"](1).specialize(nq=1, nk=3000, device=DEVICE)
+    static = [torch.randn(2, 1, 8, 128, device=DEVICE, dtype=torch.bfloat16)]
+    static += [torch.randn(2, 3000, 2, 128, device=DEVICE, dtype=torch.bfloat16)
+               for _ in range(2)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        cm.attention(*static, plan)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = cm.attention(*static, plan)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        fresh = [torch.randn_like(x) for x in static]
+        for s_, f in zip(static, fresh):
+            s_.copy_(f)
+        captured.fill_(float("nan"))
+        graph.replay()
+        assert torch.equal(captured, cm.attention(*fresh, plan))
+
+
 @pytest.mark.parametrize("order", ["tensors' own", "random token order"])
 def test_cuda_graph_replay_with_new_inputs(order):
     n = 640
