@@ -115,9 +115,12 @@ class Kernel:
         f = self.lib.cm_cuda_forward
         p, i, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)
         self.logit_types = logit_types(self.lib)
-        # Builds before ABI version 3 have no num_splits (after mainloop) and one workspace size.
+        # Builds before ABI version 3 have no num_splits (after mainloop) and one workspace size,
+        # before 4 no paged K/V arguments (after num_splits).
         self.has_splits = abi_version(self.lib) >= 3
+        self.has_pages = abi_version(self.lib) >= 4
         f.argtypes = [p, p, i, i, i, i, i, i, i, *self.logit_types, i, *([i] * self.has_splits),
+                      *([p, ctypes.c_int64, i, i] * self.has_pages),
                       p, i64p, p, i64p, p, i64p, p, i64p, p, i64p,
                       p, p, ctypes.c_int64, ctypes.c_int64, p, ctypes.c_size_t, p,
                       ctypes.c_char_p, ctypes.c_size_t]
@@ -169,20 +172,31 @@ class Kernel:
             torch.cuda.current_stream().cuda_stream)
 
     def forward(self, desc, q, k, v, out, lse, layout="bshd", scale=0.0,
-                q_offsets=None, k_offsets=None, mainloop="auto", softcap=0.0, num_splits=0):
+                q_offsets=None, k_offsets=None, mainloop="auto", softcap=0.0, num_splits=0,
+                page_table=None):
         """Runs the kernel. q/k/v/out: [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd,
         with int32 device q_offsets/k_offsets of length B). lse: float32 [B,H,S] or [H,T].
         mainloop: auto, serial or pingpong (cm::cuda::Mainloop). softcap: 0 for none.
-        num_splits: 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs)."""
+        num_splits: 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs).
+        page_table: None, or device int32 [B, pages per sequence] with k and v pools of pages
+        ([pages, page_size, H, D] in bshd, [pages, H, page_size, D] in bhsd; cm::cuda::PagedKV)."""
         batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k = problem_shape(
             q, k, lse, layout, q_offsets)
+        if page_table is not None and not self.has_pages:
+            raise KernelError("this build of the library takes no page table "
+                              "(cm_cuda_abi_version < 4)")
+        paged = []
+        if self.has_pages:
+            rows_axis = row_and_head_axes(layout)[0]
+            paged = ([page_table.data_ptr(), page_table.stride(0), k.shape[rows_axis],
+                      k.shape[0]] if page_table is not None else [None, 0, 0, 0])
         strides = [int64_array(strides_bsh(t, layout)) for t in (q, k, v, out)]
         workspace = self._workspace_for(desc, batch, heads_q, heads_kv, head_dim, num_splits)
         call_checked(
             self.lib.cm_cuda_forward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,
             desc.nq, desc.nk, head_dim, *logit_arguments(self.logit_types, scale, softcap),
-            MAINLOOPS[mainloop], *([num_splits] * self.has_splits),
+            MAINLOOPS[mainloop], *([num_splits] * self.has_splits), *paged,
             q.data_ptr(), strides[0], k.data_ptr(), strides[1], v.data_ptr(), strides[2],
             out.data_ptr(), strides[3], lse.data_ptr(), int64_array(lse_strides),
             data_ptr_or_null(q_offsets), data_ptr_or_null(k_offsets),

@@ -98,9 +98,10 @@ extern "C" {
 // The version of the entry points' signatures: 2 added `softcap` after `scale` in
 // cm_cuda_forward and cm_cuda_backward (builds without this function are version 1); 3 added
 // `num_splits` after `mainloop` in cm_cuda_forward, cm_cuda_forward_workspace_bytes_for in place
-// of cm_cuda_forward_workspace_bytes(void), and cm_cuda_forward_num_splits.
+// of cm_cuda_forward_workspace_bytes(void), and cm_cuda_forward_num_splits; 4 added the paged
+// K/V arguments (`page_table` to `num_pages`) after `num_splits` in cm_cuda_forward.
 int cm_cuda_abi_version(void) {
-  return 3;
+  return 4;
 }
 
 // Workspace bytes for cm_cuda_forward with this descriptor, problem size and num_splits, or 0
@@ -129,12 +130,15 @@ int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descript
 // Strides are element strides {batch, row, head} for q, k, v and out, {batch, head} for lse.
 // dtype: 0 bf16, 1 fp16. scale: 0 means 1/sqrt(head_dim); softcap: 0 means no logit cap
 // (cm::cuda::Problem). mainloop: 0 auto, 1 serial, 2 pingpong (cm::cuda::Mainloop). num_splits:
-// 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs).
+// 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs). page_table: null, or
+// device int32 page indices for K and V in pages (cm::cuda::PagedKV: k and v are then pools of
+// num_pages pages of page_size rows, their strides {page, row, head}).
 // q_offsets/k_offsets: null, or device int32[batch] (packed layout).
 // Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA failure.
 int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, int dtype,
                     int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim, float scale,
-                    float softcap, int mainloop, int num_splits, const void* q,
+                    float softcap, int mainloop, int num_splits, const int32_t* page_table,
+                    int64_t page_table_stride, int page_size, int num_pages, const void* q,
                     const int64_t* q_strides, const void* k, const int64_t* k_strides,
                     const void* v, const int64_t* v_strides, void* out, const int64_t* out_strides,
                     float* lse, const int64_t* lse_strides, const int32_t* q_offsets,
@@ -149,6 +153,7 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
                     k_offsets, total_q, total_k);
         args.mainloop = static_cast<cm::cuda::Mainloop>(mainloop);
         args.num_splits = num_splits;
+        args.paged = {page_table, page_table_stride, page_size, num_pages};
         cm::cuda::forward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,
                           static_cast<cudaStream_t>(stream));
       },

@@ -51,6 +51,10 @@ if wants cli; then
     "${CLI}" run "${ROOT}/examples/causal.mask" --nq 16 --nk 5000 --heads 8 --heads-kv 2 \
       --dim 128 --splits 7 --gpu
     echo "exit $?"
+    echo "== compilemask run --gpu --pages 16 (causal, one query row against 5000 keys, GQA 8:2)"
+    "${CLI}" run "${ROOT}/examples/causal.mask" --nq 1 --nk 5000 --batch 3 --heads 8 \
+      --heads-kv 2 --dim 128 --pages 16 --gpu
+    echo "exit $?"
   } > "${LOGS}/cli.txt" 2>&1
 fi
 

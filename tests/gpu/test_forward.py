@@ -4,7 +4,9 @@ workloads.py predicates (../shared/reference), computed in float64 on the GPU.
 Rule per case: max |O - O64| <= 2 * max |O_naive - O64| + atol, where O_naive is a naive torch
 attention in the input precision (bf16 or fp16); the LSE must match the float64 LSE; rows that
 see no key must give O = 0 exactly and LSE = -inf; outputs are NaN-poisoned before the run, so
-an unwritten element fails. Inputs are fresh random data for every case.
+an unwritten element fails. Inputs are fresh random data for every case. Besides the cases the
+backward test shares (dense_cases.py), causal rows run against K and V in shuffled pools of
+pages through the C entry point's page table, with NaN in every slot that holds no key.
 
 Usage: test_forward.py --cli BUILD/tools/cli/compilemask --lib BUILD/kernels/libcompilemask_cuda.so
        [--examples examples] [--workloads DIR] [--quick] [--mainloop auto|serial|pingpong]
@@ -41,6 +43,39 @@ def reference(q, k, v, visible, scale, dtype):
     return (p @ v), lse
 
 
+# Layouts of K and V in pools of pages (cm::cuda::PagedKV, through the C entry point), with q
+# and out [B, S, H, D]: page size by layout name.
+PAGE_SIZES = {"paged16": 16, "paged128": 128}
+
+
+def paged_cases():
+    """Causal rows, nq != nk, against keys in pages of 16 rows (one TMA box per page) and of 128
+    (one per stage)."""
+    from dense_cases import Case, causal_visible
+    shapes = [((1, 4097), "paged16"), ((113, 300), "paged16"), ((257, 1000), "paged128")]
+    return [Case("causal_paged", "causal.mask", {}, causal_visible(nq, nk), nq, nk, heads_q=8,
+                 heads_kv=2, layout=layout) for (nq, nk), layout in shapes]
+
+
+def in_pages(k, v, page_size):
+    """k and v [B, S, H, D] in shuffled pools of pages [pages, page_size, H, D] with a spare
+    page, NaN in every slot that holds no key; returns (k pool, v pool, page table [B, pages
+    per sequence])."""
+    B, S, H, D = k.shape
+    per = -(-S // page_size)
+    table = torch.randperm(B * per + 1, device="cuda")[:B * per].view(B, per).int()
+    pools = []
+    for x in (k, v):
+        padded = torch.full((B, per * page_size, H, D), float("nan"), device="cuda",
+                            dtype=x.dtype)
+        padded[:, :S] = x
+        pool = torch.full((B * per + 1, page_size, H, D), float("nan"), device="cuda",
+                          dtype=x.dtype)
+        pool[table.flatten().long()] = padded.view(B * per, page_size, H, D)
+        pools.append(pool)
+    return pools[0], pools[1], table
+
+
 def run_case(kernel, cli, examples, case):
     from cm_kernel import compile_descriptor
     B, Hq, Hkv, D = case.batch, case.heads_q, case.heads_kv, case.head_dim
@@ -50,8 +85,8 @@ def run_case(kernel, cli, examples, case):
     q, k, v = gen(case.nq, Hq), gen(case.nk, Hkv), gen(case.nk, Hkv)
     scale = case.scale if case.scale else D ** -0.5
 
-    q_offsets = k_offsets = None
-    if case.layout == "bshd":
+    q_offsets = k_offsets = page_table = None
+    if case.layout == "bshd" or case.layout in PAGE_SIZES:
         as_layout = lambda t: t.transpose(1, 2).contiguous()
         out = torch.full((B, case.nq, Hq, D), float("nan"), device="cuda", dtype=case.dtype)
         lse = torch.full((B, Hq, case.nq), float("nan"), device="cuda", dtype=torch.float32)
@@ -71,15 +106,20 @@ def run_case(kernel, cli, examples, case):
         out = torch.full((B * (case.nq + 3), Hq, D), float("nan"), device="cuda", dtype=case.dtype)
         lse = torch.full((Hq, B * (case.nq + 3)), float("nan"), device="cuda", dtype=torch.float32)
 
-    kernel.forward(desc, as_layout(q), as_layout(k), as_layout(v), out, lse, layout=case.layout,
-                   scale=case.scale, q_offsets=q_offsets, k_offsets=k_offsets,
-                   mainloop=MAINLOOP)
+    keys, values = as_layout(k), as_layout(v)
+    layout = case.layout
+    if layout in PAGE_SIZES:
+        keys, values, page_table = in_pages(keys, values, PAGE_SIZES[layout])
+        layout = "bshd"
+    kernel.forward(desc, as_layout(q), keys, values, out, lse, layout=layout, scale=case.scale,
+                   q_offsets=q_offsets, k_offsets=k_offsets, mainloop=MAINLOOP,
+                   page_table=page_table)
     torch.cuda.synchronize()
 
     # Back to [B, Hq, Sq, D] and [B, Hq, Sq].
-    if case.layout == "bshd":
+    if layout == "bshd":
         o = out.transpose(1, 2)
-    elif case.layout == "bhsd":
+    elif layout == "bhsd":
         o = out
     else:
         o = torch.stack([out[b * (case.nq + 3): b * (case.nq + 3) + case.nq].transpose(0, 1)
@@ -119,6 +159,7 @@ def main():
     cases = suite_cases(a, "sm90 forward tests", quick_lengths=5)
     if cases is None:
         return 77
+    cases += paged_cases()
     from cm_kernel import Kernel
     return run_plan([(case, run_case) for case in cases], Kernel(a.lib), a.cli, a.examples)
 

@@ -61,10 +61,15 @@ std::optional<GpuDType> parse_gpu(const ParsedArgs& args, const AttentionShape& 
                                   const Tiling& tiling) {
   const std::optional<std::string> dtype = args.value("dtype");
   if (!args.has("gpu")) {
-    for (const char* flag : {"dtype", "splits"}) {
+    for (const char* flag : {"dtype", "splits", "pages"}) {
       if (args.value(flag)) throw UsageError(args.spelling(flag) + " applies only with --gpu");
     }
     return std::nullopt;
+  }
+  if (args.value("pages") && args.has("backward")) {
+    throw UsageError(args.spelling("pages") +
+                     " runs the forward only (paged K/V has no backward): leave out " +
+                     args.spelling("backward"));
   }
   if (!cuda::head_dim_supported(shape.head_dim)) {
     throw UsageError("--gpu supports --dim " + std::string(cuda::kHeadDimRule) + ", got " +
@@ -77,6 +82,16 @@ std::optional<GpuDType> parse_gpu(const ParsedArgs& args, const AttentionShape& 
   if (!dtype || *dtype == "bf16") return GpuDType::kBFloat16;
   if (*dtype == "fp16") return GpuDType::kFloat16;
   throw UsageError(args.spelling("dtype") + ": expected bf16 or fp16, got '" + *dtype + "'");
+}
+
+// --pages: the GPU forward's page size, 0 without (parse_gpu checked that it goes with --gpu).
+int parse_pages(const ParsedArgs& args) {
+  const auto size = static_cast<int32_t>(integer_flag(args, "pages", 0, 1, kMaxInt));
+  if (size != 0 && !cuda::page_size_supported(size)) {
+    throw UsageError(args.spelling("pages") + " must be " + cuda::kPageSizeRule + ", got " +
+                     std::to_string(size));
+  }
+  return size;
 }
 
 // The backend `run --gpu` compares. Checks the device now, before the slow CPU reference.
@@ -170,6 +185,7 @@ int run_attention(const ParsedArgs& args) {
   options.threads = static_cast<int>(integer_flag(args, "threads", 0, 0, 4096));
   options.num_splits = static_cast<int>(integer_flag(args, "splits", 0, 0, cuda::kMaxSplits));
   const std::optional<GpuDType> gpu = parse_gpu(args, shape, tiling);
+  options.page_size = parse_pages(args);
   // Backends checked against the float64 oracle.
   const std::vector<AttentionBackend> candidates = {gpu ? checked_gpu_backend(*gpu)
                                                         : reference_backend(Accumulate::kFloat32)};
@@ -190,6 +206,7 @@ int run_attention(const ParsedArgs& args) {
               mask.name().c_str(), shape.batch, shape.heads_q, shape.heads_kv, shape.nq, shape.nk,
               shape.head_dim, tiling.m, tiling.n, static_cast<unsigned long long>(seed));
   if (problem.softcap > 0) std::printf(", softcap %g", problem.softcap);
+  if (options.page_size > 0) std::printf(", K/V in pages of %d rows", options.page_size);
   std::printf("\n");
   std::fflush(stdout);
 
@@ -236,6 +253,9 @@ Command run_command() {
           {"splits", 0, "N", false,
            "GPU forward: split each query tile's keys into N parts (default 0: automatic, "
            "1: none)"},
+          {"pages", 0, "N", false,
+           "GPU forward: K and V in a shuffled pool of pages of N rows (16, 32, 64 or a "
+           "multiple of 128), the slots that hold no key filled with NaN"},
       });
   return {{"run", "FILE -p NAME=VALUE... (-n N | --nq N --nk N) [options]",
            "run attention through a mask on random data (CPU reference, or GPU with --gpu)",

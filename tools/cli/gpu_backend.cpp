@@ -10,6 +10,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -120,17 +124,60 @@ std::vector<float> download_floats(const DeviceBuffer& buffer) {
   return values;
 }
 
+// K and V of a problem ([B, Hkv, nk, D]) in pools of pages [num_pages, Hkv, page_size, D], as a
+// paged cache holds them: each sequence's pages where a shuffle put them, one page spare, and
+// NaN in every slot that holds no key (a last page's rows past nk, the spare page), which the
+// forward must never let reach O.
+struct PagedInputs {
+  std::vector<int32_t> table;  // [batch][pages per sequence]
+  int32_t pages_per_sequence = 0;
+  int32_t num_pages = 0;
+  std::vector<float> k, v;
+};
+
+PagedInputs in_pages(const AttentionProblem& p, int32_t page_size) {
+  const AttentionShape& s = p.shape;
+  PagedInputs paged;
+  paged.pages_per_sequence = (s.nk + page_size - 1) / page_size;
+  paged.num_pages = s.batch * paged.pages_per_sequence + 1;
+  std::vector<int32_t> order(static_cast<size_t>(paged.num_pages));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<uint32_t>(page_size)));
+  paged.table.assign(order.begin(), order.end() - 1);
+  const auto dim = static_cast<size_t>(s.head_dim), heads = static_cast<size_t>(s.heads_kv);
+  const auto nk = static_cast<size_t>(s.nk), rows = static_cast<size_t>(page_size);
+  const auto per_sequence = static_cast<size_t>(paged.pages_per_sequence);
+  for (auto [from, to] : {std::pair{&p.k, &paged.k}, std::pair{&p.v, &paged.v}}) {
+    to->assign(static_cast<size_t>(paged.num_pages) * heads * rows * dim,
+               std::numeric_limits<float>::quiet_NaN());
+    for (size_t b = 0; b < static_cast<size_t>(s.batch); ++b) {
+      for (size_t h = 0; h < heads; ++h) {
+        for (size_t j = 0; j < nk; ++j) {
+          const auto page = static_cast<size_t>(paged.table[b * per_sequence + j / rows]);
+          std::copy_n(from->data() + ((b * heads + h) * nk + j) * dim, dim,
+                      to->data() + ((page * heads + h) * rows + j % rows) * dim);
+        }
+      }
+    }
+  }
+  return paged;
+}
+
 AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProblem& p,
                         const BackendOptions& options) {
   const AttentionShape& s = p.shape;
   const cuda::DeviceDescriptor descriptor(blob);
-  const DeviceTensor q(p.q.size(), dtype, "Q"), k(p.k.size(), dtype, "K"),
-      v(p.v.size(), dtype, "V"), out(p.q.size(), dtype, "O");
+  const bool paged = options.page_size > 0;
+  const PagedInputs pages = paged ? in_pages(p, options.page_size) : PagedInputs{};
+  const std::vector<float>& k_values = paged ? pages.k : p.k;
+  const std::vector<float>& v_values = paged ? pages.v : p.v;
+  const DeviceTensor q(p.q.size(), dtype, "Q"), k(k_values.size(), dtype, "K"),
+      v(v_values.size(), dtype, "V"), out(p.q.size(), dtype, "O");
   const DeviceBuffer lse(static_cast<size_t>(s.batch) * s.heads_q * s.nq * sizeof(float), "LSE");
 
   q.upload(p.q);
-  k.upload(p.k);
-  v.upload(p.v);
+  k.upload(k_values);
+  v.upload(v_values);
   out.poison();
   lse.poison();
 
@@ -140,6 +187,21 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
                                                        out.get(), static_cast<float*>(lse.get()));
   f.softcap = p.softcap;
   f.num_splits = options.num_splits;
+  std::optional<DeviceBuffer> page_table;
+  if (paged) {
+    page_table.emplace(pages.table.size() * sizeof(int32_t), "the page table");
+    check(cudaMemcpy(page_table->get(), pages.table.data(), page_table->bytes(),
+                     cudaMemcpyHostToDevice),
+          "uploading the page table");
+    const int64_t head_rows = int64_t{options.page_size} * s.head_dim;
+    for (cuda::TensorRef* pool : {&f.k, &f.v}) {
+      pool->stride_b = head_rows * s.heads_kv;  // a page
+      pool->stride_s = s.head_dim;
+      pool->stride_h = head_rows;
+    }
+    f.paged = {static_cast<const int32_t*>(page_table->get()), pages.pages_per_sequence,
+               options.page_size, pages.num_pages};
+  }
   const DeviceBuffer forward_workspace(cuda::forward_workspace_bytes(descriptor.view(), f),
                                        "the forward workspace");
   forward_workspace.poison();  // forward() needs no initialised workspace

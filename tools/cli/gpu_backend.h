@@ -14,12 +14,14 @@ enum class GpuDType { kBFloat16, kFloat16 };
 // Throws std::runtime_error "no CUDA device: ..." when the driver or the device is missing, and
 // one naming the device when it is not compute capability 9.0.
 //
-// The backend's run(): uploads Q, K, V (and dO) in `dtype`, [B, H, S, D] layout; fills the
-// outputs with NaN so that unwritten elements show; runs forward() (then backward() on the
-// forward's own O and LSE) once to warm up and five more times; reports the median time
-// by CUDA events; returns the outputs converted to float. Its round_to_storage rounds to `dtype`.
-// Preconditions (checked by `run` before): head_dim_supported(head_dim) (cuda_limits.h),
-// and the descriptor's tiles are 128x128.
+// The backend's run(): uploads Q, K, V (and dO) in `dtype`, [B, H, S, D] layout (with
+// BackendOptions::page_size, K and V in shuffled pools of pages [pages, H, page_size, D] whose
+// slots without a key hold NaN); fills the outputs with NaN so that unwritten elements show;
+// runs forward() (then backward() on the forward's own O and LSE) once to warm up and five more
+// times; reports the median time by CUDA events; returns the outputs converted to float. Its
+// round_to_storage rounds to `dtype`. Preconditions (checked by `run` before):
+// head_dim_supported(head_dim) (cuda_limits.h), the descriptor's tiles are 128x128, and no
+// backward with pages.
 AttentionBackend gpu_backend(GpuDType dtype);
 
 }  // namespace cm::cli
