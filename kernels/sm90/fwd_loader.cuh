@@ -31,6 +31,16 @@ __device__ void load_stage(const CUtensorMap* map, uint64_t& full, Element* stag
   }
 }
 
+// The work item a CTA takes after its first, which is its block index: one from the counter,
+// past the first gridDim.x items; the end (total_items) without touching the counter when the
+// CTAs hold every item. So no CTA waits on an atomic before its first loads, and a launch with
+// no more items than CTAs (decoding) leaves the counter unread: launch.cu zeroes it only for
+// launches that read it.
+__device__ __forceinline__ int next_item_index(const FwdParams& p) {
+  const int ctas = static_cast<int>(gridDim.x);
+  return p.total_items <= ctas ? p.total_items : ctas + atomicAdd(p.work_counter, 1);
+}
+
 template <class Config>
 __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& ss,
                            const CUtensorMap* tma_q, const CUtensorMap* tma_k,
@@ -47,8 +57,7 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
   PipeState<Config::kQStages> qs;
   PipeState<Config::kStages> kv;
   PipeState<Config::kStages> guard;  // the guard lanes' ring (zero_unseen)
-  for (;;) {
-    const int index = atomicAdd(p.work_counter, 1);
+  for (int index = static_cast<int>(blockIdx.x);; index = next_item_index(p)) {
     const WorkItem item =
         index < p.total_items ? decode_item(p, index) : WorkItem{};  // row null: the end
     wait_barrier(ss.item_empty[item_state.stage], item_state.phase ^ 1u);

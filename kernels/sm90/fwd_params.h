@@ -24,7 +24,7 @@ struct FwdParams : ProblemShape {
   float* lse;  // natural log; row stride 1
   int64_t lse_stride_b, lse_stride_h;
 
-  int32_t* work_counter;  // zeroed before each launch
+  int32_t* work_counter;  // zeroed before each launch with more items than CTAs (fwd_loader.cuh)
 
   // Packed query heads (fwd_packing.h): a work item holds rows_per_head rows of each of
   // heads_per_item query heads (1 and 128 unpacked); rows_per_head is a power of two.

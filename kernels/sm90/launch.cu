@@ -222,7 +222,9 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const int ctas = args.max_ctas > 0 ? std::min(sms, args.max_ctas) : sms;
   const int grid = static_cast<int>(std::min<int64_t>(ctas, p.total_items));
 
-  check.cuda(cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream), "zeroing the work counter");
+  if (p.total_items > grid) {  // with one item per CTA the counter is never read (fwd_loader.cuh)
+    check.cuda(cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream), "zeroing the work counter");
+  }
   const bool pingpong = args.mainloop == Mainloop::kPingpong ||
                         (args.mainloop == Mainloop::kAuto && kernel_head_dim <= 128);
   const cudaError_t launched = args.dtype == DType::kBFloat16
