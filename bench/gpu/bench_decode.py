@@ -37,8 +37,8 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import (compiled_flex, environment, interleaved_median_ms,  # noqa: E402
-                          run_line, write_results)
+from bench_common import (compiled_flex, environment, in_pages,  # noqa: E402
+                          interleaved_median_ms, run_line, write_results)
 from cm_kernel import Kernel, compile_descriptor  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
@@ -153,15 +153,6 @@ def record_times(row, times, visible):
         row[f"{key}_ms"] = ms
         row[f"{key}_tflops"] = flops / ms / 1e9
         row[f"{key}_kv_gbps"] = kv_bytes / ms / 1e6
-
-
-def in_pages(x, page_size, table):
-    """x [B, S, H, D] (S a multiple of page_size) in a pool [pages, page_size, H, D]: rows
-    [p * page_size, (p + 1) * page_size) of sequence b in page table[b, p]."""
-    pages = x.reshape(-1, page_size, *x.shape[2:])
-    pool = torch.empty_like(pages)
-    pool[table.flatten().long()] = pages
-    return pool
 
 
 def paged_one(graphs, kind, mask, batch, nq, nk):

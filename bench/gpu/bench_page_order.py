@@ -21,7 +21,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import interleaved_median_ms, write_report  # noqa: E402
+from bench_common import in_pages, interleaved_median_ms, write_report  # noqa: E402
 
 B, NK, HQ, HKV, D = 8, 32768, 32, 8, 128
 PAGE_SIZES = (16, 64, 128)
@@ -33,11 +33,9 @@ def paged_case(cm, q, k, v, plan, size, shuffled, heads_first):
     order = torch.randperm(pages, device="cuda") if shuffled else torch.arange(pages,
                                                                                 device="cuda")
     table = order.int().view(B, -1)
-    pools = []
-    for x in (k, v):
-        pool = torch.empty(pages, size, HKV, D, device="cuda", dtype=x.dtype)
-        pool[order] = x.reshape(pages, size, HKV, D)
-        pools.append(pool.transpose(1, 2).contiguous() if heads_first else pool)
+    pools = [in_pages(x, size, table) for x in (k, v)]
+    if heads_first:
+        pools = [pool.transpose(1, 2).contiguous() for pool in pools]
     if heads_first:
         return functools.partial(cm.attention, q.transpose(1, 2).contiguous(), *pools, plan,
                                  page_table=table, layout="bhsd")

@@ -854,6 +854,21 @@ def test_torch_compile_traces_the_backward_kernel_into_the_graph():
     assert "compilemask.attention_backward" not in backend.fw_graphs[0].code
 
 
+def captured_graph(step):
+    """step() captured in a CUDA graph, after two warm-up calls on a side stream (as capture
+    needs): (the graph, what the captured call returned)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    return graph, captured
+
+
 def test_cuda_graph_replay_of_split_keys():
     # A decoding step: split keys and shared GQA tiles, so the forward is the main kernel and
     # the combine, its programmatic dependent; replayed on fresh inputs it matches eager calls.
@@ -861,14 +876,7 @@ def test_cuda_graph_replay_of_split_keys():
     static = [torch.randn(2, 1, 8, 128, device=DEVICE, dtype=torch.bfloat16)]
     static += [torch.randn(2, 3000, 2, 128, device=DEVICE, dtype=torch.bfloat16)
                for _ in range(2)]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        cm.attention(*static, plan)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = cm.attention(*static, plan)
+    graph, captured = captured_graph(lambda: cm.attention(*static, plan))
     for seed in range(3):
         torch.manual_seed(seed)
         fresh = [torch.randn_like(x) for x in static]
@@ -894,15 +902,7 @@ def test_cuda_graph_replay_with_new_inputs(order):
         out = cm.attention(*inputs, plan, deterministic=True)
         return (out, *torch.autograd.grad(out, inputs, dout))
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):  # warm up outside the capture
-            step(static, static_dout)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = step(static, static_dout)
+    graph, captured = captured_graph(lambda: step(static, static_dout))
     for seed in range(3):
         torch.manual_seed(seed)
         fresh = [torch.randn_like(x).requires_grad_() for x in static]
