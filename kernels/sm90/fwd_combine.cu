@@ -47,8 +47,9 @@ constexpr int kPartsPerLane = kMaxSplits / 32;
 // Parts' O rows a lane loads before it adds any.
 constexpr int kLoadsInFlight = 8;
 
+// (The minimum of 1 block per SM: without it ptxas held the kernel to 64 registers and spilled.)
 template <class Element>
-__global__ void __launch_bounds__(32 * kRowsPerBlock)
+__global__ void __launch_bounds__(32 * kRowsPerBlock, 1)
     fwd_combine(const __grid_constant__ FwdParams p) {
   // Launched as the main kernel's programmatic dependent (launch_combine): its parts are
   // complete and visible only past this wait.
@@ -77,6 +78,13 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   }
   sum = warp_sum(sum);
   const float lse = sum > 0.f ? max + __logf(sum) : kNegInf;
+  // Lane l's weights of parts l, l + 32, ...: 0 for a part without a visible key (LSE -inf),
+  // whose O was never written, so that it is dropped by a select, not multiplied.
+  float weight_of[kPartsPerLane];
+#pragma unroll
+  for (int i = 0; i < kPartsPerLane; ++i) {
+    weight_of[i] = lse_of[i] != kNegInf ? __expf(lse_of[i] - lse) : 0.f;
+  }
 
   // rows < 2^32 (launch.cu): 32-bit divisions, where 64-bit ones call a subroutine.
   const auto row32 = static_cast<uint32_t>(row);
@@ -97,13 +105,11 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
     const float* column = p.split_out + row * p.head_dim + (mine ? c : 0);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int first = 0; first < p.num_splits; first += 32) {
-      // Lane j's weight for part first + j, 0 for a part without a visible key (LSE -inf):
-      // its O was never written, so it is dropped by a select, not multiplied.
+      // Lane j's weight for part first + j, picked by selects (indexed, the array would live in
+      // local memory).
       float weight = 0.f;
 #pragma unroll
-      for (int i = 0; i < kPartsPerLane; ++i) {
-        if (i * 32 == first && lse_of[i] != kNegInf) weight = __expf(lse_of[i] - lse);
-      }
+      for (int i = 0; i < kPartsPerLane; ++i) weight = i * 32 == first ? weight_of[i] : weight;
       const int parts = min(32, p.num_splits - first);
       for (int j0 = 0; j0 < parts; j0 += kLoadsInFlight) {
         // The loads first, unconditionally (past the last part, the last part again), so that
