@@ -73,9 +73,10 @@ struct Problem {
   // occupies rows [q_offsets[b], q_offsets[b] + nq) of q/out (and of the LSE rows) and rows
   // [k_offsets[b], k_offsets[b] + nk) of k/v. total_q and total_k are T of each tensor.
   // Precondition (not checkable without reading device memory): those ranges lie inside T.
-  // In the forward, K/V rows that no query row sees never reach O, whatever they hold (NaN
-  // included): the rows between and after the sequences, and keys the mask hides. The backward
-  // needs them finite (a masked gradient product there is 0 * NaN).
+  // The rows between and after the sequences may hold anything, NaN included: neither pass lets
+  // them reach a result. In the forward, neither do keys inside a sequence that the mask hides;
+  // the backward needs every row inside a sequence finite (a masked gradient product there is
+  // 0 * NaN).
   const int32_t* q_offsets = nullptr;
   const int32_t* k_offsets = nullptr;
   int64_t total_q = 0;

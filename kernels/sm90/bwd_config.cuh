@@ -129,6 +129,8 @@ struct BwdConfig {
     uint64_t kv_full;
     uint64_t slice_zeroed;  // default mode: this CTA's dq_accum rows are zero (bwd_zeroing.cuh)
     uint64_t step_full[kStages], step_empty[kStages];
+    // Packed inputs: loads with rows past the sequence's end land here (bwd_tails.cuh).
+    uint64_t kv_loaded, step_loaded[kStages];
   };
   static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();
   static_assert(cosize_v<LayoutKV> == kBlockN * kHeadDim, "K layout is dense");

@@ -1,8 +1,11 @@
 // The backward main kernel's producer: one thread that TMA-loads the item's K and V once, then
-// Q, dO, lse_log2 and dsum of every step into the consumers' ring.
+// Q, dO, lse_log2 and dsum of every step into the consumers' ring. With packed inputs, loads
+// that take rows past the sequence's end land where the tail lanes zero those rows first
+// (bwd_tails.cuh).
 #pragma once
 
 #include "bwd_params.h"
+#include "bwd_tails.cuh"
 #include "bwd_work.cuh"
 #include "sync.cuh"
 
@@ -24,11 +27,13 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   const int k_row = (packed ? p.shape.k_offsets[item.b] : 0) +
                     desc::k_tile_span(p.descriptor, item.n).begin + item.part * kBlockN;
 
-  expect_bytes(ss.kv_full, 2 * Config::kKVBytes);
+  uint64_t& kv_landed =
+      packed && item_keys_inside<Config>(p, item) < kBlockN ? ss.kv_loaded : ss.kv_full;
+  expect_bytes(kv_landed, 2 * Config::kKVBytes);
   for (int c = 0; c < kColBlocks; ++c) {
-    tma_load(tma_k, ss.kv_full, ss.k + c * kBlockN * Config::kBoxCols, c * Config::kBoxCols, k_row,
+    tma_load(tma_k, kv_landed, ss.k + c * kBlockN * Config::kBoxCols, c * Config::kBoxCols, k_row,
              item.hk, batch);
-    tma_load(tma_v, ss.kv_full, ss.v + c * kBlockN * Config::kBoxCols, c * Config::kBoxCols, k_row,
+    tma_load(tma_v, kv_landed, ss.v + c * kBlockN * Config::kBoxCols, c * Config::kBoxCols, k_row,
              item.hk, batch);
   }
 
@@ -40,7 +45,8 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
     const int padded_row = step.m * kBwdTile + step.half * kBwdStepRows;
     const int stage_elems = kBlockM * Config::kHeadDim;
     wait_barrier(ss.step_empty[st.stage], st.phase ^ 1u);
-    uint64_t& full = ss.step_full[st.stage];
+    uint64_t& full = packed && step_rows_inside(p, step) < kBlockM ? ss.step_loaded[st.stage]
+                                                                   : ss.step_full[st.stage];
     expect_bytes(full, Config::kStepBytes);
     for (int c = 0; c < kColBlocks; ++c) {
       const int offset = st.stage * stage_elems + c * kBlockM * Config::kBoxCols;

@@ -1,8 +1,9 @@
 // The sm90 backward kernel against the float64 CPU reference driven by the same descriptor
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
 // head dims 64, 128 and 256 and padded ones, both dtypes and both dQ modes, some of them with a
-// gradient of the LSE too and some with soft-capped logits; bitwise determinism; CUDA graph
-// capture; and the launcher's input validation. Skips without a Hopper GPU.
+// gradient of the LSE too and some with soft-capped logits, some in the packed layout with NaN
+// between the sequences; bitwise determinism; CUDA graph capture; and the launcher's input
+// validation. Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda_backward.h>
 #include <compilemask/reference.h>
@@ -30,14 +31,20 @@ using cm::gpu_test::random_rounded;
 using cm::gpu_test::Rounded;
 using cm::gpu_test::rounded;
 
-// One problem on the device in [B, H, S, D] layout: inputs uploaded, outputs and workspace
-// filled with NaN bytes so that unwritten memory shows.
+constexpr uint16_t kNaNBits = 0xffff;  // NaN in both 16-bit formats
+
+// One problem on the device: inputs uploaded, outputs and workspace filled with NaN bytes so
+// that unwritten memory shows. The tensors are [B, H, S, D], or with gap > 0 [B, H, S + gap, D]
+// with NaN in the gap rows, read as the packed layout [T, H, D]: sequence b of head h starts at
+// row b * H * (S + gap) of a view whose head stride is S + gap rows, so every row a load takes
+// past a sequence's end (up to 127) is NaN. The host copies stay [B, H, S, D].
 class Problem {
  public:
   static constexpr int kBatch = 2;
 
-  explicit Problem(const Case& c)
+  explicit Problem(const Case& c, int gap = 0)
       : c_(c),
+        gap_(gap),
         plan_(make_plan(c.example, c.params, c.nq, c.nk, kBatch, c.heads_q)),
         descriptor_(plan_.blob()),
         nq_elems_(size_t(kBatch) * c.heads_q * c.nq * c.head_dim),
@@ -45,17 +52,24 @@ class Problem {
         lse_elems_(size_t(kBatch) * c.heads_q * c.nq),
         workspace_bytes_(
             cm::cuda::backward_workspace_bytes(descriptor_.view(), kBatch, c.heads_q, c.head_dim)),
-        q_(nq_elems_ * 2),
-        k_(nk_elems_ * 2),
-        v_(nk_elems_ * 2),
-        out_(nq_elems_ * 2),
-        dout_(nq_elems_ * 2),
-        lse_(lse_elems_ * 4),
-        dlse_(lse_elems_ * 4),
-        dq_(nq_elems_ * 2),
-        dk_(nk_elems_ * 2),
-        dv_(nk_elems_ * 2),
-        workspace_(workspace_bytes_) {}
+        q_(stored(nq_elems_, c.nq) * 2),
+        k_(stored(nk_elems_, c.nk) * 2),
+        v_(stored(nk_elems_, c.nk) * 2),
+        out_(stored(nq_elems_, c.nq) * 2),
+        dout_(stored(nq_elems_, c.nq) * 2),
+        lse_(stored(lse_elems_, c.nq) * 4),
+        dlse_(stored(lse_elems_, c.nq) * 4),
+        dq_(stored(nq_elems_, c.nq) * 2),
+        dk_(stored(nk_elems_, c.nk) * 2),
+        dv_(stored(nk_elems_, c.nk) * 2),
+        offsets_(2 * kBatch * sizeof(int32_t)),
+        workspace_(workspace_bytes_) {
+    std::vector<int32_t> offsets;  // q_offsets, then k_offsets
+    for (int b = 0; b < kBatch; ++b) offsets.push_back(b * c.heads_q * (c.nq + gap));
+    for (int b = 0; b < kBatch; ++b) offsets.push_back(b * c.heads_kv * (c.nk + gap));
+    EXPECT_EQ(cudaMemcpy(offsets_.ptr, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
 
   // Random inputs (with a random gradient of the LSE if lse_gradient), the float64 reference
   // forward and backward; uploads everything.
@@ -86,17 +100,13 @@ class Problem {
                            out.values.data(), dout.values.data(), lse.data(),
                            dlse.empty() ? nullptr : dlse.data(), ref_dq.data(), ref_dk.data(),
                            ref_dv.data(), options);
-    upload(q_, q.bits);
-    upload(k_, k.bits);
-    upload(v_, v.bits);
-    upload(out_, out.bits);
-    upload(dout_, dout.bits);
-    ASSERT_EQ(cudaMemcpy(lse_.ptr, lse.data(), lse_elems_ * 4, cudaMemcpyHostToDevice),
-              cudaSuccess);
-    if (!dlse.empty()) {
-      ASSERT_EQ(cudaMemcpy(dlse_.ptr, dlse.data(), lse_elems_ * 4, cudaMemcpyHostToDevice),
-                cudaSuccess);
-    }
+    upload(q_, with_gaps(q.bits, c_.heads_q, c_.nq, c_.head_dim, kNaNBits));
+    upload(k_, with_gaps(k.bits, c_.heads_kv, c_.nk, c_.head_dim, kNaNBits));
+    upload(v_, with_gaps(v.bits, c_.heads_kv, c_.nk, c_.head_dim, kNaNBits));
+    upload(out_, with_gaps(out.bits, c_.heads_q, c_.nq, c_.head_dim, kNaNBits));
+    upload(dout_, with_gaps(dout.bits, c_.heads_q, c_.nq, c_.head_dim, kNaNBits));
+    upload(lse_, with_gaps(lse, c_.heads_q, c_.nq, 1, std::nanf("")));
+    if (!dlse.empty()) upload(dlse_, with_gaps(dlse, c_.heads_q, c_.nq, 1, std::nanf("")));
   }
 
   cm::AttentionShape shape() const {
@@ -105,22 +115,36 @@ class Problem {
 
   void poison() const {
     for (const DeviceBuffer* b : {&dq_, &dk_, &dv_}) {
-      ASSERT_EQ(cudaMemset(b->ptr, 0xff, b == &dq_ ? nq_elems_ * 2 : nk_elems_ * 2), cudaSuccess);
+      const size_t bytes = b == &dq_ ? stored(nq_elems_, c_.nq) * 2 : stored(nk_elems_, c_.nk) * 2;
+      ASSERT_EQ(cudaMemset(b->ptr, 0xff, bytes), cudaSuccess);
     }
     ASSERT_EQ(cudaMemset(workspace_.ptr, 0xff, workspace_bytes_), cudaSuccess);
   }
 
   cm::cuda::BackwardArgs args(bool deterministic) const {
+    const int q_rows = c_.nq + gap_, k_rows = c_.nk + gap_, d = c_.head_dim;
     cm::cuda::BackwardArgs a;
     static_cast<cm::cuda::Problem&>(a) = cm::cuda::dense_problem(
         c_.dtype, shape(), q_.ptr, k_.ptr, v_.ptr, out_.ptr, static_cast<const float*>(lse_.ptr));
     a.softcap = c_.softcap;
-    a.dout = dense_bhsd(dout_.ptr, c_.heads_q, c_.nq, c_.head_dim);
+    a.dout = dense_bhsd(dout_.ptr, c_.heads_q, q_rows, d);
     a.dlse = dlse.empty() ? nullptr : static_cast<const float*>(dlse_.ptr);
-    a.dq = dense_bhsd(dq_.ptr, c_.heads_q, c_.nq, c_.head_dim);
-    a.dk = dense_bhsd(dk_.ptr, c_.heads_kv, c_.nk, c_.head_dim);
-    a.dv = dense_bhsd(dv_.ptr, c_.heads_kv, c_.nk, c_.head_dim);
+    a.dq = dense_bhsd(dq_.ptr, c_.heads_q, q_rows, d);
+    a.dk = dense_bhsd(dk_.ptr, c_.heads_kv, k_rows, d);
+    a.dv = dense_bhsd(dv_.ptr, c_.heads_kv, k_rows, d);
     a.deterministic = deterministic;
+    if (gap_ > 0) {
+      a.q = dense_bhsd(q_.ptr, c_.heads_q, q_rows, d);
+      a.out = dense_bhsd(out_.ptr, c_.heads_q, q_rows, d);
+      a.k = dense_bhsd(k_.ptr, c_.heads_kv, k_rows, d);
+      a.v = dense_bhsd(v_.ptr, c_.heads_kv, k_rows, d);
+      a.lse_stride_h = q_rows;
+      a.q_offsets = static_cast<const int32_t*>(offsets_.ptr);
+      a.k_offsets = a.q_offsets + kBatch;
+      // So that no head's rows reach past the buffers: the last sequence's gap ends the view.
+      a.total_q = int64_t{kBatch - 1} * c_.heads_q * q_rows + q_rows;
+      a.total_k = int64_t{kBatch - 1} * c_.heads_kv * k_rows + k_rows;
+    }
     return a;
   }
 
@@ -129,14 +153,18 @@ class Problem {
                        stream);
   }
 
-  // The 16-bit results dq, dk, dv.
+  // The 16-bit results dq, dk, dv as [B, H, S, D]; with gaps, checks that the gap rows still
+  // hold the poison (the backward writes only the sequences' rows).
   std::vector<std::vector<uint16_t>> results() const {
-    std::vector<std::vector<uint16_t>> r{std::vector<uint16_t>(nq_elems_),
-                                         std::vector<uint16_t>(nk_elems_),
-                                         std::vector<uint16_t>(nk_elems_)};
-    cudaMemcpy(r[0].data(), dq_.ptr, nq_elems_ * 2, cudaMemcpyDeviceToHost);
-    cudaMemcpy(r[1].data(), dk_.ptr, nk_elems_ * 2, cudaMemcpyDeviceToHost);
-    cudaMemcpy(r[2].data(), dv_.ptr, nk_elems_ * 2, cudaMemcpyDeviceToHost);
+    std::vector<std::vector<uint16_t>> r;
+    for (const DeviceBuffer* b : {&dq_, &dk_, &dv_}) {
+      const int heads = b == &dq_ ? c_.heads_q : c_.heads_kv;
+      const int rows = b == &dq_ ? c_.nq : c_.nk;
+      std::vector<uint16_t> bits(stored(size_t(kBatch) * heads * rows * c_.head_dim, rows));
+      EXPECT_EQ(cudaMemcpy(bits.data(), b->ptr, bits.size() * 2, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      r.push_back(without_gaps(bits, heads, rows, c_.head_dim, kNaNBits));
+    }
     return r;
   }
 
@@ -149,15 +177,48 @@ class Problem {
   std::vector<float> lse, dlse, ref_dq, ref_dk, ref_dv;  // dlse is empty without an LSE gradient
 
  private:
-  static void upload(const DeviceBuffer& b, const std::vector<uint16_t>& bits) {
-    ASSERT_EQ(cudaMemcpy(b.ptr, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  // Elements of a [B, H, rows, width] tensor of `elems` elements as stored, gaps included.
+  size_t stored(size_t elems, int rows) const { return elems / rows * (rows + gap_); }
+
+  // [B, H, rows, width] values spread to [B, H, rows + gap, width] with `fill` in the gaps.
+  template <class T>
+  std::vector<T> with_gaps(const std::vector<T>& dense, int heads, int rows, int width,
+                           T fill) const {
+    const size_t run = size_t(rows) * width, stride = size_t(rows + gap_) * width;
+    std::vector<T> spread(size_t(kBatch) * heads * stride, fill);
+    for (size_t s = 0; s < size_t(kBatch) * heads; ++s) {
+      std::copy_n(dense.begin() + s * run, run, spread.begin() + s * stride);
+    }
+    return spread;
+  }
+
+  // The inverse of with_gaps; the gap rows must hold `fill`'s bits.
+  std::vector<uint16_t> without_gaps(const std::vector<uint16_t>& bits, int heads, int rows,
+                                     int width, uint16_t fill) const {
+    const size_t run = size_t(rows) * width, stride = size_t(rows + gap_) * width;
+    std::vector<uint16_t> dense;
+    for (size_t s = 0; s < size_t(kBatch) * heads; ++s) {
+      dense.insert(dense.end(), bits.begin() + s * stride, bits.begin() + s * stride + run);
+      const bool untouched =
+          std::all_of(bits.begin() + s * stride + run, bits.begin() + (s + 1) * stride,
+                      [&](uint16_t x) { return x == fill; });
+      EXPECT_TRUE(untouched) << "a gap row after sequence-head " << s << " was written";
+    }
+    return dense;
+  }
+
+  template <class T>
+  static void upload(const DeviceBuffer& b, const std::vector<T>& values) {
+    ASSERT_EQ(cudaMemcpy(b.ptr, values.data(), values.size() * sizeof(T), cudaMemcpyHostToDevice),
+              cudaSuccess);
   }
 
   Case c_;
+  int gap_;
   cm::Plan plan_;
   cm::cuda::DeviceDescriptor descriptor_;
   size_t nq_elems_, nk_elems_, lse_elems_, workspace_bytes_;
-  DeviceBuffer q_, k_, v_, out_, dout_, lse_, dlse_, dq_, dk_, dv_, workspace_;
+  DeviceBuffer q_, k_, v_, out_, dout_, lse_, dlse_, dq_, dk_, dv_, offsets_, workspace_;
 };
 
 // max |got - ref| <= 8 eps max|ref| + 1e-3: the kernel rounds P, dS and the results to the
@@ -176,9 +237,10 @@ void expect_close(const std::vector<uint16_t>& got, const std::vector<float>& re
       << name << ": max |got - ref| (max |ref| " << max_ref << ")";
 }
 
-// Runs case c's backward on NaN-poisoned outputs and compares it with the float64 reference.
-void check_gradients(const Case& c, bool deterministic, bool lse_gradient) {
-  Problem problem(c);
+// Runs case c's backward on NaN-poisoned outputs and compares it with the float64 reference;
+// gap > 0: in the packed layout with that many NaN rows after every sequence (Problem).
+void check_gradients(const Case& c, bool deterministic, bool lse_gradient, int gap = 0) {
+  Problem problem(c, gap);
   problem.prepare(static_cast<unsigned>(std::hash<std::string>{}(c.example) + c.nq), lse_gradient);
   problem.poison();
   problem.run(deterministic, nullptr);
@@ -247,6 +309,25 @@ INSTANTIATE_TEST_SUITE_P(Softcap, BackwardMatchesReference,
                                           testing::Bool()));
 INSTANTIATE_TEST_SUITE_P(Softcap, LseGradientMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::softcap_cases()),
+                                          testing::Bool()));
+
+// The packed layout with NaN rows after every sequence (Problem), more than any load takes past
+// a sequence's end (a key tile's 127): the rows past the end are zeroed before any product
+// multiplies with them (bwd_tails.cuh), at every head dim, both dQ modes, with a gradient of the
+// LSE (whose gap rows are NaN too).
+constexpr int kGapRows = 130;
+
+class PackedBackwardMatchesReference : public testing::TestWithParam<std::tuple<Case, bool>> {};
+
+TEST_P(PackedBackwardMatchesReference, Gradients) {
+  SKIP_WITHOUT_HOPPER();
+  check_gradients(std::get<0>(GetParam()), std::get<1>(GetParam()), true, kGapRows);
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, PackedBackwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(every_third_case()), testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(HeadDim256, PackedBackwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),
                                           testing::Bool()));
 
 // Deterministic mode: bitwise-identical results over 10 runs, also when captured in a graph, at

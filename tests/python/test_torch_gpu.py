@@ -279,13 +279,16 @@ def test_clear_by_default_reorders_where_strips_are_faster_and_means_the_same():
                              1 / math.sqrt(dim), dout.transpose(1, 2))
 
 
+@pytest.mark.parametrize("dim", [64, 256])
 @pytest.mark.parametrize("packing", ["offsets", "k_offsets", "one sequence"])
-def test_a_token_order_plan_takes_jagged_inputs_as_the_batch_they_pack(packing):
-    """Jagged q, k and v holding the sequences of a [B, S, H, D] batch, with rows between them
-    that no sequence owns, give that batch's out, LSE and (deterministic) gradients bit for bit,
-    0 and -inf on the rows outside, and no gradient there."""
+def test_a_token_order_plan_takes_jagged_inputs_as_the_batch_they_pack(packing, dim):
+    """Jagged q, k, v and dO holding the sequences of a [B, S, H, D] batch, with NaN in the rows
+    between them that no sequence owns, give that batch's out, LSE and (deterministic) gradients
+    bit for bit, 0 and -inf on the rows outside, and no gradient there. The sequences end inside
+    a key tile and inside a 64-row query step, whose loads take rows of the gap (at head dim 256
+    a whole 64-key item lies past the end)."""
     torch.manual_seed(3)
-    n, heads_q, heads_kv, dim, gap = 300, 4, 2, 64, 5
+    n, heads_q, heads_kv, gap = 300, 4, 2, 5
     batch = 1 if packing == "one sequence" else 2
     plan = TOKEN_ORDERS["random"](n).specialize(nq=n, device=DEVICE)
     q4, k4, v4 = (torch.randn(batch, n, heads, dim, device=DEVICE, dtype=torch.bfloat16)
@@ -300,15 +303,15 @@ def test_a_token_order_plan_takes_jagged_inputs_as_the_batch_they_pack(packing):
         return t.index_copy(0, rows, x.flatten(0, 1))
 
     want = [x.detach().requires_grad_() for x in (q4, k4, v4)]
-    got = [packed(x, 7.0).requires_grad_() for x in (q4, k4, v4)]
+    got = [packed(x, math.nan).requires_grad_() for x in (q4, k4, v4)]
     kwargs = {"offsets": starts} if packing == "offsets" else {}
     if packing == "k_offsets":
         kwargs = {"offsets": starts, "k_offsets": starts.clone()}
     out4, lse4 = cm.attention(*want, plan, return_lse=True, deterministic=True)
     torch.autograd.backward([out4, lse4], [dout4, dlse4])
     out, lse = cm.attention(*got, plan, return_lse=True, deterministic=True, **kwargs)
-    torch.autograd.backward([out, lse], [packed(dout4, 0.0), packed(dlse4.transpose(1, 2),
-                                                                  0.0).transpose(0, 1)])
+    torch.autograd.backward([out, lse], [packed(dout4, math.nan),
+                                         packed(dlse4.transpose(1, 2), math.nan).transpose(0, 1)])
     outside = torch.ones(batch * stride, dtype=torch.bool, device=DEVICE)
     outside[rows] = False
     assert torch.equal(out.index_select(0, rows), out4.flatten(0, 1))
@@ -435,8 +438,8 @@ def test_jagged_layouts_match_the_padded_layout():
     # One sequence as [T, H, D] without offsets.
     one = cm.attention(q[0], k[0], v[0], plan)
     torch.testing.assert_close(one, want[0], atol=0, rtol=0)
-    # Both sequences packed with a gap of 16 rows between them, addressed by offsets.
-    gap = torch.zeros(16, heads, dim, device=DEVICE, dtype=torch.bfloat16)
+    # Both sequences packed with a gap of 16 NaN rows between them, addressed by offsets.
+    gap = torch.full((16, heads, dim), math.nan, device=DEVICE, dtype=torch.bfloat16)
     packed = [torch.cat([x[0], gap, x[1]]).requires_grad_() for x in (q, k, v)]
     starts = torch.tensor([0, n + 16], device=DEVICE, dtype=torch.int32)
     out = cm.attention(*packed, plan, offsets=starts)
@@ -445,6 +448,7 @@ def test_jagged_layouts_match_the_padded_layout():
     assert not out[n:n + 16].any()
     # Gradients of the packed call equal those of the padded call, and are 0 in the gap.
     dout = torch.randn_like(out)
+    dout[n:n + 16] = math.nan
     out.backward(dout)
     padded = [x.detach().requires_grad_() for x in (q, k, v)]
     cm.attention(*padded, plan).backward(torch.stack([dout[:n], dout[n + 16:]]))
