@@ -46,6 +46,20 @@ def argument_parser(lens, budget, kernels=True,
     return p
 
 
+def package_benchmark(doc, report):
+    """For a benchmark of the compilemask package's cm.attention, documented by `doc`, that
+    writes `report`: its output folder (--out) and the package, checked to have its CUDA kernels;
+    seeds torch."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--out", required=True, help=f"folder for {report}")
+    out = p.parse_args().out
+    import compilemask as cm
+    if not cm.cuda_available():
+        sys.exit("the compilemask package was built without its CUDA kernels")
+    torch.manual_seed(0)
+    return out, cm
+
+
 def compiled_flex():
     """flex_attention under torch.compile, with recompile limits raised for the sweep."""
     import torch._dynamo

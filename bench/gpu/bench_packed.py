@@ -2,16 +2,15 @@
 the same sequences packed in [T, H, D] with NaN rows between them, addressed by offsets=, in
 alternating rounds in one process (bench_common.interleaved_median_ms). Packed inputs cost what
 the strided layouts go without: the forward's guard lanes zero the V rows that no row of a
-masked tile sees (fwd_guard.cuh), the backward's tail lanes the rows a load takes past a
-sequence's end (bwd_tails.cuh). Each packed result is compared with the strided one before
-timing.
+masked tile sees (fwd_guard.cuh), the backward's producer warp the rows a load takes past a
+sequence's end (bwd_tails.cuh), and the outputs' rows outside every sequence are zero-filled.
+Each packed result is compared with the strided one before timing.
 
 Shape: bf16, B = 8 sequences of 4000 rows (each ends inside a tile), 16 heads, head dim 128.
 Needs the compilemask package with its CUDA kernels (scripts/gpu/python_checks.sh installs it).
 
 Usage: bench_packed.py --out OUTDIR     Writes OUTDIR/bench_packed.md.
 """
-import argparse
 import math
 import os
 import sys
@@ -20,7 +19,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import interleaved_median_ms, write_report  # noqa: E402
+from bench_common import interleaved_median_ms, package_benchmark, write_report  # noqa: E402
 
 B, N, H, D, GAP = 8, 4000, 16, 128, 37
 
@@ -40,13 +39,7 @@ def packed(x, rows):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True, help="folder for bench_packed.md")
-    a = p.parse_args()
-    import compilemask as cm
-    if not cm.cuda_available():
-        sys.exit("the compilemask package was built without its CUDA kernels")
-    torch.manual_seed(0)
+    out_dir, cm = package_benchmark(__doc__, "bench_packed.md")
     starts = torch.arange(B, device="cuda", dtype=torch.int32) * (N + GAP)
     rows = (starts.long()[:, None] + torch.arange(N, device="cuda")[None, :]).flatten()
     strided = [torch.randn(B, N, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -86,7 +79,7 @@ def main():
         for label, ms in (("forward", fwd_ms), ("forward + backward", both_ms)):
             lines.append(f"| {name} | {label} | {ms['strided']:.3f} | {ms['packed']:.3f} | "
                          f"{ms['packed'] / ms['strided']:.3f} |")
-    write_report(a.out, "bench_packed.md", "\n".join(lines) + "\n")
+    write_report(out_dir, "bench_packed.md", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

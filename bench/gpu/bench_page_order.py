@@ -12,7 +12,6 @@ KV heads, head dim 128. Needs the compilemask package with its CUDA kernels
 
 Usage: bench_page_order.py --out OUTDIR     Writes OUTDIR/bench_page_order.md.
 """
-import argparse
 import functools
 import os
 import sys
@@ -21,7 +20,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import in_pages, interleaved_median_ms, write_report  # noqa: E402
+from bench_common import (in_pages, interleaved_median_ms, package_benchmark,  # noqa: E402
+                          write_report)
 
 B, NK, HQ, HKV, D = 8, 32768, 32, 8, 128
 PAGE_SIZES = (16, 64, 128)
@@ -43,13 +43,7 @@ def paged_case(cm, q, k, v, plan, size, shuffled, heads_first):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True, help="folder for bench_page_order.md")
-    a = p.parse_args()
-    import compilemask as cm
-    if not cm.cuda_available():
-        sys.exit("the compilemask package was built without its CUDA kernels")
-    torch.manual_seed(0)
+    out_dir, cm = package_benchmark(__doc__, "bench_page_order.md")
     plan = cm.masks.causal().specialize(nq=1, nk=NK, device="cuda")
     q = torch.randn(B, 1, HQ, D, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(B, NK, HKV, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -74,7 +68,7 @@ def main():
     base = ms[("contiguous", "", "")]
     for key, t in ms.items():
         lines.append(f"| {' | '.join(key)} | {t:.4f} | {t / base:.2f} |")
-    write_report(a.out, "bench_page_order.md", "\n".join(lines) + "\n")
+    write_report(out_dir, "bench_page_order.md", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -46,10 +46,12 @@ struct BwdConfig {
   static constexpr int kConsumerThreads = 256;
   static constexpr int kThreads = 128 + kConsumerThreads;
   static constexpr int kBoxCols = 64;  // TMA box width: 128 bytes, the swizzle span
-  // setmaxnreg split of the 168 x 384 registers the launch reserves: head dims 128 and 256 give
-  // the consumers (dK and dV, 64 fp32 each per thread) all it can; 64 leaves the producer room.
-  static constexpr int kProducerRegs = kHeadDim == 64 ? 40 : 24;
-  static constexpr int kConsumerRegs = kHeadDim == 64 ? 232 : 240;
+  // setmaxnreg split of the 168 x 384 registers the launch reserves. The consumers (dK and dV,
+  // 64 fp32 each per thread at head dims 128 and 256) fit in 232 without spilling (timed as
+  // fast as 240 in run 101); the producer warp's step loop, which with packed inputs also zeroes
+  // rows past a sequence's end (bwd_tails.cuh), spilled at 24 and needs none at 40.
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 168 * kThreads,
                 "the register split must fit what the launch reserves");
 

@@ -3,13 +3,13 @@
 //
 // One CTA per item: (batch, kv head, key tile of 128 keys), or at head dim 256 half of a key
 // tile (64 keys; BwdConfig describes the two designs). Three warpgroups:
-//   WG0  producer (bwd_producer.cuh): one thread TMA-loads K and V once, then, for every query
+//   WG0  producer (bwd_producer.cuh): warp 0 TMA-loads K and V once, then, for every query
 //        head of the kv group and every query tile the descriptor lists for this key tile, Q,
 //        dO, lse_log2 and dsum of 64 query rows at a time (a "step", bwd_work.cuh) into a
-//        2-stage mbarrier ring (1 stage at head dim 256). With packed inputs the warp's other
-//        lanes zero the loaded rows past the sequence's end (bwd_tails.cuh). In the default
-//        mode warps 2-3 zero a share of the dq_accum of the kv slice a pair ahead, and warp 1
-//        waits until this CTA's slice is zero (bwd_zeroing.cuh).
+//        2-stage mbarrier ring (1 stage at head dim 256); with packed inputs it zeroes the
+//        loaded rows past the sequence's end (bwd_tails.cuh). In the default mode warps 2-3
+//        zero a share of the dq_accum of the kv slice a pair ahead, and warp 1 waits until this
+//        CTA's slice is zero (bwd_zeroing.cuh).
 //   WG1, WG2  consumers (bwd_consumer.cuh). Per step, by wgmma:
 //          Sᵀ = K Qᵀ, dPᵀ = V dOᵀ                       (keys x 64 rows, from shared memory)
 //          Pᵀ = exp2(Sᵀ scale_log2 - lse_log2), dSᵀ = Pᵀ (dPᵀ - dsum)   (in registers)
@@ -35,7 +35,6 @@
 #include "bwd_consumer.cuh"
 #include "bwd_params.h"
 #include "bwd_producer.cuh"
-#include "bwd_tails.cuh"
 #include "bwd_work.cuh"
 #include "bwd_zeroing.cuh"
 #include "sync.cuh"
@@ -75,12 +74,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   const int units = params.shape.num_k_tiles * Config::kKeyParts;  // items per kv slice
   if (warp < 4) {
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
-    if (threadIdx.x == 0) {
-      run_bwd_producer<Config>(params, *ss, item, &tma_q, &tma_k, &tma_v, &tma_dout);
-    } else if (warp == 0) {
-      if (params.shape.q_offsets != nullptr) {
-        run_tail_lanes<Config>(params, *ss, item, static_cast<int>(threadIdx.x));
-      }
+    if (warp == 0) {
+      run_bwd_producer<Config>(params, *ss, item, &tma_q, &tma_k, &tma_v, &tma_dout,
+                               static_cast<int>(threadIdx.x));
     } else if (!kDeterministic && threadIdx.x == 32) {
       signal_slice_zeroed(params, item, units, ss->slice_zeroed);
     } else if (!kDeterministic && warp > 1) {

@@ -1,7 +1,8 @@
-// The backward main kernel's producer: one thread that TMA-loads the item's K and V once, then
-// Q, dO, lse_log2 and dsum of every step into the consumers' ring. With packed inputs, loads
-// that take rows past the sequence's end land where the tail lanes zero those rows first
-// (bwd_tails.cuh).
+// The backward main kernel's producer warp: lane 0 TMA-loads the item's K and V once, then Q, dO,
+// lse_log2 and dsum of every step into the consumers' ring. With packed inputs, a load that
+// takes rows past the sequence's end lands on kv_loaded or step_loaded, and the whole warp zeroes
+// those rows before it completes the full barrier (bwd_tails.cuh). Every lane walks the same
+// steps, so the warp diverges only around lane 0's issues.
 #pragma once
 
 #include "bwd_params.h"
@@ -17,7 +18,7 @@ template <class Config>
 __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::SharedStorage& ss,
                                  const BwdItem& item, const CUtensorMap* tma_q,
                                  const CUtensorMap* tma_k, const CUtensorMap* tma_v,
-                                 const CUtensorMap* tma_dout) {
+                                 const CUtensorMap* tma_dout, int lane) {
   constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;
   constexpr int kBlockM = Config::kBlockM;
   constexpr int kBlockN = Config::kBlockN;
@@ -27,36 +28,55 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   const int k_row = (packed ? p.shape.k_offsets[item.b] : 0) +
                     desc::k_tile_span(p.descriptor, item.n).begin + item.part * kBlockN;
 
-  uint64_t& kv_landed =
-      packed && item_keys_inside<Config>(p, item) < kBlockN ? ss.kv_loaded : ss.kv_full;
-  expect_bytes(kv_landed, 2 * Config::kKVBytes);
-  for (int c = 0; c < kColBlocks; ++c) {
-    tma_load(tma_k, kv_landed, ss.k + c * kBlockN * Config::kBoxCols, c * Config::kBoxCols, k_row,
-             item.hk, batch);
-    tma_load(tma_v, kv_landed, ss.v + c * kBlockN * Config::kBoxCols, c * Config::kBoxCols, k_row,
-             item.hk, batch);
+  const int keys = packed ? item_keys_inside<Config>(p, item) : kBlockN;
+  if (lane == 0) {
+    uint64_t& landed = keys < kBlockN ? ss.kv_loaded : ss.kv_full;
+    expect_bytes(landed, 2 * Config::kKVBytes);
+    for (int c = 0; c < kColBlocks; ++c) {
+      tma_load(tma_k, landed, ss.k + c * kBlockN * Config::kBoxCols, c * Config::kBoxCols, k_row,
+               item.hk, batch);
+      tma_load(tma_v, landed, ss.v + c * kBlockN * Config::kBoxCols, c * Config::kBoxCols, k_row,
+               item.hk, batch);
+    }
+  }
+  if (keys < kBlockN) {
+    wait_barrier(ss.kv_loaded, 0);
+    zero_rows_and_complete<Config, kBlockN>(ss.k, ss.v, keys, ss.kv_full, lane);
   }
 
   PipeState<Config::kStages> st;
+  // Bit s: the parity of stage s's next load that lands on step_loaded. The next such load into
+  // the stage cannot be issued before this warp has completed the stage's step_full.
+  uint32_t loaded_phase = 0;
   StepCursor steps(p, item);
   BwdStep step;
   while (steps.next(step)) {
     const int row = desc::tile_span(p.shape.q_starts, step.m).begin + step.half * kBwdStepRows;
     const int padded_row = step.m * kBwdTile + step.half * kBwdStepRows;
     const int stage_elems = kBlockM * Config::kHeadDim;
+    const int rows = packed ? step_rows_inside(p, step) : kBlockM;
     wait_barrier(ss.step_empty[st.stage], st.phase ^ 1u);
-    uint64_t& full = packed && step_rows_inside(p, step) < kBlockM ? ss.step_loaded[st.stage]
-                                                                   : ss.step_full[st.stage];
-    expect_bytes(full, Config::kStepBytes);
-    for (int c = 0; c < kColBlocks; ++c) {
-      const int offset = st.stage * stage_elems + c * kBlockM * Config::kBoxCols;
-      tma_load(tma_q, full, ss.q + offset, c * Config::kBoxCols, q_base + row, step.h, batch);
-      tma_load(tma_dout, full, ss.dout + offset, c * Config::kBoxCols, q_base + row, step.h, batch);
+    uint64_t& landed = rows < kBlockM ? ss.step_loaded[st.stage] : ss.step_full[st.stage];
+    if (lane == 0) {
+      expect_bytes(landed, Config::kStepBytes);
+      for (int c = 0; c < kColBlocks; ++c) {
+        const int offset = st.stage * stage_elems + c * kBlockM * Config::kBoxCols;
+        tma_load(tma_q, landed, ss.q + offset, c * Config::kBoxCols, q_base + row, step.h, batch);
+        tma_load(tma_dout, landed, ss.dout + offset, c * Config::kBoxCols, q_base + row, step.h,
+                 batch);
+      }
+      const int64_t ws_row =
+          (int64_t{item.b} * p.shape.heads_q + step.h) * p.shape.rows_padded + padded_row;
+      bulk_load(ss.lse_log2[st.stage], p.ws.lse_log2 + ws_row, kBlockM * sizeof(float), landed);
+      bulk_load(ss.dsum[st.stage], p.ws.dsum + ws_row, kBlockM * sizeof(float), landed);
     }
-    const int64_t ws_row =
-        (int64_t{item.b} * p.shape.heads_q + step.h) * p.shape.rows_padded + padded_row;
-    bulk_load(ss.lse_log2[st.stage], p.ws.lse_log2 + ws_row, kBlockM * sizeof(float), full);
-    bulk_load(ss.dsum[st.stage], p.ws.dsum + ws_row, kBlockM * sizeof(float), full);
+    if (rows < kBlockM) {
+      wait_barrier(landed, (loaded_phase >> st.stage) & 1u);
+      loaded_phase ^= 1u << st.stage;
+      zero_rows_and_complete<Config, kBlockM>(ss.q + st.stage * stage_elems,
+                                              ss.dout + st.stage * stage_elems, rows,
+                                              ss.step_full[st.stage], lane);
+    }
     st.advance();
   }
 }

@@ -156,10 +156,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     Autograd runs the sm90 backward kernel; dk and dv are summed over each GQA group. With
     deterministic=True the gradients are bitwise identical from run to run (slower). With
     return_lse the LSE is differentiable too, at the cost of one read per row in the backward.
-    Jagged sequences must not overlap for the backward: each sequence's gradient rows are
-    written, not added. The rows between them may hold anything, NaN included, in both passes;
-    the backward needs every row inside a sequence finite, even one the mask hides (a masked
-    product there is 0 * NaN)."""
+    Jagged sequences must not overlap (key sequences may, in the forward): each sequence's rows
+    of the outputs and gradients are written, not added. The rows between them may hold
+    anything, NaN included, in both passes; the backward needs every row inside a sequence
+    finite, even one the mask hides (a masked product there is 0 * NaN)."""
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be a compilemask.Plan, got {type(plan).__name__}")
     if plan.device is None:

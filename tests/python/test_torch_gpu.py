@@ -280,21 +280,26 @@ def test_clear_by_default_reorders_where_strips_are_faster_and_means_the_same():
 
 
 @pytest.mark.parametrize("dim", [64, 256])
-@pytest.mark.parametrize("packing", ["offsets", "k_offsets", "one sequence"])
-def test_a_token_order_plan_takes_jagged_inputs_as_the_batch_they_pack(packing, dim):
+@pytest.mark.parametrize("packing", ["offsets", "k_offsets", "offsets without gaps",
+                                     "one sequence"])
+@pytest.mark.parametrize("mask", ["doc_causal", "token order"])
+def test_jagged_inputs_give_the_batch_they_pack(mask, packing, dim):
     """Jagged q, k, v and dO holding the sequences of a [B, S, H, D] batch, with NaN in the rows
     between them that no sequence owns, give that batch's out, LSE and (deterministic) gradients
-    bit for bit, 0 and -inf on the rows outside, and no gradient there. The sequences end inside
-    a key tile and inside a 64-row query step, whose loads take rows of the gap (at head dim 256
-    a whole 64-key item lies past the end)."""
+    bit for bit, 0 and -inf on the rows outside, and no gradient there. The kernels read the
+    jagged rows where they are (doc_causal: a sequence's last key tile and its last 64-row query
+    step take rows of the gap, and at head dim 256 a whole 64-key item lies past the end); a plan
+    with a token order gathers each sequence first. Without gaps the sequences cover every row."""
     torch.manual_seed(3)
-    n, heads_q, heads_kv, gap = 300, 4, 2, 5
+    n, heads_q, heads_kv = 300, 4, 2
     batch = 1 if packing == "one sequence" else 2
-    plan = TOKEN_ORDERS["random"](n).specialize(nq=n, device=DEVICE)
+    gap = 5 if packing in ("offsets", "k_offsets") else 0
+    plan = (MASKS["doc_causal"](n) if mask == "doc_causal"
+            else TOKEN_ORDERS["random"](n)).specialize(nq=n, device=DEVICE)
     q4, k4, v4 = (torch.randn(batch, n, heads, dim, device=DEVICE, dtype=torch.bfloat16)
                   for heads in (heads_q, heads_kv, heads_kv))
     dout4, dlse4 = torch.randn_like(q4), torch.randn(batch, heads_q, n, device=DEVICE)
-    stride = n + (0 if packing == "one sequence" else gap)
+    stride = n + gap
     starts = torch.arange(batch, device=DEVICE, dtype=torch.int32) * stride
     rows = (starts.long()[:, None] + torch.arange(n, device=DEVICE)[None, :]).flatten()
 
@@ -304,7 +309,7 @@ def test_a_token_order_plan_takes_jagged_inputs_as_the_batch_they_pack(packing, 
 
     want = [x.detach().requires_grad_() for x in (q4, k4, v4)]
     got = [packed(x, math.nan).requires_grad_() for x in (q4, k4, v4)]
-    kwargs = {"offsets": starts} if packing == "offsets" else {}
+    kwargs = {} if packing == "one sequence" else {"offsets": starts}
     if packing == "k_offsets":
         kwargs = {"offsets": starts, "k_offsets": starts.clone()}
     out4, lse4 = cm.attention(*want, plan, return_lse=True, deterministic=True)
@@ -320,7 +325,7 @@ def test_a_token_order_plan_takes_jagged_inputs_as_the_batch_they_pack(packing, 
         assert torch.equal(g.grad.index_select(0, rows), w.grad.flatten(0, 1))
         assert not g.grad[outside].any()
     assert not out[outside].any() and bool((lse[:, outside] == float("-inf")).all())
-    assert (packing == "one sequence") == (not outside.any())
+    assert (gap == 0) == (not outside.any())
 
 
 @pytest.mark.parametrize("layout", ["bshd", "bhsd", "jagged"])
