@@ -25,10 +25,10 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   const bool packed = p.shape.q_offsets != nullptr;
   const int batch = packed ? 0 : item.b;
   const int q_base = packed ? p.shape.q_offsets[item.b] : 0;
-  const int k_row = (packed ? p.shape.k_offsets[item.b] : 0) +
-                    desc::k_tile_span(p.descriptor, item.n).begin + item.part * kBlockN;
+  const int first_key = desc::k_tile_span(p.descriptor, item.n).begin + item.part * kBlockN;
+  const int k_row = (packed ? p.shape.k_offsets[item.b] : 0) + first_key;
 
-  const int keys = packed ? item_keys_inside<Config>(p, item) : kBlockN;
+  const int keys = packed ? rows_inside(first_key, kBlockN, p.shape.nk) : kBlockN;
   if (lane == 0) {
     uint64_t& landed = keys < kBlockN ? ss.kv_loaded : ss.kv_full;
     expect_bytes(landed, 2 * Config::kKVBytes);
@@ -54,7 +54,7 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
     const int row = desc::tile_span(p.shape.q_starts, step.m).begin + step.half * kBwdStepRows;
     const int padded_row = step.m * kBwdTile + step.half * kBwdStepRows;
     const int stage_elems = kBlockM * Config::kHeadDim;
-    const int rows = packed ? step_rows_inside(p, step) : kBlockM;
+    const int rows = packed ? rows_inside(row, kBlockM, p.shape.nq) : kBlockM;
     wait_barrier(ss.step_empty[st.stage], st.phase ^ 1u);
     uint64_t& landed = rows < kBlockM ? ss.step_loaded[st.stage] : ss.step_full[st.stage];
     if (lane == 0) {

@@ -8,11 +8,7 @@
 // completes the full barrier, on which the consumers wait.
 #pragma once
 
-#include "bwd_params.h"
-#include "bwd_work.cuh"
 #include "sync.cuh"
-
-#include <compilemask/descriptor.h>
 
 #include <cutlass/arch/barrier.h>
 
@@ -22,19 +18,6 @@ namespace cm::sm90 {
 __host__ __device__ inline int rows_inside(int first, int rows, int length) {
   const int inside = length - first;
   return inside < 0 ? 0 : (inside < rows ? inside : rows);
-}
-
-// The item's K and V rows inside the sequence (of Config::kBlockN).
-template <class Config>
-__device__ int item_keys_inside(const BwdMainParams& p, const BwdItem& item) {
-  const int first = desc::k_tile_span(p.descriptor, item.n).begin + item.part * Config::kBlockN;
-  return rows_inside(first, Config::kBlockN, p.shape.nk);
-}
-
-// The step's Q and dO rows inside the sequence (of kBwdStepRows).
-__device__ inline int step_rows_inside(const BwdMainParams& p, const BwdStep& step) {
-  const int first = desc::tile_span(p.shape.q_starts, step.m).begin + step.half * kBwdStepRows;
-  return rows_inside(first, kBwdStepRows, p.shape.nq);
 }
 
 // Zeroes rows [first_row, kRows) of a kRows-row tile that TMA wrote as 64-column boxes: a row is
