@@ -113,6 +113,27 @@ def interleaved_median_ms(fns, min_rounds=6, grads=None):
     return {key: float(np.median(t)) for key, t in times.items()}
 
 
+def kernel_totals_us(fn, calls):
+    """Runs fn `calls` times back to back under torch.profiler (after three warm-up calls) and
+    returns (totals, span): the GPU time in µs per call of each kernel, keyed by its name up to
+    the template arguments (40 characters at most), and the µs per call from the first kernel's
+    start to the last one's end."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                    key=lambda e: e.time_range.start)
+    totals = {}
+    for e in events:
+        key = e.name.split("<")[0][:40]
+        totals[key] = totals.get(key, 0) + e.time_range.elapsed_us() / calls
+    return totals, (events[-1].time_range.end - events[0].time_range.start) / calls
+
+
 def in_pages(x, page_size, table):
     """x [B, S, H, D] (S a multiple of page_size) in a pool [pages, page_size, H, D]: rows
     [p * page_size, (p + 1) * page_size) of sequence b in page table[b, p] (table: every page

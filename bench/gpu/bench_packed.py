@@ -1,10 +1,12 @@
 """Jagged inputs against the batch they pack: cm.attention on B sequences in [B, S, H, D], and on
 the same sequences packed in [T, H, D] with NaN rows between them, addressed by offsets=, in
 alternating rounds in one process (bench_common.interleaved_median_ms). Packed inputs cost what
-the strided layouts go without: the forward's guard lanes zero the V rows that no row of a
+the strided layouts go without: the forward's loader warp zeroes the V rows that no row of a
 masked tile sees (fwd_guard.cuh), the backward's producer warp the rows a load takes past a
 sequence's end (bwd_tails.cuh), and the outputs' rows outside every sequence are zero-filled.
-Each packed result is compared with the strided one before timing.
+So beside the calls' times, the table gives the main kernel's alone (torch.profiler, in
+alternating rounds): the forward kernel, and the backward's main kernel. Each packed result is
+compared with the strided one before timing.
 
 Shape: bf16, B = 8 sequences of 4000 rows (each ends inside a tile), 16 heads, head dim 128.
 Needs the compilemask package with its CUDA kernels (scripts/gpu/python_checks.sh installs it).
@@ -13,15 +15,18 @@ Usage: bench_packed.py --out OUTDIR     Writes OUTDIR/bench_packed.md.
 """
 import math
 import os
+import statistics
 import sys
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import interleaved_median_ms, package_benchmark, write_report  # noqa: E402
+from bench_common import (interleaved_median_ms, kernel_totals_us, package_benchmark,  # noqa: E402
+                          write_report)
 
 B, N, H, D, GAP = 8, 4000, 16, 128, 37
+ROUNDS, CALLS = 6, 10  # of the main kernels' profiles
 
 
 def masks(cm):
@@ -38,6 +43,17 @@ def packed(x, rows):
     return t.index_copy(0, rows, x.flatten(0, 1))
 
 
+def main_kernel_us(fns, kernel):
+    """Median µs per call of the kernels whose names contain `kernel`, under each function of
+    the dict fns, profiled in ROUNDS rounds of CALLS calls whose order alternates."""
+    times = {key: [] for key in fns}
+    for r in range(ROUNDS):
+        for key in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+            totals, _ = kernel_totals_us(fns[key], CALLS)
+            times[key].append(sum(us for name, us in totals.items() if kernel in name))
+    return {key: statistics.median(t) for key, t in times.items()}
+
+
 def main():
     out_dir, cm = package_benchmark(__doc__, "bench_packed.md")
     starts = torch.arange(B, device="cuda", dtype=torch.int32) * (N + GAP)
@@ -49,7 +65,8 @@ def main():
     jagged_dout = packed(dout, rows)
     lines = [f"B={B} sequences of {N} rows, H={H}, D={D}, bf16; packed: {GAP} NaN rows after "
              "each sequence, offsets=; through cm.attention.", "",
-             "| mask | pass | strided ms | packed ms | packed / strided |", "|---|---|---|---|---|"]
+             "| mask | pass | strided ms | packed ms | packed / strided | main kernel: strided µs "
+             "| packed µs | packed / strided |", "|---|---|---|---|---|---|---|---|"]
     for name, mask in masks(cm).items():
         plan = mask.specialize(nq=N, device="cuda")
         forward = {
@@ -75,10 +92,13 @@ def main():
                 sys.exit(f"{name}: max |packed - strided gradient| = {diff}")
         with torch.no_grad():
             fwd_ms = interleaved_median_ms(forward)
+            fwd_us = main_kernel_us(forward, "fwd_kernel")
         both_ms = interleaved_median_ms(both, grads=strided + jagged)
-        for label, ms in (("forward", fwd_ms), ("forward + backward", both_ms)):
+        bwd_us = main_kernel_us(both, "bwd_kernel")
+        for label, ms, us in (("forward", fwd_ms, fwd_us), ("forward + backward", both_ms, bwd_us)):
             lines.append(f"| {name} | {label} | {ms['strided']:.3f} | {ms['packed']:.3f} | "
-                         f"{ms['packed'] / ms['strided']:.3f} |")
+                         f"{ms['packed'] / ms['strided']:.3f} | {us['strided']:.1f} | "
+                         f"{us['packed']:.1f} | {us['packed'] / us['strided']:.3f} |")
     write_report(out_dir, "bench_packed.md", "\n".join(lines) + "\n")
 
 

@@ -15,7 +15,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
-from bench_common import H, Workload, argument_parser, write_report  # noqa: E402
+from bench_common import (H, Workload, argument_parser, kernel_totals_us,  # noqa: E402
+                          write_report)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 
@@ -34,24 +35,11 @@ def kernel_times(name, n0, kernel, bwd, workloads, a):
         kernel.forward(w.desc, q, k, v, out, lse, layout="bhsd")
         bwd.backward(w.desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bhsd")
 
-    for _ in range(3):
-        fwd_bwd()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(CALLS):
-            fwd_bwd()
-        torch.cuda.synchronize()
-    events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
-                    key=lambda e: e.time_range.start)
-    totals = {}
-    for e in events:
-        key = e.name.split("<")[0][:40]
-        totals[key] = totals.get(key, 0) + e.time_range.elapsed_us()
-    span = (events[-1].time_range.end - events[0].time_range.start) / CALLS
-    busy = sum(totals.values()) / CALLS
+    totals, span = kernel_totals_us(fwd_bwd, CALLS)
+    busy = sum(totals.values())
     lines = [f"{name} N={w.N} per call: span {span:.1f} us, kernels {busy:.1f} us, "
              f"gaps {span - busy:.1f} us"]
-    lines += [f"   {key:<40} {t / CALLS:8.1f} us" for key, t in totals.items()]
+    lines += [f"   {key:<40} {t:8.1f} us" for key, t in totals.items()]
     return "\n".join(lines)
 
 

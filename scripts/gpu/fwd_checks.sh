@@ -50,7 +50,7 @@ fi
 
 if wants sanitize; then
   sanitize "${OUT}/sanitizer.log" "${CPP_TEST}" \
-    'Examples/*/0:Examples/*/1:Examples/*/17:Examples/*/22:Examples/*/23:Examples/*/29:Examples/*/30:TwoCtas/*/34:TwoCtas/*/35:Examples/*/38:Examples/*/41:HeadDim256/*/1:HeadDim256/*/7:Softcap/*/1:SplitKeys/*/1:SplitKeys/*/22:SplitKeys/*/29:Decode/*/0:Decode/*/2:Decode/*/36:Decode/*/48:Decode/*/60:PagedKeys/*/0:PagedKeys/*/101:PackedKeys/*/21:PackedKeys/*/24:PackedKeysHeadDim256/*/1' \
+    'Examples/*/0:Examples/*/1:Examples/*/17:Examples/*/22:Examples/*/23:Examples/*/29:Examples/*/30:TwoCtas/*/34:TwoCtas/*/35:Examples/*/38:Examples/*/41:HeadDim256/*/1:HeadDim256/*/7:Softcap/*/1:SplitKeys/*/1:SplitKeys/*/22:SplitKeys/*/29:Decode/*/0:Decode/*/2:Decode/*/36:Decode/*/48:Decode/*/60:PagedKeys/*/0:PagedKeys/*/101:PackedKeys/*/43:PackedKeys/*/49:PackedKeysHeadDim256/*/3' \
     memcheck racecheck synccheck
   sanitize "${OUT}/sanitizer_permute.log" "${PERMUTE_TEST}" '*' memcheck
 fi

@@ -313,15 +313,17 @@ INSTANTIATE_TEST_SUITE_P(PagedKeys, ForwardReadsKeysWhereTheyAre,
                                           testing::Values(16, 64, 128, 384)));
 
 // Packed keys with NaN rows after every sequence: every example (tiles narrowed by nk and by
-// restarts) and the kernel for 256, whose narrow tiles may hold one 64-key part or two.
+// restarts) and the kernel for 256, whose narrow tiles may hold one 64-key part or two. On all
+// SMs and on two CTAs, whose loaders finish a masked tile's V stage after the next item's
+// first K or, past items without key tiles, before the next Q (fwd_guard.cuh).
 INSTANTIATE_TEST_SUITE_P(PackedKeys, ForwardReadsKeysWhereTheyAre,
                          testing::Combine(testing::ValuesIn(example_cases()), kMainloops,
-                                          testing::Values(0),
+                                          testing::Values(0, 2),
                                           testing::Values(KeyStorage::kPackedWithGaps),
                                           testing::Values(0)));
 INSTANTIATE_TEST_SUITE_P(PackedKeysHeadDim256, ForwardReadsKeysWhereTheyAre,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),
-                                          kMainloops, testing::Values(0),
+                                          kMainloops, testing::Values(0, 2),
                                           testing::Values(KeyStorage::kPackedWithGaps),
                                           testing::Values(0)));
 
