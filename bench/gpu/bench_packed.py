@@ -1,7 +1,7 @@
 """Jagged inputs against the batch they pack: cm.attention on B sequences in [B, S, H, D], and on
 the same sequences packed in [T, H, D] with NaN rows between them, addressed by offsets=, in
 alternating rounds in one process (bench_common.interleaved_median_ms). Packed inputs cost what
-the strided layouts go without: the forward's loader warp zeroes the V rows that no row of a
+the strided layouts go without: the forward's guard lanes zero the V rows that no row of a
 masked tile sees (fwd_guard.cuh), the backward's producer warp the rows a load takes past a
 sequence's end (bwd_tails.cuh), and the outputs' rows outside every sequence are zero-filled.
 So beside the calls' times, the table gives the main kernel's alone (torch.profiler, in

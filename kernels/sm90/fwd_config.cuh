@@ -37,6 +37,14 @@ struct KeyTileInfo {
   uint8_t part;  // which kStageKeys-wide part of the key tile the stage holds
 };
 
+// What the loader tells the guard lanes of a masked tile's V stage (SharedStorage::guarded,
+// fwd_guard.cuh).
+struct GuardedStage {
+  KeyTileInfo tile;
+  int slot;  // the K/V stage slot
+  bool end;  // no stage follows: the kernel ends
+};
+
 // The forward kernel's named barriers (bar.sync ids; 0 is __syncthreads), all in one place so
 // that no two groups of threads share one.
 enum FwdNamedBarrier : int {
@@ -122,9 +130,12 @@ struct FwdConfig {
     uint64_t v_full[kStages], v_empty[kStages];
     uint64_t item_full[kItemSlots], item_empty[kItemSlots];
     uint64_t mask_full[kMaskSlots], mask_empty[kMaskSlots];
-    // With FwdParams::zero_unseen a masked tile's V loads land on v_loaded, and the loader's
-    // warp (fwd_guard.cuh) completes v_full once the keys that no row of the tile sees are zeroed.
+    // With FwdParams::zero_unseen a masked tile's V loads land on v_loaded, and the guard lanes
+    // (fwd_guard.cuh) complete v_full once the keys that no row of the tile sees are zeroed. The
+    // loader tells them of such stages, in order, through a ring of their own.
     uint64_t v_loaded[kStages];
+    uint64_t guard_full[kStages], guard_empty[kStages];
+    GuardedStage guarded[kStages];
     QuadBits seen[kMaskSlots][kMaskWarps];  // per mask slot, the keys each mask warp's rows see
     WorkItem item[kItemSlots];              // decoded by the loader; row == nullptr ends the kernel
     KeyTileInfo key_tile[kStages];

@@ -1,15 +1,15 @@
 // The sm90 (Hopper) forward attention kernel driven by a CompileMask descriptor.
 //
 // One persistent CTA per SM, three warpgroups:
-//   WG0  producer. The loader (warp 0, whose lane 0 issues; fwd_loader.cuh) pulls work items (b, h,
+//   WG0  producer. The loader (one thread of warp 0; fwd_loader.cuh) pulls work items (b, h,
 //        query tile) from a global counter in paired order (paired_unit, problem_shape.h;
 //        each (b, h)'s query tiles longest-first), decodes them and
 //        hands them on through a 2-slot ring, and TMA-loads Q and the K/V tiles the descriptor
 //        lists for that query tile, telling the consumers with each K/V stage whether it is
 //        masked and whether it ends the item. The mask warps (warps 1-3; fwd_masker.cuh) walk
 //        the same tiles (fwd_work.cuh) and write the visibility of every masked tile's rows
-//        into a ring of mask slots, ahead of use. With packed or paged K/V, the loader's warp
-//        (fwd_guard.cuh) zeroes the V rows that no row of a masked tile sees.
+//        into a ring of mask slots, ahead of use. With packed or paged K/V, the loader's warp's
+//        other lanes (fwd_guard.cuh) zero the V rows that no row of a masked tile sees.
 //   WG1, WG2  consumers (fwd_consumer.cuh): each owns 64 of the 128 query rows. S = Q Kᵀ by
 //        wgmma from shared memory, online softmax in registers, O += P V by wgmma with P from
 //        registers. They never read the descriptor: a masked tile costs one shared-memory load
@@ -23,6 +23,7 @@
 
 #include "fwd_config.cuh"
 #include "fwd_consumer.cuh"
+#include "fwd_guard.cuh"
 #include "fwd_loader.cuh"
 #include "fwd_masker.cuh"
 #include "fwd_params.h"
@@ -50,9 +51,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     for (int s = 0; s < Config::kStages; ++s) {
       Barrier::init(&ss->k_full[s], 1);
-      // A guarded V stage lands on v_loaded, and the loader completes v_full (fwd_guard.cuh).
+      // A masked tile's V lands on v_loaded, and one guard lane completes v_full (fwd_guard.cuh).
       Barrier::init(&ss->v_loaded[s], 1);
       Barrier::init(&ss->v_full[s], 1);
+      Barrier::init(&ss->guard_full[s], 1);
+      Barrier::init(&ss->guard_empty[s], kGuardLanes);
       Barrier::init(&ss->k_empty[s], Config::kConsumerWarps);
       Barrier::init(&ss->v_empty[s], Config::kConsumerWarps);
     }
@@ -62,8 +65,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     for (int s = 0; s < Config::kMaskSlots; ++s) {
       Barrier::init(&ss->mask_full[s], Config::kMaskThreads);
-      // The loader's warp reads the mask slots too (fwd_guard.cuh).
-      Barrier::init(&ss->mask_empty[s], Config::kConsumerThreads + (params.zero_unseen ? 1 : 0));
+      // The guard lanes read the mask slots too (fwd_guard.cuh).
+      Barrier::init(&ss->mask_empty[s],
+                    Config::kConsumerThreads + (params.zero_unseen ? kGuardLanes : 0));
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -72,10 +76,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 
   if (warp < 4) {
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
-    if (warp == 0) {
-      run_loader<Config>(params, *ss, &tma_q, &tma_k, &tma_v, static_cast<int>(threadIdx.x));
-    } else {
+    if (threadIdx.x == 0) {
+      run_loader<Config>(params, *ss, &tma_q, &tma_k, &tma_v);
+    } else if (warp > 0) {
       run_masker<Config>(params, *ss, static_cast<int>(threadIdx.x) - 32);
+    } else if (params.zero_unseen) {
+      run_guard_lanes<Config>(*ss, static_cast<int>(threadIdx.x));
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();

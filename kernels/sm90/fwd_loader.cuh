@@ -1,14 +1,10 @@
-// The forward kernel's loader warp: it takes work items from the global counter and TMA-loads
-// each item's Q (with packed heads, a box of rows_per_head rows by heads_per_item heads: the
-// tile's rows in order) and the K/V tiles its descriptor row lists (at head dim 256 each tile in
-// two 64-key stages; with pages smaller than a stage, one box per page). Lane 0 issues the loads
-// and the arrivals; every lane walks the same items and tiles, so that with FwdParams::zero_unseen
-// the whole warp can zero a masked tile's unseen V rows (fwd_guard.cuh) and the warp diverges
-// only around lane 0's issues.
+// The forward kernel's loader: one thread that takes work items from the global counter and
+// TMA-loads each item's Q (with packed heads, a box of rows_per_head rows by heads_per_item
+// heads: the tile's rows in order) and the K/V tiles its descriptor row lists (at head dim 256
+// each tile in two 64-key stages; with pages smaller than a stage, one box per page).
 #pragma once
 
 #include "fwd_config.cuh"
-#include "fwd_guard.cuh"
 #include "fwd_paging.h"
 #include "fwd_params.h"
 #include "fwd_work.cuh"
@@ -35,22 +31,20 @@ __device__ void load_stage(const CUtensorMap* map, uint64_t& full, Element* stag
   }
 }
 
-// The work item a CTA takes after its first, which is its block index: one from the counter
-// (lane 0 takes it for the warp), past the first gridDim.x items; the end (total_items) without
-// touching the counter when the CTAs hold every item. So no CTA waits on an atomic before its
-// first loads, and a launch with no more items than CTAs (decoding) leaves the counter unread:
-// launch.cu zeroes it only for launches that read it.
-__device__ __forceinline__ int next_item_index(const FwdParams& p, int lane) {
+// The work item a CTA takes after its first, which is its block index: one from the counter,
+// past the first gridDim.x items; the end (total_items) without touching the counter when the
+// CTAs hold every item. So no CTA waits on an atomic before its first loads, and a launch with
+// no more items than CTAs (decoding) leaves the counter unread: launch.cu zeroes it only for
+// launches that read it.
+__device__ __forceinline__ int next_item_index(const FwdParams& p) {
   const int ctas = static_cast<int>(gridDim.x);
-  if (p.total_items <= ctas) return p.total_items;
-  const int taken = lane == 0 ? atomicAdd(p.work_counter, 1) : 0;
-  return ctas + __shfl_sync(~0u, taken, 0);
+  return p.total_items <= ctas ? p.total_items : ctas + atomicAdd(p.work_counter, 1);
 }
 
 template <class Config>
 __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& ss,
                            const CUtensorMap* tma_q, const CUtensorMap* tma_k,
-                           const CUtensorMap* tma_v, int lane) {
+                           const CUtensorMap* tma_v) {
   using Element = typename Config::Element;
   constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;
   constexpr int kKeys = Config::kStageKeys;
@@ -62,31 +56,29 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
   PipeState<Config::kItemSlots> item_state;
   PipeState<Config::kQStages> qs;
   PipeState<Config::kStages> kv;
-  UnseenKeyGuard<Config> guard;
-  for (int index = static_cast<int>(blockIdx.x);; index = next_item_index(p, lane)) {
+  PipeState<Config::kStages> guard;  // the guard lanes' ring (zero_unseen)
+  for (int index = static_cast<int>(blockIdx.x);; index = next_item_index(p)) {
     const WorkItem item =
         index < p.total_items ? decode_item(p, index) : WorkItem{};  // row null: the end
     wait_barrier(ss.item_empty[item_state.stage], item_state.phase ^ 1u);
-    if (lane == 0) {
-      ss.item[item_state.stage] = item;
-      arrive_barrier(ss.item_full[item_state.stage]);
-    }
+    ss.item[item_state.stage] = item;
+    arrive_barrier(ss.item_full[item_state.stage]);
     item_state.advance();
     if (item.row == nullptr) {
-      guard.finish(ss, lane);
+      if (p.zero_unseen) {  // the end, for the guard lanes
+        wait_barrier(ss.guard_empty[guard.stage], guard.phase ^ 1u);
+        ss.guarded[guard.stage] = {{}, 0, true};
+        arrive_barrier(ss.guard_full[guard.stage]);
+      }
       return;
     }
 
     // Every item takes a Q buffer, which later stages its output; an item without key tiles
-    // needs no Q, so its buffer is handed over at once. The buffer waited for is free once the
-    // item kQStages back is done, which may need its deferred V stage (fwd_guard.cuh): so that
-    // stage is finished first, with one buffer here, with two after an item without key tiles.
-    if constexpr (Config::kQStages == 1) guard.finish(ss, lane);
+    // needs no Q, so its buffer is handed over at once.
     wait_barrier(ss.q_empty[qs.stage], qs.phase ^ 1u);
     if (!item.has_key_tiles) {
-      if (lane == 0) arrive_barrier(ss.q_full[qs.stage]);
+      arrive_barrier(ss.q_full[qs.stage]);
       qs.advance();
-      guard.finish(ss, lane);
       continue;
     }
     const int kv_head = item.h / (p.heads_q / p.heads_kv);
@@ -95,13 +87,11 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     const int batch = packed ? 0 : item.b;
     const int32_t* page_row = paged ? p.page_table + item.b * p.page_table_stride : nullptr;
 
-    if (lane == 0) {
-      expect_bytes(ss.q_full[qs.stage], Config::kQBytes);
-      Element* q_buffer = ss.q + qs.stage * Config::kBlockM * Config::kHeadDim;
-      for (int c = 0; c < kColBlocks; ++c) {
-        tma_load(tma_q, ss.q_full[qs.stage], q_buffer + c * Config::kBlockM * Config::kBoxCols,
-                 c * Config::kBoxCols, item.q_row0, item.h, batch);
-      }
+    expect_bytes(ss.q_full[qs.stage], Config::kQBytes);
+    Element* q_buffer = ss.q + qs.stage * Config::kBlockM * Config::kHeadDim;
+    for (int c = 0; c < kColBlocks; ++c) {
+      tma_load(tma_q, ss.q_full[qs.stage], q_buffer + c * Config::kBlockM * Config::kBoxCols,
+               c * Config::kBoxCols, item.q_row0, item.h, batch);
     }
     qs.advance();
 
@@ -125,24 +115,24 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
         wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);
         const KeyTileInfo tile{masked, part == 0, cursor.done() && part + 1 == parts,
                                static_cast<uint8_t>(part)};
-        if (lane == 0) {
-          ss.key_tile[kv.stage] = tile;
-          expect_bytes(ss.k_full[kv.stage], bytes);  // releases key_tile with the K load
-          load_stage<Config>(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kStageElems, box, boxes,
-                             box_rows, kv_head);
-        }
-        guard.finish(ss, lane);  // the previous stage's V, if guarded, now that this K is issued
+        ss.key_tile[kv.stage] = tile;
+        expect_bytes(ss.k_full[kv.stage], bytes);  // releases key_tile with the K load
+        load_stage<Config>(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kStageElems, box, boxes,
+                           box_rows, kv_head);
         wait_barrier(ss.v_empty[kv.stage], kv.phase ^ 1u);
-        // A masked tile's V is guarded (fwd_guard.cuh) before the consumers take it; the others
-        // go straight to them.
+        // A masked tile's V goes to the guard lanes first (fwd_guard.cuh), the others straight
+        // to the consumers.
         const bool guarded = p.zero_unseen && masked;
-        if (lane == 0) {
-          uint64_t& v_landing = guarded ? ss.v_loaded[kv.stage] : ss.v_full[kv.stage];
-          expect_bytes(v_landing, bytes);
-          load_stage<Config>(tma_v, v_landing, ss.v + kv.stage * kStageElems, box, boxes, box_rows,
-                             kv_head);
+        if (guarded) {
+          wait_barrier(ss.guard_empty[guard.stage], guard.phase ^ 1u);
+          ss.guarded[guard.stage] = {tile, kv.stage, false};
+          arrive_barrier(ss.guard_full[guard.stage]);
+          guard.advance();
         }
-        if (guarded) guard.defer(tile, kv.stage);
+        uint64_t& v_landing = guarded ? ss.v_loaded[kv.stage] : ss.v_full[kv.stage];
+        expect_bytes(v_landing, bytes);
+        load_stage<Config>(tma_v, v_landing, ss.v + kv.stage * kStageElems, box, boxes, box_rows,
+                           kv_head);
         kv.advance();
       }
     }

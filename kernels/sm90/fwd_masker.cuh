@@ -1,6 +1,6 @@
 // The forward kernel's mask warps: the visibility of every masked key tile's rows, written to
 // shared memory ahead of the consumers, and with FwdParams::zero_unseen the keys each warp's
-// rows see, for the loader's guard (fwd_guard.cuh).
+// rows see, for the guard lanes (fwd_guard.cuh).
 #pragma once
 
 #include "fwd_config.cuh"
@@ -16,7 +16,7 @@ namespace cm::sm90 {
 inline constexpr int kNoPatternRead = -2;  // below every pattern index (-1: a full tile)
 
 // The keys that the real rows among the thread's rows of mask slot `slot` see, as the union of
-// its warp, for the loader's guard (fwd_guard.cuh). Rows past the item's end see what their pattern
+// its warp, for the guard lanes (fwd_guard.cuh). Rows past the item's end see what their pattern
 // says, and nobody reads their O. Read back after the rows are written: a union kept beside
 // them made ptxas spill in the mask warps.
 template <class Config>

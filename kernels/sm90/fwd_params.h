@@ -45,7 +45,7 @@ struct FwdParams : ProblemShape {
   const int32_t* page_table;
   int64_t page_table_stride;
   int32_t page_size;
-  // Whether the loader's warp (fwd_guard.cuh) zeroes the V rows that no row of a masked tile sees
+  // Whether the guard lanes (fwd_guard.cuh) zero the V rows that no row of a masked tile sees
   // before P V, where 0 * NaN would be NaN: with packed or paged K/V, whose rows past a
   // sequence's keys and unwritten cache slots can hold anything.
   bool zero_unseen;

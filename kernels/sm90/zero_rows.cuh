@@ -2,7 +2,7 @@
 // multiply probabilities or gradients that masking made exactly 0 with rows that packed or paged
 // inputs leave undefined (NaN included), and 0 * NaN is NaN: the forward zeroes the V rows that
 // no row of a masked tile sees (fwd_guard.cuh), the backward the rows a load takes past a
-// sequence's end (bwd_tails.cuh). One warp zeroes, then completes the barrier its readers wait on.
+// sequence's end (bwd_tails.cuh).
 #pragma once
 
 #include "sync.cuh"
@@ -11,15 +11,17 @@
 
 namespace cm::sm90 {
 
-// Zeroes the rows r of a kRows-row tile for which zero_row(r) holds. TMA wrote the tile as
-// 64-column boxes, one after another: a row is 128 contiguous bytes of each box (the swizzle
-// moves 16-byte chunks within a row). The warp's lanes take the rows' 16-byte chunks in turn.
+// Zeroes the rows r of a kRows-row tile for which zero_row(r) holds, with `lanes` lanes of a
+// warp, this one being lane `lane_index` of them. TMA wrote the tile as 64-column boxes, one
+// after another: a row is 128 contiguous bytes of each box (the swizzle moves 16-byte chunks
+// within a row). The lanes take the rows' 16-byte chunks in turn.
 template <class Config, int kRows, class ZeroRow>
-__device__ void zero_rows(typename Config::Element* tile, int lane, ZeroRow zero_row) {
+__device__ void zero_rows(typename Config::Element* tile, int lane_index, int lanes,
+                          ZeroRow zero_row) {
   constexpr int kRowChunks = Config::kBoxCols * sizeof(typename Config::Element) / 16;
   constexpr int kBoxes = Config::kHeadDim / Config::kBoxCols;
   auto* chunks = reinterpret_cast<uint4*>(tile);
-  for (int c = lane; c < kRows * kRowChunks; c += 32) {
+  for (int c = lane_index; c < kRows * kRowChunks; c += lanes) {
     if (!zero_row(c / kRowChunks)) continue;
     CUTE_UNROLL
     for (int box = 0; box < kBoxes; ++box) chunks[box * kRows * kRowChunks + c] = uint4{};
