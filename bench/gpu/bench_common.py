@@ -134,16 +134,6 @@ def kernel_totals_us(fn, calls):
     return totals, (events[-1].time_range.end - events[0].time_range.start) / calls
 
 
-def in_pages(x, page_size, table):
-    """x [B, S, H, D] (S a multiple of page_size) in a pool [pages, page_size, H, D]: rows
-    [p * page_size, (p + 1) * page_size) of sequence b in page table[b, p] (table: every page
-    index once)."""
-    pages = x.reshape(-1, page_size, *x.shape[2:])
-    pool = torch.empty_like(pages)
-    pool[table.flatten().long()] = pages
-    return pool
-
-
 def record_peer(row, peer, ms, flops, ratio_key):
     """Stores a peer's time and effective TFLOP/s in row, and its time over ours as ratio_key
     (row["ours_ms"] must be set)."""

@@ -37,9 +37,9 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import (compiled_flex, environment, in_pages,  # noqa: E402
-                          interleaved_median_ms, run_line, write_results)
-from cm_kernel import Kernel, compile_descriptor  # noqa: E402
+from bench_common import (compiled_flex, environment, interleaved_median_ms,  # noqa: E402
+                          run_line, write_results)
+from cm_kernel import Kernel, compile_descriptor, in_pages  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
 WINDOW = 4096

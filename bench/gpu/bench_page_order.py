@@ -20,8 +20,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import (in_pages, interleaved_median_ms, package_benchmark,  # noqa: E402
-                          write_report)
+from bench_common import interleaved_median_ms, package_benchmark, write_report  # noqa: E402
+from cm_kernel import in_pages  # noqa: E402
 
 B, NK, HQ, HKV, D = 8, 32768, 32, 8, 128
 PAGE_SIZES = (16, 64, 128)

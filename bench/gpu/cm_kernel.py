@@ -40,6 +40,23 @@ def compile_descriptor(cli, mask_file, params, nq, nk, batch=1, heads=1):
     return Descriptor(compile_blob(cli, mask_file, params, nq, nk, batch, heads))
 
 
+def in_pages(x, page_size, table, pool_pages=None):
+    """x [B, S, H, D] in a pool [pool_pages, page_size, H, D] of pages, as Kernel.forward's
+    page_table reads it: rows [p * page_size, (p + 1) * page_size) of sequence b in page
+    table[b, p] (table [B, pages per sequence], every index once, S at most its pages' rows).
+    The pool has pool_pages pages (default: as many as the table names); every slot that holds
+    no row of x (past S in a sequence's last page, and the pages the table leaves out) is NaN."""
+    batch, rows = x.shape[:2]
+    pages = table.shape[1]
+    padded = torch.full((batch, pages * page_size, *x.shape[2:]), float("nan"), device=x.device,
+                        dtype=x.dtype)
+    padded[:, :rows] = x
+    pool = torch.full((pool_pages or table.numel(), page_size, *x.shape[2:]), float("nan"),
+                      device=x.device, dtype=x.dtype)
+    pool[table.flatten().long()] = padded.view(batch * pages, page_size, *x.shape[2:])
+    return pool
+
+
 def strides_bsh(t, layout):
     """Element strides {batch, row, head} of a tensor in layout bshd, bhsd or thd (packed)."""
     if layout == "bshd":

@@ -57,23 +57,16 @@ def paged_cases():
                  heads_kv=2, layout=layout) for (nq, nk), layout in shapes]
 
 
-def in_pages(k, v, page_size):
+def in_shuffled_pages(k, v, page_size):
     """k and v [B, S, H, D] in shuffled pools of pages [pages, page_size, H, D] with a spare
     page, NaN in every slot that holds no key; returns (k pool, v pool, page table [B, pages
     per sequence])."""
-    B, S, H, D = k.shape
+    from cm_kernel import in_pages
+    B, S = k.shape[:2]
     per = -(-S // page_size)
-    table = torch.randperm(B * per + 1, device="cuda")[:B * per].view(B, per).int()
-    pools = []
-    for x in (k, v):
-        padded = torch.full((B, per * page_size, H, D), float("nan"), device="cuda",
-                            dtype=x.dtype)
-        padded[:, :S] = x
-        pool = torch.full((B * per + 1, page_size, H, D), float("nan"), device="cuda",
-                          dtype=x.dtype)
-        pool[table.flatten().long()] = padded.view(B * per, page_size, H, D)
-        pools.append(pool)
-    return pools[0], pools[1], table
+    table = torch.randperm(B * per + 1, device=k.device)[:B * per].view(B, per).int()
+    return (in_pages(k, page_size, table, B * per + 1), in_pages(v, page_size, table, B * per + 1),
+            table)
 
 
 def run_case(kernel, cli, examples, case):
@@ -109,7 +102,7 @@ def run_case(kernel, cli, examples, case):
     keys, values = as_layout(k), as_layout(v)
     layout = case.layout
     if layout in PAGE_SIZES:
-        keys, values, page_table = in_pages(keys, values, PAGE_SIZES[layout])
+        keys, values, page_table = in_shuffled_pages(keys, values, PAGE_SIZES[layout])
         layout = "bshd"
     kernel.forward(desc, as_layout(q), keys, values, out, lse, layout=layout, scale=case.scale,
                    q_offsets=q_offsets, k_offsets=k_offsets, mainloop=MAINLOOP,
