@@ -314,8 +314,8 @@ INSTANTIATE_TEST_SUITE_P(PagedKeys, ForwardReadsKeysWhereTheyAre,
 
 // Packed keys with NaN rows after every sequence: every example (tiles narrowed by nk and by
 // restarts) and the kernel for 256, whose narrow tiles may hold one 64-key part or two. On all
-// SMs and on two CTAs, whose loaders finish a masked tile's V stage after the next item's
-// first K or, past items without key tiles, before the next Q (fwd_guard.cuh).
+// SMs and on two CTAs, whose guard lanes (fwd_guard.cuh) then take the masked tiles of many
+// items, fully masked ones between them.
 INSTANTIATE_TEST_SUITE_P(PackedKeys, ForwardReadsKeysWhereTheyAre,
                          testing::Combine(testing::ValuesIn(example_cases()), kMainloops,
                                           testing::Values(0, 2),

@@ -64,8 +64,9 @@ def in_shuffled_pages(k, v, page_size):
     from cm_kernel import in_pages
     B, S = k.shape[:2]
     per = -(-S // page_size)
-    table = torch.randperm(B * per + 1, device=k.device)[:B * per].view(B, per).int()
-    return (in_pages(k, page_size, table, B * per + 1), in_pages(v, page_size, table, B * per + 1),
+    pool_pages = B * per + 1  # one page no sequence uses
+    table = torch.randperm(pool_pages, device=k.device)[:B * per].view(B, per).int()
+    return (in_pages(k, page_size, table, pool_pages), in_pages(v, page_size, table, pool_pages),
             table)
 
 
