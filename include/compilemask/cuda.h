@@ -72,7 +72,10 @@ struct Problem {
   // Packed layout [T, H, D]: when set, device arrays of `batch` int32 row offsets; sequence b
   // occupies rows [q_offsets[b], q_offsets[b] + nq) of q/out (and of the LSE rows) and rows
   // [k_offsets[b], k_offsets[b] + nk) of k/v. total_q and total_k are T of each tensor.
-  // Precondition (not checkable without reading device memory): those ranges lie inside T.
+  // Those ranges must lie inside [0, T). The host does not read the offsets (that would cost a
+  // sync); the kernels check them: a sequence that does not fit is not computed, its rows of
+  // out, the LSE and the gradients that lie inside the tensors get NaN, and no kernel reads or
+  // writes a row outside them.
   // The rows between and after the sequences may hold anything, NaN included: neither pass lets
   // them reach a result. In the forward, neither do keys inside a sequence that the mask hides;
   // the backward needs every row inside a sequence finite (a masked gradient product there is

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "bwd_params.h"
+#include "nan_rows.cuh"
 
 #include <stdint.h>
 
@@ -39,9 +40,11 @@ __device__ __forceinline__ Element* row_ptr(void* base, const BwdShape& s, int64
 // A thread's row of both kernels: workspace row `padded` of head h of sequence b, at index
 // `at` of the per-row workspace arrays, which is query row `row` of the sequence when `valid`
 // (else a padding row of its query tile); the thread handles the part `lane` of kRowThreads.
+// `fits`: sequence_fits (problem_shape.h); else neither kernel reads the sequence's rows, and
+// the postprocess writes NaN in its dQ rows that lie in the tensor.
 struct RowSlot {
   int padded, row, lane, h, b;
-  bool valid;
+  bool valid, fits;
   int64_t at;
 };
 
@@ -55,6 +58,7 @@ __device__ __forceinline__ RowSlot row_slot(const BwdShape& s) {
   t.lane = static_cast<int>(threadIdx.x) % kRowThreads;
   t.h = static_cast<int>(blockIdx.y);
   t.b = static_cast<int>(blockIdx.z);
+  t.fits = sequence_fits(s, t.b);
   t.at = (int64_t{t.b} * s.heads_q + t.h) * s.rows_padded + t.padded;
   return t;
 }
@@ -66,7 +70,8 @@ template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_preprocess(const __grid_constant__ BwdPrepParams p) {
   const BwdShape& s = p.shape;
-  const auto [padded, row, lane, h, b, valid, at] = row_slot(s);
+  const auto [padded, row, lane, h, b, in_tile, fits, at] = row_slot(s);
+  const bool valid = in_tile && fits;  // a sequence that does not fit is read as padding
   float acc = 0.f;
   if (valid) {
     const Element* o = row_ptr<Element>(const_cast<void*>(p.out), s, p.out_stride_b, p.out_stride_s,
@@ -110,8 +115,14 @@ template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_postprocess(const __grid_constant__ BwdPostParams p) {
   const BwdShape& s = p.shape;
-  const auto [padded, row, lane, h, b, valid, at] = row_slot(s);
+  const auto [padded, row, lane, h, b, valid, fits, at] = row_slot(s);
   if (!valid) return;
+  if (!fits) {
+    fill_nan_rows(static_cast<Element*>(p.dq) + h * p.dq_stride_h, int64_t{s.q_offsets[b]} + row, 1,
+                  s.total_q, p.dq_stride_s * int64_t{sizeof(Element)},
+                  s.head_dim * int{sizeof(Element)}, lane, kRowThreads);
+    return;
+  }
   const float* acc = p.dq_accum + at * kHeadDim;
   Element* dq = row_ptr<Element>(p.dq, s, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h, b, row, h);
   // All of the thread's loads are issued before its first store (the store could alias them

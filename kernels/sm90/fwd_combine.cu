@@ -4,6 +4,7 @@
 // (lse_s = -inf) weigh 0, and a row with none gets O = 0 and LSE = -inf.
 #include "fwd_launch.h"
 #include "fwd_splits.h"
+#include "nan_rows.cuh"
 #include "thread_helpers.cuh"
 
 #include <cuda_bf16.h>
@@ -58,6 +59,23 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock, 1)
   const int64_t row = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
+  // rows < 2^32 (launch.cu): 32-bit divisions, where 64-bit ones call a subroutine.
+  const auto row32 = static_cast<uint32_t>(row);
+  const int q = static_cast<int>(row32 % static_cast<uint32_t>(p.nq));
+  const int bh = static_cast<int>(row32 / static_cast<uint32_t>(p.nq));
+  const int h = bh % p.heads_q;
+  const int b = bh / p.heads_q;
+  const bool packed = p.q_offsets != nullptr;
+  const int64_t batch = packed ? 0 : b;
+  const int64_t q_row = (packed ? p.q_offsets[b] : 0) + q;
+  Element* out = static_cast<Element*>(p.out) + batch * p.out_stride_b + h * p.out_stride_h;
+  float* lse_out = p.lse + batch * p.lse_stride_b + h * p.lse_stride_h;
+  if (!sequence_fits(p, b)) {  // its parts were not computed (fwd_work.cuh)
+    fill_nan_rows(out, q_row, 1, p.total_q, p.out_stride_s * int64_t{sizeof(Element)},
+                  p.head_dim * int{sizeof(Element)}, lane, 32);
+    fill_nan_rows(lse_out, q_row, 1, p.total_q, sizeof(float), sizeof(float), lane, 32);
+    return;
+  }
   const float* part_lse = p.split_lse + row;  // part s at part_lse[s * rows]
 
   // Each lane reads its parts' LSEs once (all loads in flight together) and keeps them.
@@ -86,17 +104,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock, 1)
     weight_of[i] = lse_of[i] != kNegInf ? __expf(lse_of[i] - lse) : 0.f;
   }
 
-  // rows < 2^32 (launch.cu): 32-bit divisions, where 64-bit ones call a subroutine.
-  const auto row32 = static_cast<uint32_t>(row);
-  const int q = static_cast<int>(row32 % static_cast<uint32_t>(p.nq));
-  const int bh = static_cast<int>(row32 / static_cast<uint32_t>(p.nq));
-  const int h = bh % p.heads_q;
-  const int b = bh / p.heads_q;
-  const bool packed = p.q_offsets != nullptr;
-  const int64_t batch = packed ? 0 : b;
-  const int64_t q_row = (packed ? p.q_offsets[b] : 0) + q;
-  Element* out = static_cast<Element*>(p.out) + batch * p.out_stride_b + h * p.out_stride_h +
-                 q_row * p.out_stride_s;
+  Element* out_row = out + q_row * p.out_stride_s;
   // Every lane runs every pass (the shuffles take the whole warp); a lane past the head dim
   // reads column 0 and stores nothing.
   for (int c0 = 0; c0 < p.head_dim; c0 += 4 * 32) {
@@ -132,9 +140,9 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock, 1)
         }
       }
     }
-    if (mine) store4(out + c, acc);
+    if (mine) store4(out_row + c, acc);
   }
-  if (lane == 0) p.lse[batch * p.lse_stride_b + h * p.lse_stride_h + q_row] = lse;
+  if (lane == 0) lse_out[q_row] = lse;
 }
 
 }  // namespace

@@ -183,6 +183,8 @@ sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descrip
   s.desc_heads = h.heads;
   s.q_offsets = a.q_offsets;
   s.k_offsets = a.k_offsets;
+  s.total_q = a.total_q;
+  s.total_k = a.total_k;
   s.q_starts = tile_starts(descriptor, h.q_starts_offset, h.num_q_tiles, h.nq, tables);
   s.k_starts = tile_starts(descriptor, h.k_starts_offset, h.num_k_tiles, h.nk, tables);
   return s;

@@ -19,9 +19,11 @@ struct ProblemShape {
   int32_t num_q_tiles, num_k_tiles;
   int32_t desc_batch, desc_heads;  // the descriptor's (b, h) grid: 1 (broadcast) or batch / heads_q
   // Packed layout: sequence b starts at row q_offsets[b] (k_offsets[b]) of the [T, H, D]
-  // tensors, and the batch strides are unused. Both are null for the strided layouts.
+  // tensors of total_q (total_k) rows, and the batch strides are unused. The offsets are null
+  // for the strided layouts.
   const int32_t* q_offsets;
   const int32_t* k_offsets;
+  int64_t total_q, total_k;
   // The descriptor's tile-start tables (device memory). The forward gets null for an axis whose
   // tiles are the uniform ones (tile t is [128 t, min(n, 128 t + 128))) and computes them
   // (query_tile, key_tile); tiles restart only at block boundaries (descriptor.h). The
@@ -45,6 +47,18 @@ CM_HD desc::TileSpan key_tile(const ProblemShape& s, int n) {
   if (s.k_starts != nullptr) return desc::tile_span(s.k_starts, n);
   const int begin = n * kKernelTile;
   return {begin, begin + kKernelTile < s.nk ? begin + kKernelTile : s.nk};
+}
+
+// Packed layout: whether sequence b's rows lie in their tensors, [q_offsets[b], + nq) in
+// [0, total_q) and [k_offsets[b], + nk) in [0, total_k); always true for the strided layouts.
+// The offsets are device data that the host does not read (that would cost a sync), so the
+// kernels check them: a sequence that does not fit is not computed, its output rows that lie in
+// the tensors get NaN (nan_rows.cuh), so that the bad offsets show in every result, and no
+// kernel touches a row outside.
+CM_HD bool sequence_fits(const ProblemShape& s, int b) {
+  if (s.q_offsets == nullptr) return true;
+  const int64_t q = s.q_offsets[b], k = s.k_offsets[b];
+  return q >= 0 && q + s.nq <= s.total_q && k >= 0 && k + s.nk <= s.total_k;
 }
 
 // Both kernels take their work units (the forward's query tiles, the backward's key tiles) in

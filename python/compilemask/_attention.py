@@ -62,6 +62,16 @@ def _check_offsets(name: str, offsets: Any, batch: int, device: torch.device) ->
                          f"sequence), got shape {tuple(offsets.shape)}")
 
 
+def _check_sequences_inside(name: str, offsets: Tensor, rows: int, tensor: str,
+                            total: int) -> None:
+    """Raises unless every sequence of `rows` rows at `offsets` lies in the tensor's `total`
+    rows. Reads the offsets: a host sync."""
+    for b, start in enumerate(offsets.tolist()):
+        if start < 0 or start + rows > total:
+            raise ValueError(f"{name}[{b}] = {start}: sequence {b}'s rows [{start}, "
+                             f"{start + rows}) do not lie in the {total} rows of {tensor}")
+
+
 def _check_paged(page_table: Any, inputs: tuple[Tensor, ...], plan: Plan, batch: int,
                  nq: int, num_pages: int, page_size: int) -> None:
     """Raises unless q (inputs[0], nq rows) can attend to the k and v pools (inputs[1:], of
@@ -111,7 +121,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
               offsets: Optional[Tensor] = None,
               k_offsets: Optional[Tensor] = None, deterministic: bool = False,
               softcap: Optional[float] = None, num_splits: int = 0,
-              page_table: Optional[Tensor] = None) -> Any:
+              page_table: Optional[Tensor] = None, check_offsets: bool = False) -> Any:
     """softmax(scale * q kᵀ, masked by `plan`) v on torch CUDA tensors (bf16 or fp16, head dim
     a multiple of 8 up to 256), differentiable.
 
@@ -119,8 +129,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     [B, H, S, D] (layout="bhsd"); Hq a multiple of Hkv (GQA/MQA). Or jagged 3-D [T, H, D]:
     without offsets one sequence of T rows; with `offsets` (int32 CUDA tensor of B start rows)
     sequence b is rows offsets[b] + [0, plan.nq) of q and k_offsets[b] + [0, plan.nk) of k and
-    v (k_offsets defaults to offsets); those ranges must lie inside T (not checked: reading the
-    offsets would need a host sync). Rows of a jagged q outside every sequence give 0.
+    v (k_offsets defaults to offsets). Those ranges must lie inside T. Reading the offsets
+    would cost a host sync, so by default the kernels check them instead: a sequence whose rows
+    do not all lie in q and k gives NaN on its rows of out, the LSE and the gradients that do,
+    and nothing outside the tensors is written. check_offsets=True reads them first and raises
+    ValueError naming the sequence (a host sync: not under CUDA graph capture). Rows of a
+    jagged q outside every sequence give 0.
 
     The plan must be specialized for these lengths with tile (128, 128), batch 1 or B and heads
     1 or Hq, and be on q's device (specialize(device=...) or plan.to(device)). A plan with a
@@ -209,6 +223,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         if nq < plan.nq or nk < plan.nk:
             raise ValueError(f"jagged q has {nq} rows and k {nk}, fewer than one sequence of the "
                              f"plan (nq={plan.nq}, nk={plan.nk})")
+        if check_offsets:
+            _check_sequences_inside("offsets", offsets, plan.nq, "q", nq)
+            _check_sequences_inside("k_offsets", k_offsets, plan.nk, "k and v", nk)
+    elif check_offsets:
+        raise ValueError("check_offsets checks the offsets of jagged 3-D inputs; none were given")
     elif paged:
         _check_paged(page_table, (q, k, v), plan, batch, nq, num_pages=k_batch, page_size=nk)
     elif (plan.nq, plan.nk) != (nq, nk):

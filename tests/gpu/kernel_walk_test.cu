@@ -346,6 +346,60 @@ void check_tile_spans(const KernelCase& c) {
   EXPECT_EQ(uniform, !restarts) << "the uniform spans hold exactly when no tile restarts";
 }
 
+// Packed offsets that put a sequence outside its tensors (sequence_fits, problem_shape.h): the
+// sequence's forward items walk no key tile and hold no rows, so that the forward's consumers
+// read and write none of them; the other sequences walk as before. (The backward skips such an item
+// in bwd_kernel.cuh.) Sequence b of six, at its boundary: ending exactly at T (fits), one row past
+// it, starting at -1, and the same three for the keys.
+TEST(KernelWalks, PackedSequencesOutsideTheirTensors) {
+  std::mt19937 rng(11);
+  const KernelCase c = kernel_test::random_case(rng, 300, 260, false, "random");
+  constexpr int kBatch = 6;
+  const int64_t total_q = 1000, total_k = 900;
+  const int32_t last_q = static_cast<int32_t>(total_q - c.nq);
+  const int32_t last_k = static_cast<int32_t>(total_k - c.nk);
+  const int32_t q_offsets[kBatch] = {last_q, last_q + 1, -1, 0, 0, 0};
+  const int32_t k_offsets[kBatch] = {0, 0, 0, last_k, last_k + 1, -1};
+  const bool fits[kBatch] = {true, false, false, true, false, false};
+  FwdParams p{};
+  static_cast<ProblemShape&>(p) = shape_of(c, 1);
+  p.batch = kBatch;
+  p.desc_batch = 1;  // one mask for every sequence
+  p.q_offsets = q_offsets;
+  p.k_offsets = k_offsets;
+  p.total_q = total_q;
+  p.total_k = total_k;
+  for (int b = 0; b < kBatch; ++b) EXPECT_EQ(sequence_fits(p, b), fits[b]) << "sequence " << b;
+  p.total_q = 0;  // the strided layouts: no offsets, every sequence fits
+  p.q_offsets = p.k_offsets = nullptr;
+  for (int b = 0; b < kBatch; ++b) EXPECT_TRUE(sequence_fits(p, b)) << "strided, sequence " << b;
+  p.q_offsets = q_offsets;
+  p.k_offsets = k_offsets;
+  p.total_q = total_q;
+
+  p.descriptor = c.descriptor();
+  p.heads_per_item = 1;
+  p.rows_per_head = kTile;
+  for (const int splits : {1, 3}) {
+    p.num_splits = splits;
+    p.total_items = p.num_q_tiles * kBatch * splits;
+    std::vector<int> walked_items(kBatch, 0);
+    for (int index = 0; index < p.total_items; ++index) {
+      const WorkItem item = decode_item(p, index);
+      SCOPED_TRACE(std::to_string(splits) + " parts, work item " + std::to_string(index));
+      ASSERT_EQ(item.fits, fits[item.b]) << "sequence " << item.b;
+      walked_items[item.b] += item.has_key_tiles;
+      if (!item.fits) {
+        EXPECT_FALSE(item.has_key_tiles) << "sequence " << item.b;
+        EXPECT_EQ(item.rows, 0) << "sequence " << item.b << ": the consumers write no row";
+      }
+    }
+    for (int b = 0; b < kBatch; ++b) {
+      if (fits[b]) EXPECT_GT(walked_items[b], 0) << "sequence " << b << " walks no key tile";
+    }
+  }
+}
+
 TEST(KernelWalks, TileSpans) {
   kernel_test::for_each_example(check_tile_spans);
 }

@@ -328,6 +328,45 @@ def test_jagged_inputs_give_the_batch_they_pack(mask, packing, dim):
     assert (gap == 0) == (not outside.any())
 
 
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_offsets_outside_the_tensors_give_nan_on_their_rows_inside(deterministic):
+    """A sequence whose offsets put rows outside q (or k and v) is not computed: its rows of out,
+    the LSE and the gradients that lie in the tensors are NaN, no other row changes (the other
+    sequence's results and gradients as without it, bit for bit; the rows outside every
+    sequence 0), and check_offsets=True raises instead."""
+    torch.manual_seed(9)
+    n, heads_q, heads_kv, dim = 300, 4, 2, 64
+    plan = MASKS["doc_causal"](n).specialize(nq=n, device=DEVICE)
+    total = 2 * n + 10  # rows outside every sequence: out holds 0 there, not empty memory
+    cases = {"q past the end": ([0, total - n // 2], [0, n]),
+             "k before the start": ([0, n], [n, -5])}
+    for name, (q_starts, k_starts) in cases.items():
+        q, k, v = (torch.randn(total, heads, dim, device=DEVICE, dtype=torch.bfloat16)
+                   for heads in (heads_q, heads_kv, heads_kv))
+        dout = torch.randn_like(q)
+        offsets, k_offsets = (torch.tensor(x, dtype=torch.int32, device=DEVICE)
+                              for x in (q_starts, k_starts))
+        results = []
+        for batch in (2, 1):  # both sequences, then the good one alone
+            inputs = [x.detach().requires_grad_() for x in (q, k, v)]
+            out, lse = cm.attention(*inputs, plan, return_lse=True, deterministic=deterministic,
+                                    offsets=offsets[:batch], k_offsets=k_offsets[:batch])
+            out.backward(dout)
+            results.append([out, lse.transpose(0, 1)] + [x.grad for x in inputs])
+        with pytest.raises(ValueError, match="sequence 1's rows"):
+            cm.attention(q, k, v, plan, offsets=offsets, k_offsets=k_offsets, check_offsets=True)
+        rows = torch.arange(total, device=DEVICE)
+        bad_q = (rows >= q_starts[1]) & (rows < q_starts[1] + n)
+        bad_k = (rows >= k_starts[1]) & (rows < k_starts[1] + n)
+        for index, (got, alone) in enumerate(zip(*results)):
+            bad = bad_k if index >= 3 else bad_q  # dk and dv: the key rows
+            assert got[bad].isnan().all(), f"{name}: result {index} not NaN on the bad rows"
+            if deterministic or index != 2:  # dq adds may come in another order by default
+                assert torch.equal(got[~bad], alone[~bad]), f"{name}: result {index} changed"
+            else:
+                assert not got[~bad].isnan().any(), f"{name}: dq NaN on a good row"
+
+
 @pytest.mark.parametrize("layout", ["bshd", "bhsd", "jagged"])
 def test_the_lse_gradient_matches_float64(layout):
     torch.manual_seed(4)
@@ -572,6 +611,16 @@ ERRORS = [
      ValueError, "jagged 3-D"),
     ("offsets dtype", lambda q, k, v: (q[0], k[0], v[0], {"offsets": torch.zeros(
         1, dtype=torch.int64, device=DEVICE)}), TypeError, "offsets must be an int32 tensor"),
+    ("offsets past the end", lambda q, k, v: (q[0], k[0], v[0], {
+        "offsets": torch.ones(1, dtype=torch.int32, device=DEVICE), "check_offsets": True}),
+     ValueError, "offsets\\[0\\] = 1: sequence 0's rows \\[1, 257\\) do not lie in the 256 rows "
+     "of q"),
+    ("k_offsets before the start", lambda q, k, v: (q[0], k[0], v[0], {
+        "offsets": torch.zeros(1, dtype=torch.int32, device=DEVICE),
+        "k_offsets": torch.full((1,), -3, dtype=torch.int32, device=DEVICE),
+        "check_offsets": True}), ValueError, "k_offsets\\[0\\] = -3: sequence 0's rows"),
+    ("check_offsets without offsets", lambda q, k, v: (q, k, v, {"check_offsets": True}),
+     ValueError, "check_offsets checks the offsets of jagged 3-D inputs"),
 ]
 
 
