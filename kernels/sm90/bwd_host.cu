@@ -157,6 +157,12 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   post.dq_stride_s = args.dq.stride_s;
   post.dq_stride_h = args.dq.stride_h;
   post.dq_accum = ws.dq_accum;
+  post.dk = const_cast<void*>(args.dk.data);
+  post.dv = const_cast<void*>(args.dv.data);
+  post.dk_stride_s = args.dk.stride_s;
+  post.dk_stride_h = args.dk.stride_h;
+  post.dv_stride_s = args.dv.stride_s;
+  post.dv_stride_h = args.dv.stride_h;
 
   const int64_t q_rows = packed ? args.total_q : args.nq;
   const int64_t k_rows = packed ? args.total_k : args.nk;

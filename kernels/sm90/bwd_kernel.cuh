@@ -37,7 +37,6 @@
 #include "bwd_producer.cuh"
 #include "bwd_work.cuh"
 #include "bwd_zeroing.cuh"
-#include "nan_rows.cuh"
 #include "sync.cuh"
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -45,22 +44,6 @@
 #include <cuda.h>
 
 namespace cm::sm90 {
-
-// Instead of the consumers' main loop, for an item whose sequence does not fit its tensors
-// (sequence_fits, problem_shape.h): NaN on its dK and dV rows that lie in them (nan_rows.cuh).
-// Not inlined: inlined, this path made ptxas spill in the main loop.
-template <class Config>
-__device__ __noinline__ void store_nan_dkdv(const BwdMainParams& p, BwdItem item, int thread) {
-  using Element = typename Config::Element;
-  const ItemKeys keys = item_keys(p, item, Config::kBlockN);
-  const int row_bytes = p.shape.head_dim * int{sizeof(Element)};
-  fill_nan_rows(static_cast<Element*>(p.dk) + item.hk * p.dk_stride_h, keys.row0, keys.rows,
-                p.shape.total_k, p.dk_stride_s * int64_t{sizeof(Element)}, row_bytes, thread,
-                Config::kConsumerThreads);
-  fill_nan_rows(static_cast<Element*>(p.dv) + item.hk * p.dv_stride_h, keys.row0, keys.rows,
-                p.shape.total_k, p.dv_stride_s * int64_t{sizeof(Element)}, row_bytes, thread,
-                Config::kConsumerThreads);
-}
 
 // kSoftcap: params.softcap_scale is not 0 (a compile-time choice, as the forward's FwdConfig
 // says; tested at run time, the branch made the uncapped backward 1.6-2.8% slower, run 192).
@@ -90,8 +73,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   const BwdItem item = decode_bwd_item(params, kDeterministic, Config::kKeyParts);
   const int units = params.shape.num_k_tiles * Config::kKeyParts;  // items per kv slice
   // A packed sequence that does not fit its tensors (sequence_fits, problem_shape.h): nothing is
-  // loaded or computed, and the consumers write NaN on its dK and dV rows. The zeroing warps
-  // still zero their share of a slice ahead, which other CTAs wait for.
+  // loaded, computed or written (bwd_postprocess writes NaN on its dK and dV rows). The zeroing
+  // warps still zero their share of a slice ahead, which other CTAs wait for.
   if (warp < 4) {
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
     if (warp == 0) {
@@ -107,11 +90,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();
-    const int thread = static_cast<int>(threadIdx.x) - 128;
     if (sequence_fits(params.shape, item.b)) {
-      BwdConsumer<Config, kDeterministic, kSoftcap>{params, *ss, item, thread}.run();
-    } else {
-      store_nan_dkdv<Config>(params, item, thread);
+      BwdConsumer<Config, kDeterministic, kSoftcap>{params, *ss, item,
+                                                    static_cast<int>(threadIdx.x) - 128}
+          .run();
     }
   }
 }

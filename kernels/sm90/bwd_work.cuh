@@ -42,21 +42,6 @@ __device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool determini
           unit.rank % parts, unit.rank};
 }
 
-// The item's keys in dK and dV: rows [row0, row0 + rows) of the strided or packed tensors
-// (block_n: BwdConfig::kBlockN).
-struct ItemKeys {
-  int64_t row0;
-  int rows;
-};
-__host__ __device__ inline ItemKeys item_keys(const BwdMainParams& p, const BwdItem& item,
-                                              int block_n) {
-  const desc::TileSpan tile = desc::k_tile_span(p.descriptor, item.n);
-  const int first = tile.begin + item.part * block_n;
-  const int64_t offset = p.shape.k_offsets != nullptr ? p.shape.k_offsets[item.b] : 0;
-  const int rows = tile.end - first;
-  return {offset + first, rows < block_n ? rows : block_n};
-}
-
 // One step of the main loop: rows [64 half, 64 half + 64) of query tile m of query head h;
 // pattern is the tile's pattern, -1 for a full tile.
 struct BwdStep {
