@@ -2,6 +2,7 @@
 // normalised over its own keys and its LSE, merge into the row's O and LSE. With L the row's
 // LSE, log sum_s exp(lse_s), part s weighs exp(lse_s - L). Parts without a visible key
 // (lse_s = -inf) weigh 0, and a row with none gets O = 0 and LSE = -inf.
+#include "dependent_launch.cuh"
 #include "fwd_launch.h"
 #include "fwd_splits.h"
 #include "nan_rows.cuh"
@@ -54,7 +55,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock, 1)
     fwd_combine(const __grid_constant__ FwdParams p) {
   // Launched as the main kernel's programmatic dependent (launch_combine): its parts are
   // complete and visible only past this wait.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  wait_for_primary();
   const int64_t rows = int64_t{p.batch} * p.heads_q * p.nq;  // a part's rows (fwd_workspace)
   const int64_t row = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
@@ -147,23 +148,14 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock, 1)
 
 }  // namespace
 
-// The combine kernel is the main kernel's programmatic dependent: it may be scheduled as the
-// main kernel's blocks exit, not only after its completion and a launch (a few microseconds of
-// a decoding step), and waits in griddepcontrol.wait until the parts are written.
+// The combine kernel is the main kernel's programmatic dependent (dependent_launch.cuh).
 cudaError_t launch_combine(ElementKind element, const FwdParams& params, cudaStream_t stream) {
   const int64_t rows = int64_t{params.batch} * params.heads_q * params.nq;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
-  config.blockDim = dim3(32 * kRowsPerBlock);
-  config.stream = stream;
-  cudaLaunchAttribute dependent{};
-  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  dependent.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &dependent;
-  config.numAttrs = 1;
+  const dim3 grid(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
+  const dim3 block(32 * kRowsPerBlock);
   return element == ElementKind::kBFloat16
-             ? cudaLaunchKernelEx(&config, fwd_combine<__nv_bfloat16>, params)
-             : cudaLaunchKernelEx(&config, fwd_combine<__half>, params);
+             ? launch_dependent(fwd_combine<__nv_bfloat16>, grid, block, params, stream)
+             : launch_dependent(fwd_combine<__half>, grid, block, params, stream);
 }
 
 }  // namespace cm::sm90

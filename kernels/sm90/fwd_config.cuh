@@ -20,12 +20,9 @@ using namespace cute;
 // split keys, part `split` of the row's listed key tiles.
 struct WorkItem {
   int b, h, m;
-  int q0, rows;        // the tile's rows [q0, q0 + rows) of the sequence (none: !fits)
+  int q0, rows;        // the tile's rows [q0, q0 + rows) of the sequence (fwd_work.cuh: none)
   int q_row0;          // the tile's first row in the sequence dimension of Q and O
   bool has_key_tiles;  // false: the item has no key tile (its rows get O = 0, LSE = -inf)
-  // sequence_fits (problem_shape.h); else the item has no key tile and no rows, and the loader
-  // (or fwd_combine) writes NaN on its tile's rows that lie in the tensors
-  bool fits;
   const desc::TileRow* row;
   int split;
   TileRange keys;  // the item's listed key tiles

@@ -8,7 +8,6 @@
 #include "fwd_paging.h"
 #include "fwd_params.h"
 #include "fwd_work.cuh"
-#include "nan_rows.cuh"
 #include "sync.cuh"
 
 #include <cuda.h>
@@ -40,23 +39,6 @@ __device__ void load_stage(const CUtensorMap* map, uint64_t& full, Element* stag
 __device__ __forceinline__ int next_item_index(const FwdParams& p) {
   const int ctas = static_cast<int>(gridDim.x);
   return p.total_items <= ctas ? p.total_items : ctas + atomicAdd(p.work_counter, 1);
-}
-
-// For a work item whose sequence does not fit its tensors (sequence_fits, problem_shape.h),
-// which the consumers give no rows: NaN on O and the LSE of query tile m of head h of sequence
-// b, on its rows that lie in the tensors (nan_rows.cuh; fwd_combine does it for the parts).
-// By the loader thread alone, off the path of every valid item. (Not inlined, the call changed
-// ptxas's code for the mask warps: 16 more convergence barriers, and doc_causal's forward
-// measured 1.5-2% slower, runs 226-227.)
-template <class Config>
-__device__ void store_nan(const FwdParams& p, int b, int h, int m) {
-  using Element = typename Config::Element;
-  const desc::TileSpan rows = query_tile(p, m);
-  const int64_t first = int64_t{p.q_offsets[b]} + rows.begin;
-  fill_nan_rows(static_cast<Element*>(p.out) + h * p.out_stride_h, first, rows.size(), p.total_q,
-                p.out_stride_s * int64_t{sizeof(Element)}, p.head_dim * int{sizeof(Element)}, 0, 1);
-  fill_nan_rows(p.lse + h * p.lse_stride_h, first, rows.size(), p.total_q, sizeof(float),
-                sizeof(float), 0, 1);
 }
 
 template <class Config>
@@ -97,7 +79,6 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     if (!item.has_key_tiles) {
       arrive_barrier(ss.q_full[qs.stage]);
       qs.advance();
-      if (!item.fits && !p.combine) store_nan<Config>(p, item.b, item.h, item.m);
       continue;
     }
     const int kv_head = item.h / (p.heads_q / p.heads_kv);

@@ -31,14 +31,14 @@ __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
   const desc::TileSpan rows = query_tile(p, m);
   const int q_row0 = (p.q_offsets != nullptr ? p.q_offsets[b] : 0) + rows.begin;
   // Unsplit, the row's tiles are not counted: the cursor stops at the row's end first. An item
-  // of a sequence that does not fit its tensors walks none and holds no rows (WorkItem::fits).
+  // of a sequence that does not fit its tensors walks none and holds no rows: the kernel reads
+  // and writes none of them (fwd_nan_rows.cu and fwd_combine write its NaN rows).
   const bool fits = sequence_fits(p, b);
   const TileRange keys =
       !fits               ? TileRange{0, 0}
       : p.num_splits == 1 ? TileRange{0, row.full_count + row.partial_count > 0 ? kAllTiles : 0}
                           : split_range(desc::listed_tiles(p.descriptor, row), split, p.num_splits);
-  return {b,    h,    m,     rows.begin, fits ? rows.size() : 0, q_row0, keys.count > 0,
-          fits, &row, split, keys};
+  return {b, h, m, rows.begin, fits ? rows.size() : 0, q_row0, keys.count > 0, &row, split, keys};
 }
 
 // The K/V stages of a key tile `width` keys wide: its kStageKeys-wide parts that hold keys.

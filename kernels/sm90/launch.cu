@@ -237,6 +237,8 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
     const sm90::ElementKind element =
         args.dtype == DType::kBFloat16 ? sm90::ElementKind::kBFloat16 : sm90::ElementKind::kFloat16;
     check.cuda(sm90::launch_combine(element, p, stream), "launching the split-key combine kernel");
+  } else if (packed) {
+    check.cuda(sm90::launch_nan_rows(p, stream), "launching the packed-bounds kernel");
   }
 }
 

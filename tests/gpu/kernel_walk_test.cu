@@ -387,9 +387,8 @@ TEST(KernelWalks, PackedSequencesOutsideTheirTensors) {
     for (int index = 0; index < p.total_items; ++index) {
       const WorkItem item = decode_item(p, index);
       SCOPED_TRACE(std::to_string(splits) + " parts, work item " + std::to_string(index));
-      ASSERT_EQ(item.fits, fits[item.b]) << "sequence " << item.b;
       walked_items[item.b] += item.has_key_tiles;
-      if (!item.fits) {
+      if (!fits[item.b]) {
         EXPECT_FALSE(item.has_key_tiles) << "sequence " << item.b;
         EXPECT_EQ(item.rows, 0) << "sequence " << item.b << ": the consumers write no row";
       }
