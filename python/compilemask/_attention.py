@@ -131,8 +131,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     sequence b is rows offsets[b] + [0, plan.nq) of q and k_offsets[b] + [0, plan.nk) of k and
     v (k_offsets defaults to offsets). Those ranges must lie inside T. Reading the offsets
     would cost a host sync, so by default the kernels check them instead: a sequence whose rows
-    do not all lie in q and k gives NaN on its rows of out, the LSE and the gradients that do,
-    and nothing outside the tensors is written. check_offsets=True reads them first and raises
+    do not all lie in q and k gives NaN on its rows of out, the LSE and the gradients that do
+    (through a plan with a token_order, NaN out and LSE and zero gradients), and nothing outside
+    the tensors is written. check_offsets=True reads them first and raises
     ValueError naming the sequence (a host sync: not under CUDA graph capture). Rows of a
     jagged q outside every sequence give 0.
 
@@ -259,13 +260,18 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     sequence_rows = None
     if reorder and q.dim() == 3:  # gather each sequence in the mask's order: a [B, S, H, D] batch
         starts = offsets if jagged else torch.zeros(1, dtype=torch.int32, device=q.device)
-        sequence_rows = _rows_in_order(starts, plan._order_device, q.shape[0])
+        sequence_rows = _rows_in_order(starts, plan._order_device)
         same = (k_offsets is None or k_offsets is offsets) and k.shape[0] == q.shape[0]
         k_rows = sequence_rows if same else _rows_in_order(
-            starts if k_offsets is None else k_offsets, plan._order_device, k.shape[0])
+            starts if k_offsets is None else k_offsets, plan._order_device)
+        # A sequence whose rows leave q or k (the offsets are not read here: a host sync) gathers
+        # clamped rows and gives NaN, as the kernels do in the packed layout.
+        fits = (_sequences_inside(sequence_rows, plan.nq, q.shape[0])
+                & _sequences_inside(k_rows, plan.nk, k.shape[0]))
         packed_q = q
-        q = q.index_select(0, sequence_rows).unflatten(0, (-1, plan.nq))
-        k, v = (x.index_select(0, k_rows).unflatten(0, (-1, plan.nk)) for x in (k, v))
+        q = q.index_select(0, sequence_rows.clamp(0, q.shape[0] - 1)).unflatten(0, (-1, plan.nq))
+        k, v = (x.index_select(0, k_rows.clamp(0, k.shape[0] - 1)).unflatten(0, (-1, plan.nk))
+                for x in (k, v))
         jagged = heads_first = False
     elif reorder:  # into the mask's order; gradients come back through the gathers
         q, k, v = (torch.ops.compilemask.permute_rows(x, plan._order_device,
@@ -275,11 +281,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         q, k, v, plan._desc_host, plan._desc_device, offsets if jagged else None,
         k_offsets if jagged else None, heads_first, plan.nq, plan.nk, float(scale),
         float(softcap or 0.0), num_splits, page_table, bool(return_lse), deterministic)
-    if sequence_rows is not None:  # back to the packed rows; rows outside every sequence: 0
-        out = torch.zeros_like(packed_q).index_copy(0, sequence_rows, out.flatten(0, 1))
-        lse = torch.full((packed_q.shape[1], packed_q.shape[0]), float("-inf"),
-                         device=lse.device).index_copy(1, sequence_rows,
-                                                       lse.transpose(0, 1).flatten(1))
+    if sequence_rows is not None:
+        out, lse = _scatter_sequences(out, lse, fits, sequence_rows, packed_q)
     elif reorder:  # back into the tensors' order
         out = torch.ops.compilemask.permute_rows(out, plan._inverse_device, plan._order_device,
                                                  heads_first)
@@ -287,9 +290,29 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     return (out, lse) if return_lse else out
 
 
-def _rows_in_order(starts: Tensor, order: Tensor, total: int) -> Tensor:
-    """Row starts[b] + order[i] of a packed [T, H, D] tensor (T = total) for each sequence b and
-    position i, flattened (int64): sequence b's rows in the mask's token order. Offsets whose
-    sequences do not fit in T cannot be checked without a host sync; their rows are clamped
-    into [0, T) so that the gathers stay in bounds."""
-    return (starts.long()[:, None] + order.long()[None, :]).flatten().clamp_(0, total - 1)
+def _rows_in_order(starts: Tensor, order: Tensor) -> Tensor:
+    """Row starts[b] + order[i] of a packed [T, H, D] tensor for each sequence b and position i,
+    flattened (int64): sequence b's rows in the mask's token order, some outside [0, T) when its
+    offset puts it there."""
+    return (starts.long()[:, None] + order.long()[None, :]).flatten()
+
+
+def _sequences_inside(rows: Tensor, length: int, total: int) -> Tensor:
+    """Per sequence of `length` of the flattened `rows`: whether all of them lie in [0, total)."""
+    return ((rows >= 0) & (rows < total)).view(-1, length).all(1)
+
+
+def _scatter_sequences(out: Tensor, lse: Tensor, fits: Tensor, rows: Tensor,
+                       packed: Tensor) -> tuple[Tensor, Tensor]:
+    """out [B, S, H, D] and lse [B, H, S] of the gathered sequences back to their packed `rows`
+    of a [T, H, D] tensor like `packed`: 0 and -inf on the rows outside every sequence, NaN on
+    the rows of a sequence that does not fit (`fits` false), whose rows outside [0, T) go to a
+    spare row T that is cut off."""
+    total, heads = packed.shape[0], packed.shape[1]
+    out = torch.where(fits[:, None, None, None], out, float("nan")).flatten(0, 1)
+    lse = torch.where(fits[:, None, None], lse, float("nan")).transpose(0, 1).flatten(1)
+    target = torch.where((rows >= 0) & (rows < total), rows, total)
+    out = packed.new_zeros((total + 1, *packed.shape[1:])).index_copy(0, target, out)[:total]
+    lse = torch.full((heads, total + 1), float("-inf"), device=lse.device).index_copy(
+        1, target, lse)[:, :total].contiguous()
+    return out, lse

@@ -329,14 +329,17 @@ def test_jagged_inputs_give_the_batch_they_pack(mask, packing, dim):
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
-def test_offsets_outside_the_tensors_give_nan_on_their_rows_inside(deterministic):
-    """A sequence whose offsets put rows outside q (or k and v) is not computed: its rows of out,
-    the LSE and the gradients that lie in the tensors are NaN, no other row changes (the other
-    sequence's results and gradients as without it, bit for bit; the rows outside every
+@pytest.mark.parametrize("mask", ["doc_causal", "token order"])
+def test_offsets_outside_the_tensors_give_nan_on_their_rows_inside(mask, deterministic):
+    """A sequence whose offsets put rows outside q (or k and v) is not computed: its rows of out
+    and the LSE that lie in the tensors are NaN, and so are its gradient rows there (0 through a
+    plan with a token order, whose NaN output passes no gradient back); no other row changes (the
+    other sequence's results and gradients as without it, bit for bit; the rows outside every
     sequence 0), and check_offsets=True raises instead."""
     torch.manual_seed(9)
     n, heads_q, heads_kv, dim = 300, 4, 2, 64
-    plan = MASKS["doc_causal"](n).specialize(nq=n, device=DEVICE)
+    plan = (MASKS["doc_causal"](n) if mask == "doc_causal"
+            else TOKEN_ORDERS["random"](n)).specialize(nq=n, device=DEVICE)
     total = 2 * n + 10  # rows outside every sequence: out holds 0 there, not empty memory
     cases = {"q past the end": ([0, total - n // 2], [0, n]),
              "k before the start": ([0, n], [n, -5])}
@@ -350,7 +353,8 @@ def test_offsets_outside_the_tensors_give_nan_on_their_rows_inside(deterministic
         for batch in (2, 1):  # both sequences, then the good one alone
             inputs = [x.detach().requires_grad_() for x in (q, k, v)]
             out, lse = cm.attention(*inputs, plan, return_lse=True, deterministic=deterministic,
-                                    offsets=offsets[:batch], k_offsets=k_offsets[:batch])
+                                    num_splits=1, offsets=offsets[:batch],
+                                    k_offsets=k_offsets[:batch])
             out.backward(dout)
             results.append([out, lse.transpose(0, 1)] + [x.grad for x in inputs])
         with pytest.raises(ValueError, match="sequence 1's rows"):
@@ -360,7 +364,10 @@ def test_offsets_outside_the_tensors_give_nan_on_their_rows_inside(deterministic
         bad_k = (rows >= k_starts[1]) & (rows < k_starts[1] + n)
         for index, (got, alone) in enumerate(zip(*results)):
             bad = bad_k if index >= 3 else bad_q  # dk and dv: the key rows
-            assert got[bad].isnan().all(), f"{name}: result {index} not NaN on the bad rows"
+            if index >= 2 and mask == "token order":
+                assert not got[bad].any(), f"{name}: gradient {index} not 0 on the bad rows"
+            else:
+                assert got[bad].isnan().all(), f"{name}: result {index} not NaN on the bad rows"
             if deterministic or index != 2:  # dq adds may come in another order by default
                 assert torch.equal(got[~bad], alone[~bad]), f"{name}: result {index} changed"
             else:
