@@ -170,19 +170,15 @@ TEST_P(PackedBounds, NothingOutsideNaNInsideOthersUnchanged) {
   // The problem of all three sequences (batch 3) or of the good one alone (batch 1).
   const auto problem = [&](int batch, const PaddedTensor<uint16_t>& out,
                            const PaddedTensor<float>& lse) {
-    cm::cuda::Problem a;
-    a.dtype = c.dtype;
-    a.batch = batch;
-    a.heads_q = c.heads_q;
-    a.heads_kv = c.heads_kv;
-    a.nq = c.nq;
-    a.nk = c.nk;
-    a.head_dim = c.head_dim;
-    a.q = q.ref();
+    const cm::AttentionShape shape{batch, c.heads_q, c.heads_kv, c.nq, c.nk, c.head_dim};
+    cm::cuda::Problem a =
+        cm::cuda::dense_problem(c.dtype, shape, q.data(), k.data(), v.data(), out.data(),
+                                static_cast<const float*>(lse.data()));
+    a.q = q.ref();  // the packed layout's strides
     a.k = k.ref();
     a.v = v.ref();
     a.out = out.ref();
-    a.lse = static_cast<const float*>(lse.data());
+    a.lse_stride_b = 0;
     a.lse_stride_h = lse.head_stride();
     a.q_offsets = q_offsets;
     a.k_offsets = k_offsets;
