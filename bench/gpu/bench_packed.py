@@ -3,7 +3,8 @@ the same sequences packed in [T, H, D] with NaN rows between them, addressed by 
 alternating rounds in one process (bench_common.interleaved_median_ms). Packed inputs cost what
 the strided layouts go without: the forward's guard lanes zero the V rows that no row of a
 masked tile sees (fwd_guard.cuh), the backward's producer warp the rows a load takes past a
-sequence's end (bwd_tails.cuh), and the outputs' rows outside every sequence are zero-filled.
+sequence's end (bwd_tails.cuh), and a small kernel after each pass writes the outputs' rows
+outside every sequence (packed_rows.cu; before session 41 the operator zero-filled the outputs).
 So beside the calls' times, the table gives the main kernel's alone (torch.profiler, in
 alternating rounds): the forward kernel, and the backward's main kernel. Each packed result is
 compared with the strided one before timing.

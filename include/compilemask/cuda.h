@@ -84,6 +84,12 @@ struct Problem {
   const int32_t* k_offsets = nullptr;
   int64_t total_q = 0;
   int64_t total_k = 0;
+  // Packed layout: what becomes of the output rows that lie in no sequence (of out and the LSE,
+  // or of dq, dk and dv). false: the passes leave them as they are (FlashAttention's varlen
+  // convention; the rows may then belong to other data). true: they are written as rows that
+  // see no key, 0 in out and the gradients and -inf in the LSE, in a small kernel after each
+  // pass that writes only those rows, so a caller need not zero-fill whole outputs first.
+  bool write_rows_outside_sequences = false;
 };
 
 // K and V in pages (decoding against a paged cache, as vLLM's block tables and

@@ -6,6 +6,7 @@
 
 #include "bwd_launch.h"
 #include "host_checks.h"
+#include "packed_rows.h"
 #include "tma_maps.h"
 
 #include <cuda.h>
@@ -157,12 +158,6 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   post.dq_stride_s = args.dq.stride_s;
   post.dq_stride_h = args.dq.stride_h;
   post.dq_accum = ws.dq_accum;
-  post.dk = const_cast<void*>(args.dk.data);
-  post.dv = const_cast<void*>(args.dv.data);
-  post.dk_stride_s = args.dk.stride_s;
-  post.dk_stride_h = args.dk.stride_h;
-  post.dv_stride_s = args.dv.stride_s;
-  post.dv_stride_h = args.dv.stride_h;
 
   const int64_t q_rows = packed ? args.total_q : args.nq;
   const int64_t k_rows = packed ? args.total_k : args.nk;
@@ -186,6 +181,16 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
           : dispatch_head_dim<sm90::ElementKind::kFloat16>(kernel_d, prep, main, post, q, k, v,
                                                            dout, args.deterministic, stream);
   check.cuda(launched, "launching the backward kernels");
+  if (packed) {
+    sm90::PackedRowsParams rows{};
+    rows.shape = shape;
+    rows.write_outside = args.write_rows_outside_sequences;
+    rows.num_axes = 2;
+    rows.axes[0] = {false, args.heads_q, 1, {host::rows_tensor(args.dq, d)}};
+    rows.axes[1] = {
+        true, args.heads_kv, 2, {host::rows_tensor(args.dk, d), host::rows_tensor(args.dv, d)}};
+    check.cuda(sm90::launch_packed_rows(rows, stream), "launching the packed rows kernel");
+  }
 }
 
 }  // namespace cm::cuda

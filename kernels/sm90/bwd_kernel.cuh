@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   const BwdItem item = decode_bwd_item(params, kDeterministic, Config::kKeyParts);
   const int units = params.shape.num_k_tiles * Config::kKeyParts;  // items per kv slice
   // A packed sequence that does not fit its tensors (sequence_fits, problem_shape.h): nothing is
-  // loaded, computed or written (bwd_postprocess writes NaN on its dK and dV rows). The zeroing
+  // loaded, computed or written (packed_rows.cu writes NaN on its dK and dV rows). The zeroing
   // warps still zero their share of a slice ahead, which other CTAs wait for.
   if (warp < 4) {
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();

@@ -88,18 +88,13 @@ struct BwdMainParams {
   BwdWorkspace ws;
 };
 
-// postprocess: dQ = scale * dq_accum, converted to the element type; NaN on the dQ, dK and dV
-// rows of a packed sequence that does not fit its tensors (sequence_fits), which the main
-// kernel skips.
+// postprocess: dQ = scale * dq_accum, converted to the element type.
 struct BwdPostParams {
   BwdShape shape;
   float scale;
   void* dq;
   int64_t dq_stride_b, dq_stride_s, dq_stride_h;
   const float* dq_accum;
-  void* dk;
-  void* dv;
-  int64_t dk_stride_s, dk_stride_h, dv_stride_s, dv_stride_h;  // packed: no batch stride
 };
 
 }  // namespace cm::sm90

@@ -6,14 +6,13 @@
 //                    slice is one of the first BwdPrepParams::zeroed_slices (the main kernel zeroes
 //                    the others, bwd_zeroing.cuh).
 //   bwd_postprocess  dQ = scale * dq_accum in the element type, for the query tiles' rows
-//                    (not their padding) and the first head_dim columns; for a packed sequence
-//                    that does not fit its tensors (sequence_fits), which the main kernel
-//                    skips, NaN on its dQ, dK and dV rows that lie in them.
+//                    (not their padding) and the first head_dim columns, except those of a
+//                    packed sequence that does not fit its tensors (packed_rows.cu writes
+//                    them).
 // Eight threads share a row and read 16-byte vectors; a block of 128 threads covers 16 rows.
 #pragma once
 
 #include "bwd_params.h"
-#include "nan_rows.cuh"
 
 #include <stdint.h>
 
@@ -42,8 +41,7 @@ __device__ __forceinline__ Element* row_ptr(void* base, const BwdShape& s, int64
 // A thread's row of both kernels: workspace row `padded` of head h of sequence b, at index
 // `at` of the per-row workspace arrays, which is query row `row` of the sequence when `valid`
 // (else a padding row of its query tile); the thread handles the part `lane` of kRowThreads.
-// `fits`: sequence_fits (problem_shape.h); else neither kernel reads the sequence's rows, and
-// the postprocess writes NaN on its dQ, dK and dV rows that lie in the tensors.
+// `fits`: sequence_fits (problem_shape.h); else neither kernel touches the sequence's rows.
 struct RowSlot {
   int padded, row, lane, h, b;
   bool valid, fits;
@@ -112,40 +110,13 @@ __global__ void __launch_bounds__(kPrepostThreads)
   for (int c = lane; c < kHeadDim / 4; c += kRowThreads) dq[c] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-// The postprocess of a sequence b that does not fit its tensors: NaN on its rows of dQ (query
-// row `row` of head h, when `valid`) and of dK and dV (key rows padded + k rows_padded of kv
-// head h, for h below heads_kv), where they lie in the tensors (nan_rows.cuh).
-template <class Element>
-__device__ void write_nan_rows(const BwdPostParams& p, int padded, int row, int lane, int h, int b,
-                               bool valid) {
-  const BwdShape& s = p.shape;
-  constexpr int64_t kBytes = sizeof(Element);
-  const int row_bytes = s.head_dim * int{kBytes};
-  if (valid) {
-    fill_nan_rows(static_cast<Element*>(p.dq) + h * p.dq_stride_h, int64_t{s.q_offsets[b]} + row, 1,
-                  s.total_q, p.dq_stride_s * kBytes, row_bytes, lane, kRowThreads);
-  }
-  if (h >= s.heads_kv) return;
-  for (int key = padded; key < s.nk; key += s.rows_padded) {
-    const int64_t key_row = int64_t{s.k_offsets[b]} + key;
-    fill_nan_rows(static_cast<Element*>(p.dk) + h * p.dk_stride_h, key_row, 1, s.total_k,
-                  p.dk_stride_s * kBytes, row_bytes, lane, kRowThreads);
-    fill_nan_rows(static_cast<Element*>(p.dv) + h * p.dv_stride_h, key_row, 1, s.total_k,
-                  p.dv_stride_s * kBytes, row_bytes, lane, kRowThreads);
-  }
-}
-
 // Grid: (rows_padded / kPrepostRows, heads_q, batch), kPrepostThreads threads.
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_postprocess(const __grid_constant__ BwdPostParams p) {
   const BwdShape& s = p.shape;
   const auto [padded, row, lane, h, b, valid, fits, at] = row_slot(s);
-  if (!fits) {
-    write_nan_rows<Element>(p, padded, row, lane, h, b, valid);
-    return;
-  }
-  if (!valid) return;
+  if (!valid || !fits) return;
   const float* acc = p.dq_accum + at * kHeadDim;
   Element* dq = row_ptr<Element>(p.dq, s, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h, b, row, h);
   // All of the thread's loads are issued before its first store (the store could alias them

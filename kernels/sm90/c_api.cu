@@ -133,8 +133,9 @@ int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descript
 // 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs). page_table: null, or
 // device int32 page indices for K and V in pages (cm::cuda::PagedKV: k and v are then pools of
 // num_pages pages of page_size rows, their strides {page, row, head}).
-// q_offsets/k_offsets: null, or device int32[batch] (packed layout; a sequence outside its
-// tensors gets NaN rows, cm::cuda::Problem).
+// q_offsets/k_offsets: null, or device int32[batch] (packed layout; the rows outside every
+// sequence are left as they are, and a sequence outside its tensors gets NaN rows,
+// cm::cuda::Problem).
 // Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA failure.
 int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, int dtype,
                     int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim, float scale,

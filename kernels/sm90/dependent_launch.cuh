@@ -1,17 +1,15 @@
 // Launching a kernel as the previous kernel's programmatic dependent (the forward's fwd_combine
-// and fwd_nan_rows after the main kernel): it may be scheduled as the main kernel's blocks exit,
-// not only after its completion and a launch (a few microseconds of a decoding step), and waits
-// in griddepcontrol.wait until the main kernel's writes are visible.
+// after the main kernel, packed_rows.cu after each pass): it may be scheduled as the previous
+// kernel's blocks exit, not only after its completion and a launch (a few microseconds of a
+// decoding step), and waits in griddepcontrol.wait until that kernel's writes are visible.
 #pragma once
-
-#include "fwd_params.h"
 
 #include <cuda_runtime_api.h>
 
 namespace cm::sm90 {
 
-template <class Kernel>
-cudaError_t launch_dependent(Kernel kernel, dim3 grid, dim3 block, const FwdParams& params,
+template <class Kernel, class Params>
+cudaError_t launch_dependent(Kernel kernel, dim3 grid, dim3 block, const Params& params,
                              cudaStream_t stream) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
@@ -25,7 +23,9 @@ cudaError_t launch_dependent(Kernel kernel, dim3 grid, dim3 block, const FwdPara
   return cudaLaunchKernelEx(&config, kernel, params);
 }
 
-// Waits until the primary kernel's writes are visible (a no-op without a primary).
+// Waits until the primary kernel's writes are visible (a no-op without a primary). Every block
+// of a dependent calls it, also one with nothing to do: the kernels after the dependent in the
+// stream wait for the dependent alone, so its completion must imply the primary's.
 __device__ __forceinline__ void wait_for_primary() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 }

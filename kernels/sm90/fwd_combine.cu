@@ -5,7 +5,6 @@
 #include "dependent_launch.cuh"
 #include "fwd_launch.h"
 #include "fwd_splits.h"
-#include "nan_rows.cuh"
 #include "thread_helpers.cuh"
 
 #include <cuda_bf16.h>
@@ -66,17 +65,13 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock, 1)
   const int bh = static_cast<int>(row32 / static_cast<uint32_t>(p.nq));
   const int h = bh % p.heads_q;
   const int b = bh / p.heads_q;
+  // Its parts were not computed (fwd_work.cuh); packed_rows.cu writes its NaN rows.
+  if (!sequence_fits(p, b)) return;
   const bool packed = p.q_offsets != nullptr;
   const int64_t batch = packed ? 0 : b;
   const int64_t q_row = (packed ? p.q_offsets[b] : 0) + q;
   Element* out = static_cast<Element*>(p.out) + batch * p.out_stride_b + h * p.out_stride_h;
   float* lse_out = p.lse + batch * p.lse_stride_b + h * p.lse_stride_h;
-  if (!sequence_fits(p, b)) {  // its parts were not computed (fwd_work.cuh)
-    fill_nan_rows(out, q_row, 1, p.total_q, p.out_stride_s * int64_t{sizeof(Element)},
-                  p.head_dim * int{sizeof(Element)}, lane, 32);
-    fill_nan_rows(lse_out, q_row, 1, p.total_q, sizeof(float), sizeof(float), lane, 32);
-    return;
-  }
   const float* part_lse = p.split_lse + row;  // part s at part_lse[s * rows]
 
   // Each lane reads its parts' LSEs once (all loads in flight together) and keeps them.

@@ -28,8 +28,4 @@ cudaError_t launch_forward(const FwdParams& params, const CUtensorMap& q, const 
 // LSE of every row from its params.num_splits parts.
 cudaError_t launch_combine(ElementKind element, const FwdParams& params, cudaStream_t stream);
 
-// Launches fwd_nan_rows.cu after the forward kernel, for the packed layout without split parts:
-// NaN on O and the LSE of the sequences that do not fit their tensors.
-cudaError_t launch_nan_rows(const FwdParams& params, cudaStream_t stream);
-
 }  // namespace cm::sm90

@@ -32,7 +32,7 @@ __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
   const int q_row0 = (p.q_offsets != nullptr ? p.q_offsets[b] : 0) + rows.begin;
   // Unsplit, the row's tiles are not counted: the cursor stops at the row's end first. An item
   // of a sequence that does not fit its tensors walks none and holds no rows: the kernel reads
-  // and writes none of them (fwd_nan_rows.cu and fwd_combine write its NaN rows).
+  // and writes none of them (packed_rows.cu writes its NaN rows).
   const bool fits = sequence_fits(p, b);
   const TileRange keys =
       !fits               ? TileRange{0, 0}

@@ -190,4 +190,10 @@ sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descrip
   return s;
 }
 
+sm90::RowsTensor rows_tensor(const TensorRef& t, int32_t head_dim) {
+  constexpr int64_t kBytes = 2;  // bf16 and fp16
+  return {const_cast<void*>(t.data), t.stride_s * kBytes, t.stride_h * kBytes,
+          static_cast<int32_t>(head_dim * kBytes), 0u};
+}
+
 }  // namespace cm::cuda::host

@@ -4,6 +4,7 @@
 // name and states the broken rule.
 #pragma once
 
+#include "packed_rows.h"
 #include "problem_shape.h"
 
 #include <compilemask/cuda.h>
@@ -93,5 +94,9 @@ enum class TileTables { kAlways, kWhereRestarted };
 // The kernels' view of a checked problem masked by a checked descriptor.
 sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descriptor,
                                  TileTables tables);
+
+// A packed problem's 16-bit output tensor t (out, dQ, dK or dV) as packed_rows.cu writes its
+// rows: their first head_dim elements, 0 outside every sequence.
+sm90::RowsTensor rows_tensor(const TensorRef& t, int32_t head_dim);
 
 }  // namespace cm::cuda::host

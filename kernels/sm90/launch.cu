@@ -9,6 +9,7 @@
 #include "fwd_paging.h"
 #include "fwd_splits.h"
 #include "host_checks.h"
+#include "packed_rows.h"
 #include "tma_maps.h"
 
 #include <cuda.h>
@@ -237,8 +238,16 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
     const sm90::ElementKind element =
         args.dtype == DType::kBFloat16 ? sm90::ElementKind::kBFloat16 : sm90::ElementKind::kFloat16;
     check.cuda(sm90::launch_combine(element, p, stream), "launching the split-key combine kernel");
-  } else if (packed) {
-    check.cuda(sm90::launch_nan_rows(p, stream), "launching the packed-bounds kernel");
+  }
+  if (packed) {
+    sm90::PackedRowsParams rows{};
+    rows.shape = p;
+    rows.write_outside = args.write_rows_outside_sequences;
+    rows.num_axes = 1;
+    const sm90::RowsTensor lse{p.lse, sizeof(float), p.lse_stride_h * int64_t{sizeof(float)},
+                               sizeof(float), sm90::kNegInfWord};
+    rows.axes[0] = {false, args.heads_q, 2, {host::rows_tensor(args.out, args.head_dim), lse}};
+    check.cuda(sm90::launch_packed_rows(rows, stream), "launching the packed rows kernel");
   }
 }
 

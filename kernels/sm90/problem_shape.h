@@ -53,7 +53,7 @@ CM_HD desc::TileSpan key_tile(const ProblemShape& s, int n) {
 // [0, total_q) and [k_offsets[b], + nk) in [0, total_k); always true for the strided layouts.
 // The offsets are device data that the host does not read (that would cost a sync), so the
 // kernels check them: a sequence that does not fit is not computed, its output rows that lie in
-// the tensors get NaN (nan_rows.cuh), so that the bad offsets show in every result, and no
+// the tensors get NaN (packed_rows.h), so that the bad offsets show in every result, and no
 // kernel touches a row outside.
 CM_HD bool sequence_fits(const ProblemShape& s, int b) {
   if (s.q_offsets == nullptr) return true;

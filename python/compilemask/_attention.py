@@ -266,8 +266,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
             starts if k_offsets is None else k_offsets, plan._order_device)
         # A sequence whose rows leave q or k (the offsets are not read here: a host sync) gathers
         # clamped rows and gives NaN, as the kernels do in the packed layout.
-        fits = (_sequences_inside(sequence_rows, plan.nq, q.shape[0])
-                & _sequences_inside(k_rows, plan.nk, k.shape[0]))
+        q_inside = _rows_inside(sequence_rows, q.shape[0])
+        k_inside = q_inside if same else _rows_inside(k_rows, k.shape[0])
+        fits = q_inside.view(-1, plan.nq).all(1) & k_inside.view(-1, plan.nk).all(1)
         packed_q = q
         q = q.index_select(0, sequence_rows.clamp(0, q.shape[0] - 1)).unflatten(0, (-1, plan.nq))
         k, v = (x.index_select(0, k_rows.clamp(0, k.shape[0] - 1)).unflatten(0, (-1, plan.nk))
@@ -282,7 +283,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         k_offsets if jagged else None, heads_first, plan.nq, plan.nk, float(scale),
         float(softcap or 0.0), num_splits, page_table, bool(return_lse), deterministic)
     if sequence_rows is not None:
-        out, lse = _scatter_sequences(out, lse, fits, sequence_rows, packed_q)
+        out, lse = _scatter_sequences(out, lse, fits, sequence_rows, q_inside, packed_q)
     elif reorder:  # back into the tensors' order
         out = torch.ops.compilemask.permute_rows(out, plan._inverse_device, plan._order_device,
                                                  heads_first)
@@ -297,21 +298,21 @@ def _rows_in_order(starts: Tensor, order: Tensor) -> Tensor:
     return (starts.long()[:, None] + order.long()[None, :]).flatten()
 
 
-def _sequences_inside(rows: Tensor, length: int, total: int) -> Tensor:
-    """Per sequence of `length` of the flattened `rows`: whether all of them lie in [0, total)."""
-    return ((rows >= 0) & (rows < total)).view(-1, length).all(1)
+def _rows_inside(rows: Tensor, total: int) -> Tensor:
+    """Whether each of `rows` lies in [0, total)."""
+    return (rows >= 0) & (rows < total)
 
 
-def _scatter_sequences(out: Tensor, lse: Tensor, fits: Tensor, rows: Tensor,
+def _scatter_sequences(out: Tensor, lse: Tensor, fits: Tensor, rows: Tensor, inside: Tensor,
                        packed: Tensor) -> tuple[Tensor, Tensor]:
     """out [B, S, H, D] and lse [B, H, S] of the gathered sequences back to their packed `rows`
     of a [T, H, D] tensor like `packed`: 0 and -inf on the rows outside every sequence, NaN on
-    the rows of a sequence that does not fit (`fits` false), whose rows outside [0, T) go to a
-    spare row T that is cut off."""
+    the rows of a sequence that does not fit (`fits` false), whose rows outside [0, T) (`inside`
+    false) go to a spare row T that is cut off."""
     total, heads = packed.shape[0], packed.shape[1]
     out = torch.where(fits[:, None, None, None], out, float("nan")).flatten(0, 1)
     lse = torch.where(fits[:, None, None], lse, float("nan")).transpose(0, 1).flatten(1)
-    target = torch.where((rows >= 0) & (rows < total), rows, total)
+    target = torch.where(inside, rows, total)
     out = packed.new_zeros((total + 1, *packed.shape[1:])).index_copy(0, target, out)[:total]
     lse = torch.full((heads, total + 1), float("-inf"), device=lse.device).index_copy(
         1, target, lse)[:, :total].contiguous()

@@ -66,13 +66,6 @@ def _packing(q: Tensor, k: Tensor, q_offsets: Optional[Tensor],
     return (q_offsets.data_ptr(), k_offsets.data_ptr(), q.shape[0], k.shape[0])
 
 
-def _covers_every_row(x: Tensor, offsets: Tensor, n: int) -> bool:
-    """Whether the sequences of n rows at `offsets` cover every row of the packed x: they do not
-    overlap, so they do when x has batch * n rows. Then no output row lies outside them, and the
-    outputs need no zeros first."""
-    return x.shape[0] == offsets.numel() * n
-
-
 def _paging(k: Tensor, page_table: Optional[Tensor],
             heads_first: bool) -> tuple[int, int, int, int]:
     """(page_table, page_table_stride, page_size, num_pages) as the kernels take them, for k a
@@ -137,13 +130,9 @@ def attention_forward(
 def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk,
                     scale, softcap, num_splits, page_table):
     packed = q_offsets is not None
-    if packed and not _covers_every_row(q, q_offsets, nq):
-        # Rows outside every sequence are never written by the kernel.
-        out = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
-        lse = torch.full(_lse_shape(q, heads_first, nq), float("-inf"), device=q.device)
-    else:
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
+    # With offsets the kernels write the rows outside every sequence too (0 and -inf).
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
     dims = _dims(q, k, q_offsets, heads_first, nq, nk)
     with torch.cuda.device(q.device):  # the split count depends on the device's SMs
         workspace = torch.empty(
@@ -213,13 +202,8 @@ def attention_backward(
 def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets, k_offsets,
                      heads_first, nq, nk, scale, softcap, deterministic):
     packed = q_offsets is not None
-    # The kernel writes the rows of every sequence; in a jagged layout the rest stay 0.
-    q_make, k_make = (
-        torch.zeros if packed and not _covers_every_row(x, offsets, n) else torch.empty
-        for x, offsets, n in ((q, q_offsets, nq), (k, k_offsets, nk)))
-    dq = q_make(q.shape, dtype=q.dtype, device=q.device)
-    dk = k_make(k.shape, dtype=k.dtype, device=k.device)
-    dv = k_make(k.shape, dtype=k.dtype, device=k.device)
+    # With offsets the kernels write the rows outside every sequence too (0).
+    dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, k))
     dims = _dims(q, k, q_offsets, heads_first, nq, nk)
     workspace = torch.empty(
         _cuda.backward_workspace_bytes(desc_host.data_ptr(), desc_device.data_ptr(), dims[1],

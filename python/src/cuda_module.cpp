@@ -59,6 +59,9 @@ void set_common(cm::cuda::Problem& args, const Dims& dims, float scale, float so
   args.k_offsets = pointer<const int32_t>(packing.k_offsets);
   args.total_q = packing.total_q;
   args.total_k = packing.total_k;
+  // The operator's outputs are fresh tensors: their rows outside every sequence read as rows
+  // that see no key (compilemask._torch_ops allocates them empty).
+  args.write_rows_outside_sequences = packing.q_offsets != 0;
 }
 
 void forward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims, float scale,

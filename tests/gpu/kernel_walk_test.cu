@@ -16,9 +16,12 @@
 //     with a visible pair, once each and head by head; it skips the halves that a bands or
 //     bitmap pattern marks empty. dq_rank counts, for each step, the lower key tiles whose
 //     walks hold the same step: the dQ adds that deterministic mode orders before it.
+//   * packed layout: the items of a sequence outside its tensors walk nothing, and cover_rows
+//     (packed_rows.h) classifies the rows that packed_rows.cu writes after each pass.
 #include "bwd_work.cuh"
 #include "fwd_work.cuh"
 #include "kernel_cases.h"
+#include "packed_rows.h"
 
 #include <compilemask/descriptor.h>
 
@@ -397,6 +400,55 @@ TEST(KernelWalks, PackedSequencesOutsideTheirTensors) {
       if (fits[b]) EXPECT_GT(walked_items[b], 0) << "sequence " << b << " walks no key tile";
     }
   }
+}
+
+// The packed layout's rows that packed_rows.cu writes after a pass (packed_rows.h), classified
+// by cover_rows: q rows [0, 40) with sequences of 10 rows at 0 (fits), 15 (fits), 20 (its keys
+// start at -1: does not fit) and 35 (runs past 40). Two callers share the cover, each taking
+// every other sequence, over rows [8, 38), as two threads of a block do.
+TEST(KernelWalks, PackedRowsOutsideTheSequences) {
+  constexpr int kBatch = 4;
+  const int32_t q_offsets[kBatch] = {0, 15, 20, 35};
+  const int32_t k_offsets[kBatch] = {0, 10, -1, 20};
+  ProblemShape s{};
+  s.batch = kBatch;
+  s.nq = 10;
+  s.nk = 10;
+  s.q_offsets = q_offsets;
+  s.k_offsets = k_offsets;
+  s.total_q = 40;
+  s.total_k = 100;
+  constexpr int64_t kFirst = 8;
+  constexpr int kCount = 30;
+  uint32_t cover[kCoverRows] = {};
+  cover_rows(s, false, kFirst, kCount, 0, 2, cover);
+  cover_rows(s, false, kFirst, kCount, 1, 2, cover);
+  // Row ranges [begin, end) and their cover bits, by hand from the offsets above.
+  const struct {
+    int64_t begin, end;
+    uint32_t bits;
+  } expected[] = {
+      {8, 10, kCoverFit},    {10, 15, 0}, {15, 20, kCoverFit},  {20, 25, kCoverFit | kCoverUnfit},
+      {25, 30, kCoverUnfit}, {30, 35, 0}, {35, 38, kCoverUnfit}};
+  for (const auto& range : expected) {
+    for (int64_t r = range.begin; r < range.end; ++r) {
+      EXPECT_EQ(cover[r - kFirst], range.bits) << "row " << r;
+    }
+  }
+  for (int r = kCount; r < kCoverRows; ++r) EXPECT_EQ(cover[r], 0u) << "past the block's rows";
+
+  // What each cover gets: NaN wherever a sequence that does not fit lies, the caller's word on
+  // the rows of no sequence only when asked, nothing on the rows of sequences that fit.
+  const uint32_t outside = kNegInfWord;
+  for (const bool write_outside : {false, true}) {
+    EXPECT_FALSE(row_left(kCoverFit, write_outside));
+    EXPECT_TRUE(row_left(kCoverUnfit, write_outside));
+    EXPECT_TRUE(row_left(kCoverFit | kCoverUnfit, write_outside));
+    EXPECT_EQ(row_left(0, write_outside), write_outside);
+  }
+  EXPECT_EQ(row_word(kCoverUnfit, outside), kNanWord);
+  EXPECT_EQ(row_word(kCoverFit | kCoverUnfit, outside), kNanWord);
+  EXPECT_EQ(row_word(0, outside), outside);
 }
 
 TEST(KernelWalks, TileSpans) {

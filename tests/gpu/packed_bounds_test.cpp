@@ -1,7 +1,9 @@
 // Packed offsets that put a sequence outside its tensors, which the host cannot see without
 // reading device memory (cm::cuda::Problem::q_offsets). Both passes must write nothing outside
 // the tensors, NaN on every row of such a sequence that lies inside them (O, LSE, dQ, dK, dV),
-// and the other sequences' results bit for bit as in a launch without the bad sequences. Every
+// and the other sequences' results bit for bit as in a launch without the bad sequences. The
+// rows inside the tensors that lie in no sequence keep what they held, or with
+// Problem::write_rows_outside_sequences read as rows that see no key (0; the LSE -inf). Every
 // buffer has margin rows before and after its tensor, and every row that nothing may write
 // holds a canary. Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
@@ -51,8 +53,8 @@ struct Layout {
   }
 
   // What may be in row r of a tensor of the queries (or the keys) after the launch.
-  enum class Row { kGood, kNaN, kUntouched };
-  Row row(int64_t r, bool keys) const {
+  enum class Row { kGood, kNaN, kOutside, kUntouched };
+  Row row(int64_t r, bool keys, bool write_outside) const {
     const int32_t* offsets = keys ? k_offsets : q_offsets;
     const int n = keys ? nk : nq;
     const int64_t total = keys ? total_k : total_q;
@@ -60,7 +62,7 @@ struct Layout {
     for (int b = 1; b < kSequences; ++b) {
       if (r >= offsets[b] && r < offsets[b] + n && r >= 0 && r < total) return Row::kNaN;
     }
-    return Row::kUntouched;
+    return write_outside && r >= 0 && r < total ? Row::kOutside : Row::kUntouched;
   }
 };
 
@@ -104,12 +106,14 @@ class PaddedTensor {
 
   // Checks every element of `got` (this tensor after the launch with the bad sequences): the
   // good sequence's rows equal `clean`'s (after the launch without them) and are finite, the
-  // bad ones' rows inside the tensor are NaN, and every other row holds `canary`.
+  // bad ones' rows inside the tensor are NaN, with write_outside the rows inside it that lie in
+  // no sequence hold `outside`, and every other row holds `canary`.
   template <class IsNaN>
   void check(const char* name, const std::vector<T>& got, const std::vector<T>& clean,
-             const Layout& layout, bool keys, T canary, IsNaN is_nan) const {
+             const Layout& layout, bool keys, bool write_outside, T outside, T canary,
+             IsNaN is_nan) const {
     for (int64_t r = -kMargin; r < rows_ + kMargin; ++r) {
-      const Layout::Row expected = layout.row(r, keys);
+      const Layout::Row expected = layout.row(r, keys, write_outside);
       for (int h = 0; h < heads_; ++h) {
         for (int e = 0; e < width_; ++e) {
           const size_t i = at(r, h, e);
@@ -122,6 +126,8 @@ class PaddedTensor {
             ASSERT_EQ(got[i], clean[i]) << where() << " differs from the launch without bad ones";
           } else if (expected == Layout::Row::kNaN) {
             ASSERT_TRUE(is_nan(got[i])) << where() << " of a sequence outside its tensors";
+          } else if (expected == Layout::Row::kOutside) {
+            ASSERT_EQ(got[i], outside) << where() << " of no sequence";
           } else {
             ASSERT_EQ(got[i], canary) << where() << " was written";
           }
@@ -137,12 +143,12 @@ class PaddedTensor {
   DeviceBuffer buffer_;
 };
 
-// (case, num_splits of the forward)
-class PackedBounds : public testing::TestWithParam<std::tuple<Case, int>> {};
+// (case, num_splits of the forward, Problem::write_rows_outside_sequences)
+class PackedBounds : public testing::TestWithParam<std::tuple<Case, int, bool>> {};
 
 TEST_P(PackedBounds, NothingOutsideNaNInsideOthersUnchanged) {
   SKIP_WITHOUT_HOPPER();
-  const auto& [c, num_splits] = GetParam();
+  const auto& [c, num_splits, write_outside] = GetParam();
   const Layout layout(c.nq, c.nk);
   const cm::Plan plan = cm::gpu_test::make_plan(c.example, c.params, c.nq, c.nk, 1, c.heads_q);
   const cm::cuda::DeviceDescriptor descriptor(plan.blob());
@@ -184,6 +190,7 @@ TEST_P(PackedBounds, NothingOutsideNaNInsideOthersUnchanged) {
     a.k_offsets = k_offsets;
     a.total_q = layout.total_q;
     a.total_k = layout.total_k;
+    a.write_rows_outside_sequences = write_outside;
     return a;
   };
   const auto new_out = [&] {
@@ -210,9 +217,11 @@ TEST_P(PackedBounds, NothingOutsideNaNInsideOthersUnchanged) {
     cm::cuda::forward(descriptor.view(), args, workspace.ptr, bytes, nullptr);
     CUDA_OK(cudaDeviceSynchronize());
   }
-  bad_out->check("O", bad_out->download(), clean_out->download(), layout, false, kCanary, is_nan16);
-  bad_lse->check("LSE", bad_lse->download(), clean_lse->download(), layout, false, kLseCanary,
-                 is_nan32);
+  constexpr uint16_t kZero = 0;
+  bad_out->check("O", bad_out->download(), clean_out->download(), layout, false, write_outside,
+                 kZero, kCanary, is_nan16);
+  bad_lse->check("LSE", bad_lse->download(), clean_lse->download(), layout, false, write_outside,
+                 -INFINITY, kLseCanary, is_nan32);
 
   // Backward from the forward with the bad sequences (the good one's O and LSE are the same), in
   // both modes.
@@ -242,9 +251,9 @@ TEST_P(PackedBounds, NothingOutsideNaNInsideOthersUnchanged) {
     // By default the good sequence's dQ adds may come in another order: its dQ rows are
     // checked against themselves (finite), dK and dV bit for bit (no adds across CTAs).
     if (!deterministic) clean[0] = bad[0];
-    dq.check("dQ", bad[0], clean[0], layout, false, kCanary, is_nan16);
-    dk.check("dK", bad[1], clean[1], layout, true, kCanary, is_nan16);
-    dv.check("dV", bad[2], clean[2], layout, true, kCanary, is_nan16);
+    dq.check("dQ", bad[0], clean[0], layout, false, write_outside, kZero, kCanary, is_nan16);
+    dk.check("dK", bad[1], clean[1], layout, true, write_outside, kZero, kCanary, is_nan16);
+    dv.check("dV", bad[2], clean[2], layout, true, write_outside, kZero, kCanary, is_nan16);
   }
 }
 
@@ -259,9 +268,10 @@ std::vector<Case> bounds_cases() {
   };
 }
 
-// Unsplit and in three parts (through the combine kernel).
+// Unsplit and in three parts (through the combine kernel), the rows of no sequence kept and
+// written.
 INSTANTIATE_TEST_SUITE_P(Sequences, PackedBounds,
-                         testing::Combine(testing::ValuesIn(bounds_cases()),
-                                          testing::Values(1, 3)));
+                         testing::Combine(testing::ValuesIn(bounds_cases()), testing::Values(1, 3),
+                                          testing::Bool()));
 
 }  // namespace

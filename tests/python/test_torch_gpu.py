@@ -335,15 +335,16 @@ def test_offsets_outside_the_tensors_give_nan_on_their_rows_inside(mask, determi
     and the LSE that lie in the tensors are NaN, and so are its gradient rows there (0 through a
     plan with a token order, whose NaN output passes no gradient back); no other row changes (the
     other sequence's results and gradients as without it, bit for bit; the rows outside every
-    sequence 0), and check_offsets=True raises instead."""
+    sequence 0, and -inf in the LSE, also where the sequences' lengths add up to the rows of q
+    and a bad offset leaves rows uncovered), and check_offsets=True raises instead."""
     torch.manual_seed(9)
     n, heads_q, heads_kv, dim = 300, 4, 2, 64
     plan = (MASKS["doc_causal"](n) if mask == "doc_causal"
             else TOKEN_ORDERS["random"](n)).specialize(nq=n, device=DEVICE)
-    total = 2 * n + 10  # rows outside every sequence: out holds 0 there, not empty memory
-    cases = {"q past the end": ([0, total - n // 2], [0, n]),
-             "k before the start": ([0, n], [n, -5])}
-    for name, (q_starts, k_starts) in cases.items():
+    cases = {"q past the end": ([0, 2 * n + 10 - n // 2], [0, n], 2 * n + 10),
+             "k before the start": ([0, n], [n, -5], 2 * n + 10),
+             "q past the end of 2n rows": ([0, n + n // 2], [0, n], 2 * n)}
+    for name, (q_starts, k_starts, total) in cases.items():
         q, k, v = (torch.randn(total, heads, dim, device=DEVICE, dtype=torch.bfloat16)
                    for heads in (heads_q, heads_kv, heads_kv))
         dout = torch.randn_like(q)
@@ -362,8 +363,13 @@ def test_offsets_outside_the_tensors_give_nan_on_their_rows_inside(mask, determi
         rows = torch.arange(total, device=DEVICE)
         bad_q = (rows >= q_starts[1]) & (rows < q_starts[1] + n)
         bad_k = (rows >= k_starts[1]) & (rows < k_starts[1] + n)
+        outside_q = ~bad_q & ((rows < q_starts[0]) | (rows >= q_starts[0] + n))
+        outside_k = ~bad_k & ((rows < k_starts[0]) | (rows >= k_starts[0] + n))
         for index, (got, alone) in enumerate(zip(*results)):
             bad = bad_k if index >= 3 else bad_q  # dk and dv: the key rows
+            outside = outside_k if index >= 3 else outside_q
+            unseen = float("-inf") if index == 1 else 0.0  # the LSE's rows, the others'
+            assert bool((got[outside] == unseen).all()), f"{name}: result {index} outside"
             if index >= 2 and mask == "token order":
                 assert not got[bad].any(), f"{name}: gradient {index} not 0 on the bad rows"
             else:
