@@ -278,7 +278,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         q, k, v = (torch.ops.compilemask.permute_rows(x, plan._order_device,
                                                       plan._inverse_device, heads_first)
                    for x in (q, k, v))
-    out, lse = torch.ops.compilemask.attention_forward(
+    out, lse = _torch_ops.differentiable_attention(
         q, k, v, plan._desc_host, plan._desc_device, offsets if jagged else None,
         k_offsets if jagged else None, heads_first, plan.nq, plan.nk, float(scale),
         float(softcap or 0.0), num_splits, page_table, bool(return_lse), deterministic)

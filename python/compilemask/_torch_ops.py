@@ -2,7 +2,8 @@
 compilemask::attention_backward (dq, dk, dv), torch.library custom ops with fake (meta)
 implementations joined by autograd, so that torch.compile traces the forward and the backward
 without a graph break; and compilemask::permute_rows, the gather into a plan's token order,
-whose gradient is the gather back.
+whose gradient is the gather back. Plain eager calls reach the attention operators'
+implementations without the dispatcher (differentiable_attention).
 
 All arguments are tensors or plain numbers, and the plan's descriptor travels as tensors, so
 a new plan of the same shape is new data to a compiled graph, not a new graph. Nothing here
@@ -78,7 +79,9 @@ def _paging(k: Tensor, page_table: Optional[Tensor],
 
 
 def _current_stream(device: torch.device) -> int:
-    return torch.cuda.current_stream(device).cuda_stream
+    # The raw handle, as torch.compile's generated code reads it: torch.cuda.current_stream
+    # would build a Stream object on each call.
+    return torch._C._cuda_getCurrentRawStream(device.index)
 
 
 def _kernel_layout(x: Tensor) -> Tensor:
@@ -90,8 +93,7 @@ def _kernel_layout(x: Tensor) -> Tensor:
     return x if suits else x.clone(memory_format=torch.contiguous_format)
 
 
-@torch.library.custom_op("compilemask::attention_forward", mutates_args=(), device_types="cuda")
-def attention_forward(
+def _attention_forward(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -125,6 +127,10 @@ def attention_forward(
         return out.squeeze(0), lse.squeeze(0)
     return _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
                            nq, nk, scale, softcap, num_splits, page_table)
+
+
+attention_forward = torch.library.custom_op(
+    "compilemask::attention_forward", mutates_args=(), device_types="cuda")(_attention_forward)
 
 
 def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk,
@@ -161,8 +167,7 @@ def _attention_forward_fake(q, k, v, desc_host, desc_device, q_offsets, k_offset
     return out, lse
 
 
-@torch.library.custom_op("compilemask::attention_backward", mutates_args=(), device_types="cuda")
-def attention_backward(
+def _attention_backward(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -197,6 +202,10 @@ def attention_backward(
         return tuple(g.squeeze(0) for g in grads)
     return _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets,
                             k_offsets, heads_first, nq, nk, scale, softcap, deterministic)
+
+
+attention_backward = torch.library.custom_op(
+    "compilemask::attention_backward", mutates_args=(), device_types="cuda")(_attention_backward)
 
 
 def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets, k_offsets,
@@ -239,23 +248,60 @@ def _setup_context(ctx, inputs, output):
     ctx.paged = page_table is not None
 
 
-def _backward(ctx, dout, dlse):
+def _gradients(ctx, dout, dlse, backward):
+    """The gradients of attention_forward's inputs, from those of its outputs (None: not used by
+    the loss), computed by `backward` (the operator attention_backward or its implementation)."""
     # cm.attention refuses paged K/V with autograd; a direct call of the operator gets here.
     if ctx.paged:
         raise RuntimeError("compilemask::attention_forward with a page_table has no backward")
     q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets = ctx.saved_tensors
+    if dout is None:  # a loss of the LSE alone
+        dout = torch.zeros_like(out)
     # Without lse_grad the caller never saw the LSE, so its gradient is zero.
     dlse = dlse if ctx.lse_grad else None
-    dq, dk, dv = torch.ops.compilemask.attention_backward(
-        q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets, k_offsets, *ctx.options,
-        ctx.deterministic)
+    dq, dk, dv = backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets,
+                          k_offsets, *ctx.options, ctx.deterministic)
     # One gradient slot per input of attention_forward.
     return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None, None, None
 
 
 torch.library.register_autograd(
-    "compilemask::attention_forward", _backward, setup_context=_setup_context
-)
+    "compilemask::attention_forward",
+    lambda ctx, dout, dlse: _gradients(ctx, dout, dlse, torch.ops.compilemask.attention_backward),
+    setup_context=_setup_context)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """attention_forward and its gradient in plain eager calls: the same implementations, without
+    the dispatcher's custom-op layers, which cost an eager forward + backward about 0.7 ms of
+    host time (docs/perf-notes.md, "Host time of an eager call")."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        outputs = _attention_forward(*inputs)
+        _setup_context(ctx, inputs, outputs)
+        ctx.set_materialize_grads(False)  # no zeros made for an unused LSE's gradient
+        return outputs
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        return _gradients(ctx, dout, dlse, _attention_backward)
+
+
+_PLAIN_TENSORS = (Tensor, torch.nn.Parameter)
+
+
+def differentiable_attention(*inputs) -> tuple[Tensor, Tensor]:
+    """attention_forward(*inputs) with autograd. Through the custom operator under torch.compile
+    (which traces it), for tensor subclasses and under a dispatch mode (which see the operator
+    rather than its kernels); else through _EagerAttention, or straight to the implementation
+    when no gradient is wanted."""
+    if (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0
+            or any(type(x) not in _PLAIN_TENSORS for x in inputs[:3])):
+        return torch.ops.compilemask.attention_forward(*inputs)
+    if not (torch.is_grad_enabled() and any(x.requires_grad for x in inputs[:3])):
+        return _attention_forward(*inputs)
+    return _EagerAttention.apply(*inputs)
 
 
 @torch.library.custom_op("compilemask::permute_rows", mutates_args=(), device_types="cuda")

@@ -925,6 +925,45 @@ def test_torch_compile_traces_the_backward_kernel_into_the_graph():
     assert "compilemask.attention_backward" not in backend.fw_graphs[0].code
 
 
+def test_eager_calls_bypass_the_operator_that_dispatch_modes_see():
+    """A plain eager call runs the kernels through compilemask._torch_ops._EagerAttention, without
+    the dispatcher's custom-op layers; under a dispatch mode cm.attention goes through the
+    operator compilemask::attention_forward, which the mode sees, and both give the same out,
+    LSE and (deterministic) gradients, bit for bit."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(8)
+    n = 300
+    plan = MASKS["doc_causal"](n).specialize(nq=n, device=DEVICE)
+    q, k, v = (torch.randn(1, n, 2, 64, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    dout, dlse = torch.randn_like(q), torch.randn(1, 2, n, device=DEVICE)
+
+    def run():
+        out, lse = cm.attention(q, k, v, plan, return_lse=True, deterministic=True)
+        grads = torch.autograd.grad((out, lse), (q, k, v), (dout, dlse))
+        return out, (out, lse, *grads)
+
+    out, eager = run()
+    assert type(out.grad_fn).__name__ == "_EagerAttentionBackward"
+    recorder = Recorder()
+    with recorder:
+        out, moded = run()
+    assert type(out.grad_fn).__name__ != "_EagerAttentionBackward"
+    assert "compilemask.attention_forward.default" in recorder.ops, recorder.ops
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), eager, moded):
+        assert torch.equal(a, b), f"{name} differs under the dispatch mode"
+
+
 def captured_graph(step):
     """step() captured in a CUDA graph, after two warm-up calls on a side stream (as capture
     needs): (the graph, what the captured call returned)."""
