@@ -49,7 +49,8 @@ struct BwdConfig {
   // setmaxnreg split of the 168 x 384 registers the launch reserves. The consumers (dK and dV,
   // 64 fp32 each per thread at head dims 128 and 256) fit in 232 without spilling (timed as
   // fast as 240 in run 101); the producer warp's step loop, which with packed inputs also zeroes
-  // rows past a sequence's end (bwd_tails.cuh), spilled at 24 and needs none at 40.
+  // rows past a sequence's end (bwd_tails.cuh), spilled at 24 and needs none at 40 (at head
+  // dim 256, 24 / 240 ran 1.37-1.48x slower, run 237).
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 168 * kThreads,
