@@ -964,6 +964,19 @@ def test_eager_calls_bypass_the_operator_that_dispatch_modes_see():
         assert torch.equal(a, b), f"{name} differs under the dispatch mode"
 
 
+def test_differentiating_the_gradient_raises():
+    """The kernels have no second derivative: differentiating a gradient of cm.attention raises
+    instead of dropping the second-order term."""
+    n = 256
+    plan = MASKS["causal"](n).specialize(nq=n, device=DEVICE)
+    q, k, v = (torch.randn(1, n, 2, 64, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    (dq,) = torch.autograd.grad(cm.attention(q, k, v, plan).float().square().sum(), q,
+                                create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        dq.float().square().sum().backward()
+
+
 def captured_graph(step):
     """step() captured in a CUDA graph, after two warm-up calls on a side stream (as capture
     needs): (the graph, what the captured call returned)."""
