@@ -69,6 +69,20 @@ def compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
+def cuda_graph(fn):
+    """fn captured in a CUDA graph (after a warm-up call on a side stream, as capture needs):
+    returns the graph's replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def environment():
     """Date, GPU, library versions and the command line of this run."""
     import triton

@@ -37,8 +37,8 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import (compiled_flex, environment, interleaved_median_ms,  # noqa: E402
-                          run_line, write_results)
+from bench_common import (compiled_flex, cuda_graph, environment,  # noqa: E402
+                          interleaved_median_ms, run_line, write_results)
 from cm_kernel import Kernel, compile_descriptor, in_pages  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
@@ -83,20 +83,6 @@ def sdpa_call(mask, q, k, v, nq, nk):
     keys = torch.arange(nk, device="cuda")[None, :]
     allowed = (rows >= keys) & (rows - keys < WINDOW)
     return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=True)
-
-
-def cuda_graph(fn):
-    """fn captured in a CUDA graph (after a warm-up call on a side stream, as capture needs):
-    returns the graph's replay."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
 
 
 def timed(fns, graphs):

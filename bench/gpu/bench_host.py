@@ -26,7 +26,8 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import compiled_flex, package_benchmark, write_report  # noqa: E402
+from bench_common import (compiled_flex, cuda_graph, package_benchmark,  # noqa: E402
+                          write_report)
 
 N, HQ, HKV, D = 256, 8, 2, 128
 ROUNDS, CALLS = 8, 200
@@ -53,21 +54,16 @@ def host_us(fns, grads):
 
 def gpu_us(fn):
     """µs per call of fn replayed from a CUDA graph of CALLS calls: the GPU's time alone."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    def calls():
         for _ in range(CALLS):
             fn()
-    graph.replay()
+
+    replay = cuda_graph(calls)
+    replay()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    graph.replay()
+    replay()
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) / CALLS * 1e3
