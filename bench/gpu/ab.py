@@ -16,7 +16,7 @@ checked against A's (max abs difference, printed), so that a broken B cannot pas
 Usage: ab.py --cli BUILD_B/tools/cli/compilemask --lib BUILD_B/.../libcompilemask_cuda.so
        --lib-a BUILD_A/.../libcompilemask_cuda.so [--cli-a BUILD_A/tools/cli/compilemask]
        --examples examples --workloads DIR --out OUTDIR [--lens 32768] [--masks causal,...]
-       [--packed]
+       [--packed] [--deterministic]
 Writes OUTDIR/ab.md.
 """
 import argparse
@@ -81,7 +81,8 @@ def ab_one(name, n0, forward, backward, workloads, a):
 
     def bwd(lib):
         return lambda: backward[lib].backward(desc[lib], q, k, v, out, dout, lse, *bwd_out[lib],
-                                              layout=layout, **offsets)
+                                              layout=layout, deterministic=a.deterministic,
+                                              **offsets)
 
     fwd_ms = interleaved_median_ms({lib: fwd(lib) for lib in LIBS})
     bwd_ms = interleaved_median_ms({lib: bwd(lib) for lib in LIBS})
@@ -99,6 +100,8 @@ def main():
     p.add_argument("--cli-a", help="the tool before the change (default: --cli)")
     p.add_argument("--packed", action="store_true",
                    help=f"Q, K, V and the outputs packed as [T, H, D], {GAP} NaN rows apart")
+    p.add_argument("--deterministic", action="store_true",
+                   help="the backward in deterministic mode (dQ adds ordered by key tile)")
     a = p.parse_args()
     sys.path.insert(0, a.workloads)
     import workloads
@@ -107,6 +110,8 @@ def main():
     rows = run_rows(a, lambda name, n0: ab_one(name, n0, forward, backward, workloads, a))
     layout = (f"packed [T, H, D], {GAP} NaN rows after every sequence" if a.packed
               else "[B, H, N, D]")
+    if a.deterministic:
+        layout += ", deterministic backward"
     lines = [f"H={H}, D={a.dim}, bf16, B*N=32768, {layout}; A = --lib-a, B = --lib; max diff: B "
              "against A.",
              "",

@@ -133,14 +133,16 @@ class Kernel:
         p, i, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)
         self.logit_types = logit_types(self.lib)
         # Builds before ABI version 3 have no num_splits (after mainloop) and one workspace size,
-        # before 4 no paged K/V arguments (after num_splits).
+        # before 4 no paged K/V arguments (after num_splits), before 5 no write_rows_outside
+        # (after total_k).
         self.has_splits = abi_version(self.lib) >= 3
         self.has_pages = abi_version(self.lib) >= 4
+        self.has_rows_outside = abi_version(self.lib) >= 5
         f.argtypes = [p, p, i, i, i, i, i, i, i, *self.logit_types, i, *([i] * self.has_splits),
                       *([p, ctypes.c_int64, i, i] * self.has_pages),
                       p, i64p, p, i64p, p, i64p, p, i64p, p, i64p,
-                      p, p, ctypes.c_int64, ctypes.c_int64, p, ctypes.c_size_t, p,
-                      ctypes.c_char_p, ctypes.c_size_t]
+                      p, p, ctypes.c_int64, ctypes.c_int64, *([i] * self.has_rows_outside),
+                      p, ctypes.c_size_t, p, ctypes.c_char_p, ctypes.c_size_t]
         f.restype = ctypes.c_int
         g = self.lib.cm_cuda_permute_rows
         g.argtypes = [p, i64p, p, i64p, i, i, i, i, p, p, ctypes.c_char_p, ctypes.c_size_t]
@@ -190,19 +192,24 @@ class Kernel:
 
     def forward(self, desc, q, k, v, out, lse, layout="bshd", scale=0.0,
                 q_offsets=None, k_offsets=None, mainloop="auto", softcap=0.0, num_splits=0,
-                page_table=None):
+                page_table=None, write_rows_outside=False):
         """Runs the kernel. q/k/v/out: [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd,
         with int32 device q_offsets/k_offsets of length B). lse: float32 [B,H,S] or [H,T].
         mainloop: auto, serial or pingpong (cm::cuda::Mainloop). softcap: 0 for none.
         num_splits: 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs).
         page_table: None, or device int32 [B, pages per sequence] with k and v pools of pages
-        ([pages, page_size, H, D] in bshd, [pages, H, page_size, D] in bhsd; cm::cuda::PagedKV)."""
+        ([pages, page_size, H, D] in bshd, [pages, H, page_size, D] in bhsd; cm::cuda::PagedKV).
+        write_rows_outside: the packed rows outside every sequence written as rows that see no
+        key (cm::cuda::Problem; a build of ABI version 5 on)."""
         batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k = problem_shape(
             q, k, lse, layout, q_offsets)
         if page_table is not None and not self.has_pages:
             raise KernelError("this build of the library takes no page table "
                               "(cm_cuda_abi_version < 4)")
         paged = []
+        if write_rows_outside and not self.has_rows_outside:
+            raise KernelError("this build of the library has no write_rows_outside "
+                              "(cm_cuda_abi_version < 5)")
         if self.has_pages:
             rows_axis = row_and_head_axes(layout)[0]
             paged = ([page_table.data_ptr(), page_table.stride(0), k.shape[rows_axis],
@@ -217,5 +224,5 @@ class Kernel:
             q.data_ptr(), strides[0], k.data_ptr(), strides[1], v.data_ptr(), strides[2],
             out.data_ptr(), strides[3], lse.data_ptr(), int64_array(lse_strides),
             data_ptr_or_null(q_offsets), data_ptr_or_null(k_offsets),
-            total_q, total_k, workspace.data_ptr(), workspace.numel(),
-            torch.cuda.current_stream().cuda_stream)
+            total_q, total_k, *([int(write_rows_outside)] * self.has_rows_outside),
+            workspace.data_ptr(), workspace.numel(), torch.cuda.current_stream().cuda_stream)

@@ -1,9 +1,8 @@
 // CompileMask GPU backward attention (Hopper, sm_90a), driven by the transposed form of a
 // descriptor: dQ, dK and dV for the forward of compilemask/cuda.h.
 //
-//   size_t bytes = cm::cuda::backward_workspace_bytes(plan_gpu.view(), batch, heads_q,
-//                                                     head_dim);                      // once
-//   cm::cuda::backward(plan_gpu.view(), args, workspace, bytes, stream);              // per call
+//   size_t bytes = cm::cuda::backward_workspace_bytes(plan_gpu.view(), args);  // once per size
+//   cm::cuda::backward(plan_gpu.view(), args, workspace, bytes, stream);       // per call
 //
 // backward() is stream-ordered, allocates nothing and can be captured in a CUDA graph. It
 // checks the problem against the descriptor and throws cm::Error before launching anything
@@ -30,12 +29,25 @@ struct BackwardArgs : Problem {
   TensorRef dq, dk, dv;
   // Bitwise-identical dQ, dK and dV across runs (dQ adds ordered by key tile); slower.
   bool deterministic = false;
+  // Head splits, for launches whose key tiles (batch x heads_kv x key tiles) are fewer than the
+  // GPU's SMs: each key tile's kv group of query heads is cut into head_splits near-equal parts
+  // that run as separate work items, whose float32 dK and dV sums a small kernel adds up in order
+  // (deterministic too). 0: automatic (see backward_head_splits), 1: never, 2 up to heads_q /
+  // heads_kv: that many parts. The parts need workspace.
+  int32_t head_splits = 0;
 };
 
-// Bytes of device workspace backward() needs for this descriptor (its query tiles) and problem
-// size. Throws cm::Error for descriptors and sizes backward() would reject.
-size_t backward_workspace_bytes(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
-                                int32_t head_dim);
+// These two read only the sizes of `args` (batch, heads_q, heads_kv, head_dim) and head_splits,
+// so they can be asked before the tensors exist, and throw cm::Error for descriptors and sizes
+// backward() would reject.
+//
+// The head splits backward() uses on the current device: head_splits itself when it is not 0;
+// else 1 when the key tiles' work items fill the SMs, or the count that minimises an estimate
+// of the time from the waves of work items and the steps of the longest key tile's row.
+int backward_head_splits(const DescriptorView& descriptor, const BackwardArgs& args);
+
+// Bytes of device workspace backward() needs for this descriptor (its tiles) and problem size.
+size_t backward_workspace_bytes(const DescriptorView& descriptor, const BackwardArgs& args);
 
 // dQ, dK, dV of O = softmax(scale * Q Kᵀ masked) V (and of its LSE, with args.dlse), through the
 // forward's logit cap when args.softcap is set (pass the forward's Problem). `workspace` is

@@ -337,12 +337,29 @@ struct BwdConsumer {
                (kSplitHeadDim ? (kHeadDim / 2) * wg() : 0) + frag.col0);
   }
 
+  // Calls f(key, col, i) for each pair (i, i + 1) of an accumulator's elements: item key key,
+  // columns col and col + 1, where element (e, h, j) is item key key0 + 8h, column col0 + 8j + e.
+  template <class TAcc, class F>
+  __device__ static void for_each_pair(const TAcc& acc, int key0, int col0, F&& f) {
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      CUTE_UNROLL
+      for (int j = 0; j < size(acc) / 4; ++j)
+        f(key0 + 8 * h, col0 + 8 * j, Fragment::index(0, h, j));
+    }
+  }
+
   // dK (scaled) and dV of the item's keys below nk and their first head_dim columns, in the
   // element type, staged through the Q and dO rings (free once both warpgroups' last products
-  // are done) so that every row goes out in 16-byte stores. Element (e, h, j) of the
-  // accumulators is item key key0 + 8h, column col0 + 8j + e.
+  // are done) so that every row goes out in 16-byte stores; with head splits, this split's
+  // float32 sums instead (store_split_sums). Element (e, h, j) of the accumulators is item key
+  // key0 + 8h, column col0 + 8j + e.
   template <class TAcc>
   __device__ void store_dkdv(const TAcc& dk, const TAcc& dv, int key0, int col0) const {
+    if (p.shape.head_splits > 1) {
+      store_split_sums(dk, dv, key0, col0);
+      return;
+    }
     static_assert(Config::kStages * kBlockM >= kBlockN, "the Q and dO rings hold dK and dV");
     constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
     // Chunk c of row r lies at chunk c ^ (r % 8): a warp's pair stores (8 rows, one chunk
@@ -351,16 +368,11 @@ struct BwdConsumer {
       return row * kHeadDim + 8 * ((col / 8) ^ (row % 8)) + col % 8;
     };
     sync_consumers();  // both warpgroups' products are done with Q and dO
-    CUTE_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      CUTE_UNROLL
-      for (int j = 0; j < size(dk) / 4; ++j) {  // columns col0 + 8j + {0, 1}; col0 is even
-        const int i = Fragment::index(0, h, j);
-        const int at = staged(key0 + 8 * h, col0 + 8 * j);
-        store_pair(ss.q + at, dk(i) * p.scale, dk(i + 1) * p.scale);
-        store_pair(ss.dout + at, dv(i), dv(i + 1));
-      }
-    }
+    for_each_pair(dk, key0, col0, [&](int key, int col, int i) {
+      const int at = staged(key, col);
+      store_pair(ss.q + at, dk(i) * p.scale, dk(i + 1) * p.scale);
+      store_pair(ss.dout + at, dv(i), dv(i + 1));
+    });
     sync_consumers();
     const bool packed = p.shape.k_offsets != nullptr;
     const int64_t batch = packed ? 0 : item.b;
@@ -379,6 +391,22 @@ struct BwdConsumer {
       *reinterpret_cast<uint4*>(dv_out + (row0 + r) * p.dv_stride_s + col) =
           *reinterpret_cast<const uint4*>(ss.dout + staged(r, col));
     }
+  }
+
+  // This head split's dK (scaled) and dV as float32, from the accumulators straight to the
+  // item's rows of ws.dkv_parts (bwd_params.h): a warp's float2 stores fill whole 32-byte
+  // sectors. Rows past the key tile's end are padding, which bwd_kv_postprocess does not read.
+  template <class TAcc>
+  __device__ void store_split_sums(const TAcc& dk, const TAcc& dv, int key0, int col0) const {
+    const BwdShape& s = p.shape;
+    const int64_t part = int64_t{item.split} * s.batch * s.heads_kv + kv_slice(s, item.b, item.hk);
+    const int64_t first = int64_t{item.n} * kBwdTile + item.part * kBlockN;  // padded key row
+    float* rows = p.ws.dkv_parts + (part * s.k_rows_padded + first) * 2 * kHeadDim;
+    for_each_pair(dk, key0, col0, [&](int key, int col, int i) {
+      float* at = rows + key * 2 * kHeadDim + col;
+      *reinterpret_cast<float2*>(at) = make_float2(dk(i) * p.scale, dk(i + 1) * p.scale);
+      *reinterpret_cast<float2*>(at + kHeadDim) = make_float2(dv(i), dv(i + 1));
+    });
   }
 };
 

@@ -5,12 +5,14 @@
 #include <compilemask/descriptor.h>
 
 #include "bwd_launch.h"
+#include "bwd_work.cuh"
 #include "host_checks.h"
 #include "packed_rows.h"
 #include "tma_maps.h"
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <string>
 
 namespace cm::cuda {
@@ -24,33 +26,71 @@ int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
 
-// Byte offsets of the workspace sections (bwd_params.h) and the total size.
-struct WorkspaceLayout {
-  int64_t rows_padded;
-  size_t lse_log2, dsum, dq_accum, semaphores, zeroed, total;
+// How backward() lays out its work and workspace (bwd_params.h) for a problem's sizes: the head
+// splits, then the byte offsets of the workspace sections and the total size.
+struct WorkLayout {
+  int head_splits;
+  int64_t rows_padded, k_rows_padded;
+  size_t lse_log2, dsum, dq_accum, semaphores, zeroed, dkv_parts, total;
 };
 
-// Rows are per query tile, each padded to kTile (tiles may be shorter than kTile anywhere,
-// descriptor.h), so a tile's rows of the workspace start at m * kTile.
-WorkspaceLayout workspace_layout(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
-                                 int32_t head_dim) {
+// The steps of the longest key tile's row for one query head: its listed query tiles, two
+// 64-row steps each.
+int longest_key_row_steps(const DescriptorView& d, const desc::Header& h) {
+  int longest = 0;
+  for (int i = 0; i < h.num_instances; ++i) {
+    for (int n = 0; n < h.num_k_tiles; ++n) {
+      const desc::TileRow& row = desc::k_tile(d.host, desc::instance(d.host, i), n);
+      longest = std::max(longest, desc::listed_tiles(d.host, row));
+    }
+  }
+  return 2 * longest;
+}
+
+// The layout for the sizes of `a` that it reads (batch, heads_q, heads_kv, head_dim,
+// head_splits), checked first; throws cm::Error naming a broken rule. Rows are per tile, each
+// padded to kTile (tiles may be shorter than kTile anywhere, descriptor.h), so a tile's rows of
+// the workspace start at m * kTile.
+WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) {
   const desc::Header& h = check.descriptor(descriptor, kTile);
-  check.require(batch >= 1 && batch <= 65535, "batch must be in [1, 65535]");
-  check.require(heads_q >= 1 && heads_q <= 65535, "heads_q must be in [1, 65535]");
+  check.require(a.batch >= 1 && a.batch <= 65535, "batch must be in [1, 65535]");
+  check.require(a.heads_q >= 1 && a.heads_q <= 65535, "heads_q must be in [1, 65535]");
+  check.require(a.heads_kv >= 1, "heads_kv must be >= 1");
+  check.heads_group(a.heads_q, a.heads_kv);
   check.require(h.nq >= 1, "the descriptor's nq must be >= 1");
-  check.head_dim(head_dim);
-  WorkspaceLayout w{};
+  check.head_dim(a.head_dim);
+  const int group = a.heads_q / a.heads_kv;
+  check.require(a.head_splits >= 0 && a.head_splits <= group,
+                "head_splits must be 0 (automatic), 1 (heads not split) or up to heads_q / "
+                "heads_kv = " +
+                    std::to_string(group));
+  WorkLayout w{};
+  w.head_splits = group == 1 ? 1 : a.head_splits;
+  if (w.head_splits == 0) {
+    const int kernel_d = host::kernel_head_dim(a.head_dim);
+    const int64_t items = int64_t{a.batch} * a.heads_kv * h.num_k_tiles * kTile /
+                          sm90::backward_keys_per_item(kernel_d);
+    const int sms = check.multiprocessors();
+    w.head_splits = items < sms ? sm90::auto_head_splits(items, sms, group,
+                                                         longest_key_row_steps(descriptor, h))
+                                : 1;
+  }
   w.rows_padded = int64_t{h.num_q_tiles} * kTile;
-  const int64_t rows = int64_t{batch} * heads_q * w.rows_padded;
+  w.k_rows_padded = int64_t{h.num_k_tiles} * kTile;
+  const int64_t rows = int64_t{a.batch} * a.heads_q * w.rows_padded;
+  const int64_t slices = int64_t{a.batch} * a.heads_kv;
+  const int64_t row_floats = host::kernel_head_dim(a.head_dim);
   const auto section = [](int64_t bytes) {
     return static_cast<size_t>(round_up(bytes, kSectionAlign));
   };
   w.lse_log2 = 0;
   w.dsum = w.lse_log2 + section(rows * 4);
   w.dq_accum = w.dsum + section(rows * 4);
-  w.semaphores = w.dq_accum + section(rows * host::kernel_head_dim(head_dim) * 4);
+  w.semaphores = w.dq_accum + section(rows * row_floats * 4);
   w.zeroed = w.semaphores + section(rows / sm90::kBwdStepRows * 4);
-  w.total = w.zeroed + section(int64_t{batch} * heads_q * 4);
+  w.dkv_parts = w.zeroed + section(slices * 4);
+  const int64_t parts = w.head_splits > 1 ? w.head_splits : 0;
+  w.total = w.dkv_parts + section(parts * slices * w.k_rows_padded * 2 * row_floats * 4);
   return w;
 }
 
@@ -67,33 +107,36 @@ void validate(const DescriptorView& d, const BackwardArgs& a) {
 template <sm90::ElementKind kElement>
 cudaError_t dispatch_head_dim(int head_dim, const sm90::BwdPrepParams& prep,
                               const sm90::BwdMainParams& main, const sm90::BwdPostParams& post,
-                              const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
-                              const CUtensorMap& dout, bool deterministic, cudaStream_t stream) {
+                              const sm90::BwdKvPostParams& kv_post, const CUtensorMap& q,
+                              const CUtensorMap& k, const CUtensorMap& v, const CUtensorMap& dout,
+                              bool deterministic, cudaStream_t stream) {
   switch (head_dim) {
     case 64:
-      return sm90::launch_backward<kElement, 64>(prep, main, post, q, k, v, dout, deterministic,
-                                                 stream);
+      return sm90::launch_backward<kElement, 64>(prep, main, post, kv_post, q, k, v, dout,
+                                                 deterministic, stream);
     case 128:
-      return sm90::launch_backward<kElement, 128>(prep, main, post, q, k, v, dout, deterministic,
-                                                  stream);
+      return sm90::launch_backward<kElement, 128>(prep, main, post, kv_post, q, k, v, dout,
+                                                  deterministic, stream);
     default:
-      return sm90::launch_backward<kElement, 256>(prep, main, post, q, k, v, dout, deterministic,
-                                                  stream);
+      return sm90::launch_backward<kElement, 256>(prep, main, post, kv_post, q, k, v, dout,
+                                                  deterministic, stream);
   }
 }
 
 }  // namespace
 
-size_t backward_workspace_bytes(const DescriptorView& descriptor, int32_t batch, int32_t heads_q,
-                                int32_t head_dim) {
-  return workspace_layout(descriptor, batch, heads_q, head_dim).total;
+int backward_head_splits(const DescriptorView& descriptor, const BackwardArgs& args) {
+  return work_layout(descriptor, args).head_splits;
+}
+
+size_t backward_workspace_bytes(const DescriptorView& descriptor, const BackwardArgs& args) {
+  return work_layout(descriptor, args).total;
 }
 
 void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* workspace,
               size_t workspace_bytes, cudaStream_t stream) {
   validate(descriptor, args);
-  const WorkspaceLayout layout =
-      workspace_layout(descriptor, args.batch, args.heads_q, args.head_dim);
+  const WorkLayout layout = work_layout(descriptor, args);
   check.require(workspace != nullptr && workspace_bytes >= layout.total,
                 "workspace must hold backward_workspace_bytes() = " + std::to_string(layout.total) +
                     " bytes");
@@ -107,12 +150,16 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   static_cast<sm90::ProblemShape&>(shape) =
       host::problem_shape(args, descriptor, host::TileTables::kAlways);
   shape.rows_padded = static_cast<int32_t>(layout.rows_padded);
+  shape.k_rows_padded = static_cast<int32_t>(layout.k_rows_padded);
+  shape.head_splits = layout.head_splits;
   sm90::BwdWorkspace ws{};
   ws.lse_log2 = reinterpret_cast<float*>(base + layout.lse_log2);
   ws.dsum = reinterpret_cast<float*>(base + layout.dsum);
   ws.dq_accum = reinterpret_cast<float*>(base + layout.dq_accum);
   ws.semaphores = reinterpret_cast<int32_t*>(base + layout.semaphores);
   ws.zeroed = reinterpret_cast<int32_t*>(base + layout.zeroed);
+  ws.dkv_parts =
+      layout.head_splits > 1 ? reinterpret_cast<float*>(base + layout.dkv_parts) : nullptr;
   const float scale = host::softmax_scale(args);
   const auto batch_stride = [&](const TensorRef& t) { return packed ? 0 : t.stride_b; };
 
@@ -159,6 +206,18 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   post.dq_stride_h = args.dq.stride_h;
   post.dq_accum = ws.dq_accum;
 
+  sm90::BwdKvPostParams kv_post{};
+  kv_post.shape = shape;
+  kv_post.dk = main.dk;
+  kv_post.dk_stride_b = main.dk_stride_b;
+  kv_post.dk_stride_s = main.dk_stride_s;
+  kv_post.dk_stride_h = main.dk_stride_h;
+  kv_post.dv = main.dv;
+  kv_post.dv_stride_b = main.dv_stride_b;
+  kv_post.dv_stride_s = main.dv_stride_s;
+  kv_post.dv_stride_h = main.dv_stride_h;
+  kv_post.dkv_parts = ws.dkv_parts;
+
   const int64_t q_rows = packed ? args.total_q : args.nq;
   const int64_t k_rows = packed ? args.total_k : args.nk;
   const int d = args.head_dim;
@@ -176,10 +235,10 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
 
   const cudaError_t launched =
       args.dtype == DType::kBFloat16
-          ? dispatch_head_dim<sm90::ElementKind::kBFloat16>(kernel_d, prep, main, post, q, k, v,
-                                                            dout, args.deterministic, stream)
-          : dispatch_head_dim<sm90::ElementKind::kFloat16>(kernel_d, prep, main, post, q, k, v,
-                                                           dout, args.deterministic, stream);
+          ? dispatch_head_dim<sm90::ElementKind::kBFloat16>(kernel_d, prep, main, post, kv_post, q,
+                                                            k, v, dout, args.deterministic, stream)
+          : dispatch_head_dim<sm90::ElementKind::kFloat16>(kernel_d, prep, main, post, kv_post, q,
+                                                           k, v, dout, args.deterministic, stream);
   check.cuda(launched, "launching the backward kernels");
   if (packed) {
     sm90::PackedRowsParams rows{};

@@ -25,10 +25,12 @@
 //        still read it during the next step; or, in deterministic mode, by ordinary adds ordered
 //        across items with a per-64-row semaphore (ascending key tile, then part).
 // dK and dV stay in registers over all steps (so GQA groups are summed inside the CTA) and are
-// written once. Full tiles run no mask code; partial tiles and the key tile cut by nk build a
-// 64-row visibility bitmap of the item's keys from the descriptor's per-row intervals. Rows
-// past nq and rows that see no key have lse_log2 = +inf (bwd_params.h), so their P is exactly
-// 0. Tile shapes, the register split and shared memory: bwd_config.cuh.
+// written once; when the key tiles alone leave SMs idle, the group's query heads are split over
+// BwdShape::head_splits CTAs, which write float32 sums that bwd_kv_postprocess adds up. Full tiles
+// run no mask code; partial tiles and the key tile cut by nk build a 64-row visibility bitmap of
+// the item's keys from the descriptor's per-row intervals. Rows past nq and rows that see no key
+// have lse_log2 = +inf (bwd_params.h), so their P is exactly 0. Tile shapes, the register split and
+// shared memory: bwd_config.cuh.
 #pragma once
 
 #include "bwd_config.cuh"
@@ -71,7 +73,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   __syncthreads();
 
   const BwdItem item = decode_bwd_item(params, kDeterministic, Config::kKeyParts);
-  const int units = params.shape.num_k_tiles * Config::kKeyParts;  // items per kv slice
+  const int units = bwd_slice_items(params.shape, Config::kKeyParts);
   // A packed sequence that does not fit its tensors (sequence_fits, problem_shape.h): nothing is
   // loaded, computed or written (packed_rows.cu writes NaN on its dK and dV rows). The zeroing
   // warps still zero their share of a slice ahead, which other CTAs wait for.

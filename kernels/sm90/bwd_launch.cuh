@@ -22,20 +22,23 @@ cudaError_t launch_bwd_main(const BwdMainParams& params, const CUtensorMap& q, c
   const cudaError_t status = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Config::kSmemBytes));
   if (status != cudaSuccess) return status;
-  const auto items = static_cast<unsigned>(params.shape.num_k_tiles * Config::kKeyParts);
-  const auto heads = static_cast<unsigned>(params.shape.heads_kv);
-  const auto batch = static_cast<unsigned>(params.shape.batch);
-  // The dispatch order decode_bwd_item expects (bwd_kernel.cuh).
-  const dim3 grid = kDeterministic ? dim3(heads, batch, items) : dim3(items, heads, batch);
+  const BwdShape& s = params.shape;
+  const auto batch = static_cast<unsigned>(s.batch);
+  // The dispatch order decode_bwd_item expects (bwd_work.cuh).
+  const dim3 grid = kDeterministic
+                        ? dim3(static_cast<unsigned>(s.heads_kv * s.head_splits), batch,
+                               static_cast<unsigned>(s.num_k_tiles * Config::kKeyParts))
+                        : dim3(static_cast<unsigned>(bwd_slice_items(s, Config::kKeyParts)),
+                               static_cast<unsigned>(s.heads_kv), batch);
   kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params, q, k, v, dout);
   return cudaGetLastError();
 }
 
 template <ElementKind kElement, int kHeadDim>
 cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main,
-                            const BwdPostParams& post, const CUtensorMap& q, const CUtensorMap& k,
-                            const CUtensorMap& v, const CUtensorMap& dout, bool deterministic,
-                            cudaStream_t stream) {
+                            const BwdPostParams& post, const BwdKvPostParams& kv_post,
+                            const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
+                            const CUtensorMap& dout, bool deterministic, cudaStream_t stream) {
   using Element = BwdElement<kElement>;
   using Config = BwdConfig<Element, kHeadDim>;
   const BwdShape& s = prep.shape;
@@ -58,14 +61,20 @@ cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main
   const dim3 post_grid(static_cast<unsigned>(s.rows_padded / kPrepostRows),
                        static_cast<unsigned>(s.heads_q), static_cast<unsigned>(s.batch));
   bwd_postprocess<Element, kHeadDim><<<post_grid, kPrepostThreads, 0, stream>>>(post);
+  if (s.head_splits == 1) return cudaGetLastError();
+  status = cudaGetLastError();
+  if (status != cudaSuccess) return status;
+  const dim3 kv_grid(static_cast<unsigned>(s.k_rows_padded / kPrepostRows),
+                     static_cast<unsigned>(s.heads_kv), static_cast<unsigned>(s.batch));
+  bwd_kv_postprocess<Element, kHeadDim><<<kv_grid, kPrepostThreads, 0, stream>>>(kv_post);
   return cudaGetLastError();
 }
 
 }  // namespace cm::sm90
 
 // Explicit instantiation of one (element, head dim).
-#define CM_SM90_INSTANTIATE_BACKWARD(ELEMENT, HEAD_DIM)                                           \
-  template cudaError_t cm::sm90::launch_backward<cm::sm90::ElementKind::ELEMENT, HEAD_DIM>(       \
-      const cm::sm90::BwdPrepParams&, const cm::sm90::BwdMainParams&,                             \
-      const cm::sm90::BwdPostParams&, const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, \
-      const CUtensorMap&, bool, cudaStream_t);
+#define CM_SM90_INSTANTIATE_BACKWARD(ELEMENT, HEAD_DIM)                                     \
+  template cudaError_t cm::sm90::launch_backward<cm::sm90::ElementKind::ELEMENT, HEAD_DIM>( \
+      const cm::sm90::BwdPrepParams&, const cm::sm90::BwdMainParams&,                       \
+      const cm::sm90::BwdPostParams&, const cm::sm90::BwdKvPostParams&, const CUtensorMap&, \
+      const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, bool, cudaStream_t);

@@ -18,13 +18,13 @@ constexpr int backward_keys_per_item(int kernel_head_dim) {
   return kernel_head_dim == 256 ? 64 : 128;
 }
 
-// Enqueues preprocess, main kernel and postprocess on `stream`. The main kernel runs one CTA per
-// backward_keys_per_item keys of every key tile of every kv slice. Returns the first launch
-// error.
+// Enqueues preprocess, main kernel and postprocess on `stream`, and the kv postprocess when
+// BwdShape::head_splits is more than 1. The main kernel runs one CTA per backward_keys_per_item
+// keys of every key tile of every kv slice and head split. Returns the first launch error.
 template <ElementKind kElement, int kHeadDim>
 cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main,
-                            const BwdPostParams& post, const CUtensorMap& q, const CUtensorMap& k,
-                            const CUtensorMap& v, const CUtensorMap& dout, bool deterministic,
-                            cudaStream_t stream);
+                            const BwdPostParams& post, const BwdKvPostParams& kv_post,
+                            const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
+                            const CUtensorMap& dout, bool deterministic, cudaStream_t stream);
 
 }  // namespace cm::sm90

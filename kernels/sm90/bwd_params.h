@@ -15,8 +15,11 @@
 //                               memory without bank conflicts
 //   semaphores (int32)[bh][rows_padded / 64]  deterministic mode: dQ adds done per 64 rows
 //   zeroed (int32)[b * heads_kv + hk]  default mode: the main kernel's CTAs that have zeroed
-//                               their share of the kv slice's dq_accum (bwd_zeroing.cuh); sized
-//                               for heads_q slices per sequence, as heads_kv is not known here
+//                               their share of the kv slice's dq_accum (bwd_zeroing.cuh)
+//   dkv_parts[split][kv slice][k_rows_padded][2][kHeadDim]  only with head_splits > 1 (else
+//                               null): split `split`'s dK (scaled) and dV of each key row, its
+//                               key tile's rows padded to 128 as the query rows are; the kv
+//                               postprocess sums the splits in order
 #pragma once
 
 #include "problem_shape.h"
@@ -44,13 +47,20 @@ struct BwdWorkspace {
   float* dq_accum;
   int32_t* semaphores;
   int32_t* zeroed;
+  float* dkv_parts;
 };
 
 // Shared by the three kernels.
 // Workspace row m * kBwdTile + r is row desc::tile_span(q_starts, m).begin + r of the sequence
 // (problem_shape.h), for r below the tile's size; the tile's other rows are padding.
 struct BwdShape : ProblemShape {
-  int32_t rows_padded;  // num_q_tiles * kBwdTile
+  int32_t rows_padded;    // num_q_tiles * kBwdTile
+  int32_t k_rows_padded;  // num_k_tiles * kBwdTile
+  // The main kernel's CTAs per key tile and kv slice, each for a near-equal share of the kv
+  // group's query heads (split_range, fwd_splits.h): more CTAs when the key tiles alone leave
+  // SMs idle. With more than one, each writes its sums to ws.dkv_parts and the kv postprocess
+  // adds them up in split order (so deterministic mode stays bitwise reproducible).
+  int32_t head_splits;
 };
 
 // The kv slice of sequence b and kv head hk: its number in the main kernel's dispatch order
@@ -95,6 +105,17 @@ struct BwdPostParams {
   void* dq;
   int64_t dq_stride_b, dq_stride_s, dq_stride_h;
   const float* dq_accum;
+};
+
+// kv postprocess (head_splits > 1 only): dK and dV = the sums of the splits' dkv_parts, converted
+// to the element type.
+struct BwdKvPostParams {
+  BwdShape shape;
+  void* dk;
+  int64_t dk_stride_b, dk_stride_s, dk_stride_h;
+  void* dv;
+  int64_t dv_stride_b, dv_stride_s, dv_stride_h;
+  const float* dkv_parts;
 };
 
 }  // namespace cm::sm90

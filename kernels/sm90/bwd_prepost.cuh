@@ -9,6 +9,8 @@
 //                    (not their padding) and the first head_dim columns, except those of a
 //                    packed sequence that does not fit its tensors (packed_rows.cu writes
 //                    them).
+//   bwd_kv_postprocess  with head splits only: dK and dV = the sums of the splits' dkv_parts in
+//                    split order, in the element type, for the key tiles' rows, likewise.
 // Eight threads share a row and read 16-byte vectors; a block of 128 threads covers 16 rows.
 #pragma once
 
@@ -27,40 +29,64 @@ struct alignas(16) Vec8 {
   Element x[8];
 };
 
-// Row `row` of sequence b in a strided or packed tensor, at head h.
+// Row `row` of sequence b in a strided tensor, or a packed one (offsets not null), at head h.
 template <class Element>
-__device__ __forceinline__ Element* row_ptr(void* base, const BwdShape& s, int64_t stride_b,
+__device__ __forceinline__ Element* row_ptr(void* base, const int32_t* offsets, int64_t stride_b,
                                             int64_t stride_s, int64_t stride_h, int b, int row,
                                             int h) {
-  const bool packed = s.q_offsets != nullptr;
+  const bool packed = offsets != nullptr;
   const int64_t batch = packed ? 0 : b;
-  const int64_t srow = (packed ? s.q_offsets[b] : 0) + int64_t{row};
+  const int64_t srow = (packed ? offsets[b] : 0) + int64_t{row};
   return static_cast<Element*>(base) + batch * stride_b + srow * stride_s + h * stride_h;
 }
 
-// A thread's row of both kernels: workspace row `padded` of head h of sequence b, at index
-// `at` of the per-row workspace arrays, which is query row `row` of the sequence when `valid`
-// (else a padding row of its query tile); the thread handles the part `lane` of kRowThreads.
-// `fits`: sequence_fits (problem_shape.h); else neither kernel touches the sequence's rows.
+// The rows the kernels walk: the query rows (per query head) or the key rows (per kv head), each
+// tile's padded to kBwdTile in the workspace.
+struct RowAxis {
+  const int32_t* starts;  // the tile-start table
+  int heads, rows_padded;
+};
+
+__device__ __forceinline__ RowAxis query_rows(const BwdShape& s) {
+  return {s.q_starts, s.heads_q, s.rows_padded};
+}
+
+__device__ __forceinline__ RowAxis key_rows(const BwdShape& s) {
+  return {s.k_starts, s.heads_kv, s.k_rows_padded};
+}
+
+// A thread's row: workspace row `padded` of head h of sequence b, at index `at` of the per-row
+// workspace arrays, which is row `row` of the sequence when `valid` (else a padding row of its
+// tile); the thread handles the part `lane` of kRowThreads. `fits`: sequence_fits
+// (problem_shape.h); else no kernel here touches the sequence's rows.
 struct RowSlot {
   int padded, row, lane, h, b;
   bool valid, fits;
   int64_t at;
 };
 
-__device__ __forceinline__ RowSlot row_slot(const BwdShape& s) {
+__device__ __forceinline__ RowSlot row_slot(const BwdShape& s, const RowAxis& axis) {
   RowSlot t;
   t.padded =
       static_cast<int>(blockIdx.x) * kPrepostRows + static_cast<int>(threadIdx.x) / kRowThreads;
-  const desc::TileSpan tile = desc::tile_span(s.q_starts, t.padded / kBwdTile);
+  const desc::TileSpan tile = desc::tile_span(axis.starts, t.padded / kBwdTile);
   t.row = tile.begin + t.padded % kBwdTile;
   t.valid = t.row < tile.end;
   t.lane = static_cast<int>(threadIdx.x) % kRowThreads;
   t.h = static_cast<int>(blockIdx.y);
   t.b = static_cast<int>(blockIdx.z);
   t.fits = sequence_fits(s, t.b);
-  t.at = (int64_t{t.b} * s.heads_q + t.h) * s.rows_padded + t.padded;
+  t.at = (int64_t{t.b} * axis.heads + t.h) * axis.rows_padded + t.padded;
   return t;
+}
+
+// Stores scale * values at dst in the element type.
+template <class Element>
+__device__ __forceinline__ void store_scaled(Element* dst, const float (&values)[8], float scale) {
+  Vec8<Element> out;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) out.x[j] = static_cast<Element>(values[j] * scale);
+  *reinterpret_cast<Vec8<Element>*>(dst) = out;
 }
 
 // Grid: (rows_padded / kPrepostRows, heads_q, batch), kPrepostThreads threads. Every thread of
@@ -70,13 +96,13 @@ template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_preprocess(const __grid_constant__ BwdPrepParams p) {
   const BwdShape& s = p.shape;
-  const auto [padded, row, lane, h, b, in_tile, fits, at] = row_slot(s);
+  const auto [padded, row, lane, h, b, in_tile, fits, at] = row_slot(s, query_rows(s));
   const bool valid = in_tile && fits;  // a sequence that does not fit is read as padding
   float acc = 0.f;
   if (valid) {
-    const Element* o = row_ptr<Element>(const_cast<void*>(p.out), s, p.out_stride_b, p.out_stride_s,
-                                        p.out_stride_h, b, row, h);
-    const Element* d = row_ptr<Element>(const_cast<void*>(p.dout), s, p.dout_stride_b,
+    const Element* o = row_ptr<Element>(const_cast<void*>(p.out), s.q_offsets, p.out_stride_b,
+                                        p.out_stride_s, p.out_stride_h, b, row, h);
+    const Element* d = row_ptr<Element>(const_cast<void*>(p.dout), s.q_offsets, p.dout_stride_b,
                                         p.dout_stride_s, p.dout_stride_h, b, row, h);
     for (int c = 8 * lane; c < s.head_dim; c += 8 * kRowThreads) {
       const Vec8<Element> ov = *reinterpret_cast<const Vec8<Element>*>(o + c);
@@ -115,32 +141,62 @@ template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_postprocess(const __grid_constant__ BwdPostParams p) {
   const BwdShape& s = p.shape;
-  const auto [padded, row, lane, h, b, valid, fits, at] = row_slot(s);
+  const auto [padded, row, lane, h, b, valid, fits, at] = row_slot(s, query_rows(s));
   if (!valid || !fits) return;
   const float* acc = p.dq_accum + at * kHeadDim;
-  Element* dq = row_ptr<Element>(p.dq, s, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h, b, row, h);
+  Element* dq =
+      row_ptr<Element>(p.dq, s.q_offsets, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h, b, row, h);
   // All of the thread's loads are issued before its first store (the store could alias them
   // as far as the compiler knows), with the streaming hint: the accumulator is read once.
   constexpr int kChunks = kHeadDim / 8 / kRowThreads;
   const auto in_head_dim = [&](int i) { return 8 * (lane + i * kRowThreads) < s.head_dim; };
-  float4 values[kChunks][2];
+  float values[kChunks][8];
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
     if (!in_head_dim(i)) continue;
     const float4* src =
         reinterpret_cast<const float4*>(acc + dq_chunk_swizzle(padded, lane + i * kRowThreads) * 8);
-    values[i][0] = __ldcs(src);
-    values[i][1] = __ldcs(src + 1);
+    const float4 lo = __ldcs(src), hi = __ldcs(src + 1);
+    const float chunk[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) values[i][j] = chunk[j];
   }
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
-    if (!in_head_dim(i)) continue;
-    const float4 lo = values[i][0], hi = values[i][1];
-    const float chunk[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    Vec8<Element> out;
+    if (in_head_dim(i)) store_scaled(dq + (lane + i * kRowThreads) * 8, values[i], p.scale);
+  }
+}
+
+// Grid: (k_rows_padded / kPrepostRows, heads_kv, batch), kPrepostThreads threads. Launched only
+// with head splits; every split wrote every row of its items (bwd_consumer.cuh).
+template <class Element, int kHeadDim>
+__global__ void __launch_bounds__(kPrepostThreads)
+    bwd_kv_postprocess(const __grid_constant__ BwdKvPostParams p) {
+  const BwdShape& s = p.shape;
+  const auto [padded, row, lane, h, b, valid, fits, at] = row_slot(s, key_rows(s));
+  if (!valid || !fits) return;
+  const int64_t split_floats = int64_t{s.batch} * s.heads_kv * s.k_rows_padded * 2 * kHeadDim;
+  constexpr int kChunks = kHeadDim / 8 / kRowThreads;
+  for (int tensor = 0; tensor < 2; ++tensor) {  // dK, then dV
+    Element* out = tensor == 0 ? row_ptr<Element>(p.dk, s.k_offsets, p.dk_stride_b, p.dk_stride_s,
+                                                  p.dk_stride_h, b, row, h)
+                               : row_ptr<Element>(p.dv, s.k_offsets, p.dv_stride_b, p.dv_stride_s,
+                                                  p.dv_stride_h, b, row, h);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) out.x[j] = static_cast<Element>(chunk[j] * p.scale);
-    *reinterpret_cast<Vec8<Element>*>(dq + (lane + i * kRowThreads) * 8) = out;
+    for (int i = 0; i < kChunks; ++i) {
+      const int col = 8 * (lane + i * kRowThreads);
+      if (col >= s.head_dim) continue;
+      const float* src = p.dkv_parts + at * 2 * kHeadDim + tensor * kHeadDim + col;
+      float sum[8] = {};
+      for (int split = 0; split < s.head_splits; ++split, src += split_floats) {
+        const float4 lo = __ldcs(reinterpret_cast<const float4*>(src));
+        const float4 hi = __ldcs(reinterpret_cast<const float4*>(src) + 1);
+        const float chunk[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sum[j] += chunk[j];
+      }
+      store_scaled(out + col, sum, 1.f);
+    }
   }
 }
 

@@ -4,42 +4,62 @@
 #pragma once
 
 #include "bwd_params.h"
+#include "work_splits.h"
 
 #include <compilemask/descriptor.h>
 
 namespace cm::sm90 {
 
 // Keys [part * keys, (part + 1) * keys) of key tile n of kv head hk of sequence b, where keys
-// is the kernel's keys per CTA (BwdConfig::kBlockN; part is 0 when a CTA takes a whole tile).
+// is the kernel's keys per CTA (BwdConfig::kBlockN; part is 0 when a CTA takes a whole tile),
+// for the query heads of head split `split` (split_range over the kv group; 0 of 1 unless
+// BwdShape::head_splits is more).
 struct BwdItem {
-  int b, hk, n, part;
+  int b, hk, n, part, split;
   int rank;  // default mode: of the item in its kv slice's order (the zeroing's chunk)
 };
 
+// The items of one kv slice: key tiles x key parts x head splits.
+__host__ __device__ inline int bwd_slice_items(const BwdShape& s, int parts) {
+  return s.num_k_tiles * parts * s.head_splits;
+}
+
 // CTAs are dispatched in blockIdx order, x fastest (the launch sets the grid to match), and
-// each key tile is `parts` items, its parts in turn.
+// each key tile is `parts` x head_splits items, its parts in turn, each part's head splits in
+// turn.
 // Default: the linear block index is an item of a kv slice (b, hk) in paired order
 // (paired_unit, problem_shape.h), each slice's key tiles in the descriptor's longest-first
 // order of the group's first head. The CTAs running at once then share two or three (b, hk),
 // so the dQ accumulator rows, Q and dO they all touch stay in L2 instead of streaming from
-// DRAM (perf-notes). Deterministic: x is hk, y is b, z the item in ascending key order. An
-// item's ordered dQ adds wait for the lower items of its head, which were all dispatched
-// before it, and the CTAs running at once belong to different heads and so do not wait for
-// each other.
+// DRAM (perf-notes). Deterministic: x is hk * head_splits + split, y is b, z the item in
+// ascending key order. An item's ordered dQ adds wait for the lower items of its head (all of
+// its head split), which were all dispatched before it, and the CTAs running at once belong to
+// different heads and so do not wait for each other.
 __device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool deterministic, int parts) {
-  if (deterministic) {
-    const int z = static_cast<int>(blockIdx.z);
-    return {static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x), z / parts, z % parts, z};
-  }
   const BwdShape& s = p.shape;
+  if (deterministic) {
+    const int x = static_cast<int>(blockIdx.x), z = static_cast<int>(blockIdx.z);
+    return {static_cast<int>(blockIdx.y),
+            x / s.head_splits,
+            z / parts,
+            z % parts,
+            x % s.head_splits,
+            z};
+  }
   const int index =
       static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-  const PairedUnit unit = paired_unit(index, s.num_k_tiles * parts, s.batch * s.heads_kv);
+  const PairedUnit unit = paired_unit(index, bwd_slice_items(s, parts), s.batch * s.heads_kv);
   const int b = unit.instance / s.heads_kv;  // the kv slice, kv_slice (bwd_params.h)
   const int hk = unit.instance - b * s.heads_kv;
   const desc::Instance& inst = instance_for(p.descriptor, s, b, hk * (s.heads_q / s.heads_kv));
-  return {b, hk, desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[unit.rank / parts],
-          unit.rank % parts, unit.rank};
+  const int per_tile = parts * s.head_splits;
+  const int in_tile = unit.rank % per_tile;
+  return {b,
+          hk,
+          desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[unit.rank / per_tile],
+          in_tile / s.head_splits,
+          in_tile % s.head_splits,
+          unit.rank};
 }
 
 // One step of the main loop: rows [64 half, 64 half + 64) of query tile m of query head h;
@@ -97,13 +117,18 @@ __host__ __device__ inline unsigned walked_halves(const BwdMainParams& p, int m,
   return halves;
 }
 
-// Walks the steps of an item in the one order producer and consumers share: query heads of the
-// kv group, then the query tiles of the key tile's row in the transposed form, then the
-// walked halves of each (walked_halves).
+// Walks the steps of an item in the one order producer and consumers share: the item's query
+// heads of the kv group (its head split's), then the query tiles of the key tile's row in the
+// transposed form, then the walked halves of each (walked_halves).
 class StepCursor {
  public:
   __host__ __device__ StepCursor(const BwdMainParams& p, const BwdItem& item)
-      : p_(p), item_(item), group_(p.shape.heads_q / p.shape.heads_kv) {}
+      : p_(p), b_(item.b), n_(item.n) {
+    const int group = p.shape.heads_q / p.shape.heads_kv;
+    const TileRange heads = split_range(group, item.split, p.shape.head_splits);
+    step_.h = item.hk * group + heads.begin - 1;  // the head before the item's first
+    end_ = item.hk * group + heads.begin + heads.count;
+  }
 
   __host__ __device__ bool next(BwdStep& step) {
     for (;;) {
@@ -113,22 +138,20 @@ class StepCursor {
         step = step_;
         return true;
       }
-      if (g_ >= 0 && tiles_.next(step_.m, step_.pattern)) {
+      if (tiles_.next(step_.m, step_.pattern)) {  // none before the first head's row
         halves_ = walked_halves(p_, step_.m, step_.pattern);
         continue;
       }
-      if (++g_ == group_) return false;
-      step_.h = item_.hk * group_ + g_;
-      const desc::Instance& inst = instance_for(p_.descriptor, p_.shape, item_.b, step_.h);
-      tiles_ = QueryTileCursor(p_.descriptor, desc::k_tile(p_.descriptor, inst, item_.n));
+      if (++step_.h == end_) return false;
+      const desc::Instance& inst = instance_for(p_.descriptor, p_.shape, b_, step_.h);
+      tiles_ = QueryTileCursor(p_.descriptor, desc::k_tile(p_.descriptor, inst, n_));
     }
   }
 
  private:
   const BwdMainParams& p_;
-  BwdItem item_;
-  int group_;
-  int g_ = -1;
+  int b_, n_;
+  int end_;  // one past the item's last query head
   unsigned halves_ = 0;
   BwdStep step_{0, -1, 0, -1};
   QueryTileCursor tiles_;
@@ -157,6 +180,20 @@ __host__ __device__ inline int dq_rank(const BwdMainParams& p, const BwdItem& it
     }
   }
   return rank;
+}
+
+// What a CTA costs beyond its steps, in steps' time (loading K and V, storing dK and dV; the
+// timeline of session 18 put about 2 steps' time outside hstu's steps, and a head split adds
+// its partial sums' round trip).
+inline constexpr int kBwdItemCostSteps = 3;
+
+// BwdShape::head_splits for BackwardArgs::head_splits = 0: 1 when the `items` CTAs of the key
+// tiles alone (key tiles x key parts of every kv slice) fill the `sms` SMs; else best_part_count
+// (work_splits.h) over the kv group's `group` query heads, a head costing the `longest_steps`
+// steps of the longest key tile's row and an item kBwdItemCostSteps.
+inline int auto_head_splits(int64_t items, int sms, int group, int longest_steps) {
+  if (items <= 0 || items >= sms || group < 2 || longest_steps < 1) return 1;
+  return best_part_count(items, sms, group, group, longest_steps, kBwdItemCostSteps);
 }
 
 }  // namespace cm::sm90

@@ -28,7 +28,7 @@ cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int n
                           const void* v, const int64_t* v_strides, const void* out,
                           const int64_t* out_strides, const float* lse, const int64_t* lse_strides,
                           const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
-                          int64_t total_k) {
+                          int64_t total_k, int write_rows_outside) {
   cm::cuda::Problem p;
   p.dtype = static_cast<cm::cuda::DType>(dtype);
   p.batch = batch;
@@ -50,6 +50,7 @@ cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int n
   p.k_offsets = k_offsets;
   p.total_q = total_q;
   p.total_k = total_k;
+  p.write_rows_outside_sequences = write_rows_outside != 0;
   return p;
 }
 
@@ -62,6 +63,19 @@ cm::cuda::ForwardArgs forward_sizes(int batch, int heads_q, int heads_kv, int he
   args.heads_kv = heads_kv;
   args.head_dim = head_dim;
   args.num_splits = num_splits;
+  return args;
+}
+
+// BackwardArgs with the sizes that cm::cuda::backward_workspace_bytes and backward_head_splits
+// read.
+cm::cuda::BackwardArgs backward_sizes(int batch, int heads_q, int heads_kv, int head_dim,
+                                      int head_splits) {
+  cm::cuda::BackwardArgs args;
+  args.batch = batch;
+  args.heads_q = heads_q;
+  args.heads_kv = heads_kv;
+  args.head_dim = head_dim;
+  args.head_splits = head_splits;
   return args;
 }
 
@@ -99,9 +113,12 @@ extern "C" {
 // cm_cuda_forward and cm_cuda_backward (builds without this function are version 1); 3 added
 // `num_splits` after `mainloop` in cm_cuda_forward, cm_cuda_forward_workspace_bytes_for in place
 // of cm_cuda_forward_workspace_bytes(void), and cm_cuda_forward_num_splits; 4 added the paged
-// K/V arguments (`page_table` to `num_pages`) after `num_splits` in cm_cuda_forward.
+// K/V arguments (`page_table` to `num_pages`) after `num_splits` in cm_cuda_forward; 5 added
+// `write_rows_outside` after `total_k` in cm_cuda_forward and cm_cuda_backward, `head_splits`
+// after `deterministic` in cm_cuda_backward, `heads_kv` and `head_splits` to
+// cm_cuda_backward_workspace_bytes_for, and cm_cuda_backward_head_splits.
 int cm_cuda_abi_version(void) {
-  return 4;
+  return 5;
 }
 
 // Workspace bytes for cm_cuda_forward with this descriptor, problem size and num_splits, or 0
@@ -133,9 +150,9 @@ int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descript
 // 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs). page_table: null, or
 // device int32 page indices for K and V in pages (cm::cuda::PagedKV: k and v are then pools of
 // num_pages pages of page_size rows, their strides {page, row, head}).
-// q_offsets/k_offsets: null, or device int32[batch] (packed layout; the rows outside every
-// sequence are left as they are, and a sequence outside its tensors gets NaN rows,
-// cm::cuda::Problem).
+// q_offsets/k_offsets: null, or device int32[batch] (packed layout; a sequence outside its
+// tensors gets NaN rows, and the rows outside every sequence are left as they are, or, with
+// write_rows_outside 1, written as rows that see no key: cm::cuda::Problem).
 // Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA failure.
 int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, int dtype,
                     int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim, float scale,
@@ -144,15 +161,16 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
                     const int64_t* q_strides, const void* k, const int64_t* k_strides,
                     const void* v, const int64_t* v_strides, void* out, const int64_t* out_strides,
                     float* lse, const int64_t* lse_strides, const int32_t* q_offsets,
-                    const int32_t* k_offsets, int64_t total_q, int64_t total_k, void* workspace,
-                    size_t workspace_bytes, void* stream, char* error, size_t error_len) {
+                    const int32_t* k_offsets, int64_t total_q, int64_t total_k,
+                    int write_rows_outside, void* workspace, size_t workspace_bytes, void* stream,
+                    char* error, size_t error_len) {
   return return_code(
       [&] {
         cm::cuda::ForwardArgs args;
         static_cast<cm::cuda::Problem&>(args) =
             problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, q, q_strides,
                     k, k_strides, v, v_strides, out, out_strides, lse, lse_strides, q_offsets,
-                    k_offsets, total_q, total_k);
+                    k_offsets, total_q, total_k, write_rows_outside);
         args.mainloop = static_cast<cm::cuda::Mainloop>(mainloop);
         args.num_splits = num_splits;
         args.paged = {page_table, page_table_stride, page_size, num_pages};
@@ -162,22 +180,36 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
       error, error_len);
 }
 
-// Workspace bytes for cm_cuda_backward with this descriptor (its query tiles), or 0 for
-// descriptors and sizes it would reject.
+// Workspace bytes for cm_cuda_backward with this descriptor, problem size and head_splits, or 0
+// for descriptors and sizes it would reject.
 size_t cm_cuda_backward_workspace_bytes_for(const void* descriptor_host,
                                             const void* descriptor_device, int batch, int heads_q,
-                                            int head_dim) {
+                                            int heads_kv, int head_dim, int head_splits) {
   return zero_on_error([&] {
-    return cm::cuda::backward_workspace_bytes({descriptor_host, descriptor_device}, batch, heads_q,
-                                              head_dim);
+    return cm::cuda::backward_workspace_bytes(
+        {descriptor_host, descriptor_device},
+        backward_sizes(batch, heads_q, heads_kv, head_dim, head_splits));
+  });
+}
+
+// The head splits cm_cuda_backward uses for this descriptor, problem size and head_splits on the
+// current device (cm::cuda::backward_head_splits), or 0 for what it would reject.
+int cm_cuda_backward_head_splits(const void* descriptor_host, const void* descriptor_device,
+                                 int batch, int heads_q, int heads_kv, int head_dim,
+                                 int head_splits) {
+  return zero_on_error([&] {
+    return cm::cuda::backward_head_splits(
+        {descriptor_host, descriptor_device},
+        backward_sizes(batch, heads_q, heads_kv, head_dim, head_splits));
   });
 }
 
 // Strides are element strides {batch, row, head} for the tensors, {batch, head} for lse, as
 // in cm_cuda_forward, and so are scale and softcap. dtype: 0 bf16, 1 fp16. dlse: null, or the LSE's
-// gradient in the LSE's layout. q_offsets/k_offsets: null, or device int32[batch] (packed layout).
-// deterministic: 0 or 1. Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA
-// failure.
+// gradient in the LSE's layout. q_offsets/k_offsets and write_rows_outside as in cm_cuda_forward.
+// deterministic: 0 or 1. head_splits: 0 automatic, 1 none, else that many parts of each kv group
+// (cm::cuda::BackwardArgs). Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a
+// CUDA failure.
 int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device, int dtype,
                      int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim,
                      float scale, float softcap, const void* q, const int64_t* q_strides,
@@ -187,20 +219,22 @@ int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device,
                      const int64_t* lse_strides, const float* dlse, void* dq,
                      const int64_t* dq_strides, void* dk, const int64_t* dk_strides, void* dv,
                      const int64_t* dv_strides, const int32_t* q_offsets, const int32_t* k_offsets,
-                     int64_t total_q, int64_t total_k, int deterministic, void* workspace,
-                     size_t workspace_bytes, void* stream, char* error, size_t error_len) {
+                     int64_t total_q, int64_t total_k, int write_rows_outside, int deterministic,
+                     int head_splits, void* workspace, size_t workspace_bytes, void* stream,
+                     char* error, size_t error_len) {
   return return_code(
       [&] {
         const cm::cuda::BackwardArgs args{
             problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, q, q_strides,
                     k, k_strides, v, v_strides, out, out_strides, lse, lse_strides, q_offsets,
-                    k_offsets, total_q, total_k),
+                    k_offsets, total_q, total_k, write_rows_outside),
             tensor(dout, dout_strides),
             dlse,
             tensor(dq, dq_strides),
             tensor(dk, dk_strides),
             tensor(dv, dv_strides),
-            deterministic != 0};
+            deterministic != 0,
+            head_splits};
         cm::cuda::backward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,
                            static_cast<cudaStream_t>(stream));
       },

@@ -3,11 +3,12 @@
 // listed key tiles are cut into `splits` consecutive parts, one work item per part. Each part
 // writes its O (normalised, float32) and LSE to the workspace, and the combine kernel
 // (fwd_combine.cu) merges the parts by their LSEs into O and the LSE. Host and device code: the
-// parts' ranges, the automatic split count and the workspace's layout.
+// automatic split count and the workspace's layout (the parts: work_splits.h).
 #pragma once
 
+#include "work_splits.h"
+
 #include <compilemask/cuda_limits.h>
-#include <compilemask/descriptor.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -23,44 +24,22 @@ inline constexpr int kMinTilesPerSplit = 2;
 // about 1.4), as a fraction: the automatic count weighs longer parts against more items.
 inline constexpr int kItemCostTenths = 14;
 
-// Listed key tiles [begin, begin + count) of a query tile, in the order KeyTileCursor walks them.
+// Listed key tiles of a query tile, in the order KeyTileCursor walks them (split_range's parts).
 // kAllTiles as a count: to the row's end.
 inline constexpr int kAllTiles = 0x7fffffff;
-struct TileRange {
-  int begin, count;
-};
-
-// Part `split` of `splits` of a row of `tiles` listed key tiles. The parts cover the row once, in
-// order, and their sizes differ by at most one (some are empty when tiles < splits).
-CM_HD TileRange split_range(int tiles, int split, int splits) {
-  const int begin = static_cast<int>(int64_t{tiles} * split / splits);
-  const int end = static_cast<int>(int64_t{tiles} * (split + 1) / splits);
-  return {begin, end - begin};
-}
 
 // The split count of ForwardArgs::num_splits = 0 for `items` work items (query tiles of every
 // (b, h)) on `sms` SMs, when the longest row lists `longest_row` key tiles. 1 when the items
-// fill the SMs; else the count s, each part kMinTilesPerSplit tiles or more, that minimises the
-// estimated time: waves(s) = ceil(items * s / sms) rounds of the longest part,
-// ceil(longest_row / s) tiles plus an item's own cost; the fewest parts among equals. (Session
-// 34's rule, the fewest parts within 10% of the best wave efficiency, took 15 parts of 17-18
-// tiles for one 32K-key decoding row of 8 KV heads, where 16 parts of 16 tiles fill more SMs.)
+// fill the SMs; else best_part_count (work_splits.h) over parts of kMinTilesPerSplit tiles or
+// more, a tile costing 10 and an item kItemCostTenths. (Session 34's rule, the fewest parts
+// within 10% of the best wave efficiency, took 15 parts of 17-18 tiles for one 32K-key decoding
+// row of 8 KV heads, where 16 parts of 16 tiles fill more SMs.)
 inline int auto_num_splits(int64_t items, int sms, int longest_row) {
   if (items <= 0 || items >= sms) return 1;
   int most = longest_row / kMinTilesPerSplit;
   if (most > kMaxSplits) most = kMaxSplits;
   if (most < 2) return 1;
-  // In tenths of a tile's time.
-  auto estimate = [&](int s) {
-    const int64_t waves = (items * s + sms - 1) / sms;
-    const int64_t part = (longest_row + s - 1) / s;
-    return waves * (10 * part + kItemCostTenths);
-  };
-  int best = 1;
-  for (int s = 2; s <= most; ++s) {
-    if (estimate(s) < estimate(best)) best = s;
-  }
-  return best;
+  return best_part_count(items, sms, longest_row, most, 10, kItemCostTenths);
 }
 
 // The forward's workspace: the work-item counter, then, when the items' outputs go through

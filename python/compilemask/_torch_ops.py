@@ -215,8 +215,7 @@ def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_of
     dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, k))
     dims = _dims(q, k, q_offsets, heads_first, nq, nk)
     workspace = torch.empty(
-        _cuda.backward_workspace_bytes(desc_host.data_ptr(), desc_device.data_ptr(), dims[1],
-                                       dims[2], dims[6]),
+        _cuda.backward_workspace_bytes(desc_host.data_ptr(), desc_device.data_ptr(), dims),
         dtype=torch.uint8, device=q.device)
     tensors = [(x.data_ptr(), _bsh_strides(x, heads_first, packed))
                for x in (q, k, v, out, dout, dq, dk, dv)]

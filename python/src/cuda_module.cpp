@@ -146,13 +146,13 @@ NB_MODULE(_cuda, m) {
         nb::arg("num_pages"), nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("stream"));
   m.def(
       "backward_workspace_bytes",
-      [](uintptr_t descriptor_host, uintptr_t descriptor_device, int32_t batch, int32_t heads_q,
-         int32_t head_dim) {
+      [](uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims) {
+        cm::cuda::BackwardArgs args;  // head_splits automatic, as backward() leaves it
+        set_common(args, dims, 0.f, 0.f, {0, 0, 0, 0});
         return cm::cuda::backward_workspace_bytes(descriptor(descriptor_host, descriptor_device),
-                                                  batch, heads_q, head_dim);
+                                                  args);
       },
-      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("batch"),
-      nb::arg("heads_q"), nb::arg("head_dim"));
+      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("dims"));
   m.def("backward", &backward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
         nb::arg("dims"), nb::arg("scale"), nb::arg("softcap"), nb::arg("tensors"), nb::arg("lse"),
         nb::arg("lse_strides"), nb::arg("dlse"), nb::arg("q_offsets"), nb::arg("k_offsets"),

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <random>
 #include <string>
 #include <tuple>
@@ -42,16 +43,17 @@ class Problem {
  public:
   static constexpr int kBatch = 2;
 
-  explicit Problem(const Case& c, int gap = 0)
+  // head_splits: BackwardArgs::head_splits (0: automatic).
+  explicit Problem(const Case& c, int gap = 0, int head_splits = 0)
       : c_(c),
         gap_(gap),
+        head_splits_(head_splits),
         plan_(make_plan(c.example, c.params, c.nq, c.nk, kBatch, c.heads_q)),
         descriptor_(plan_.blob()),
         nq_elems_(size_t(kBatch) * c.heads_q * c.nq * c.head_dim),
         nk_elems_(size_t(kBatch) * c.heads_kv * c.nk * c.head_dim),
         lse_elems_(size_t(kBatch) * c.heads_q * c.nq),
-        workspace_bytes_(
-            cm::cuda::backward_workspace_bytes(descriptor_.view(), kBatch, c.heads_q, c.head_dim)),
+        workspace_bytes_(cm::cuda::backward_workspace_bytes(descriptor_.view(), sizes())),
         q_(stored(nq_elems_, c.nq) * 2),
         k_(stored(nk_elems_, c.nk) * 2),
         v_(stored(nk_elems_, c.nk) * 2),
@@ -133,6 +135,7 @@ class Problem {
     a.dk = dense_bhsd(dk_.ptr, c_.heads_kv, k_rows, d);
     a.dv = dense_bhsd(dv_.ptr, c_.heads_kv, k_rows, d);
     a.deterministic = deterministic;
+    a.head_splits = head_splits_;
     if (gap_ > 0) {
       a.q = dense_bhsd(q_.ptr, c_.heads_q, q_rows, d);
       a.out = dense_bhsd(out_.ptr, c_.heads_q, q_rows, d);
@@ -213,8 +216,20 @@ class Problem {
               cudaSuccess);
   }
 
+  // The sizes backward_workspace_bytes reads.
+  cm::cuda::BackwardArgs sizes() const {
+    cm::cuda::BackwardArgs a;
+    a.batch = kBatch;
+    a.heads_q = c_.heads_q;
+    a.heads_kv = c_.heads_kv;
+    a.head_dim = c_.head_dim;
+    a.head_splits = head_splits_;
+    return a;
+  }
+
   Case c_;
   int gap_;
+  int head_splits_;
   cm::Plan plan_;
   cm::cuda::DeviceDescriptor descriptor_;
   size_t nq_elems_, nk_elems_, lse_elems_, workspace_bytes_;
@@ -238,9 +253,11 @@ void expect_close(const std::vector<uint16_t>& got, const std::vector<float>& re
 }
 
 // Runs case c's backward on NaN-poisoned outputs and compares it with the float64 reference;
-// gap > 0: in the packed layout with that many NaN rows after every sequence (Problem).
-void check_gradients(const Case& c, bool deterministic, bool lse_gradient, int gap = 0) {
-  Problem problem(c, gap);
+// gap > 0: in the packed layout with that many NaN rows after every sequence (Problem);
+// head_splits as BackwardArgs's.
+void check_gradients(const Case& c, bool deterministic, bool lse_gradient, int gap = 0,
+                     int head_splits = 0) {
+  Problem problem(c, gap, head_splits);
   problem.prepare(static_cast<unsigned>(std::hash<std::string>{}(c.example) + c.nq), lse_gradient);
   problem.poison();
   problem.run(deterministic, nullptr);
@@ -329,6 +346,42 @@ INSTANTIATE_TEST_SUITE_P(Examples, PackedBackwardMatchesReference,
 INSTANTIATE_TEST_SUITE_P(HeadDim256, PackedBackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),
                                           testing::Bool()));
+
+// Head splits (BackwardArgs::head_splits) forced, where the automatic choice at these small
+// shapes splits every group: the group's heads in one CTA (1), in parts of one head, and in
+// uneven parts (3 of a group of 4: 1, 1 and 2 heads); strided and packed, both dQ modes, with a
+// gradient of the LSE.
+struct SplitCase {
+  Case c;
+  int head_splits, gap;
+};
+
+void PrintTo(const SplitCase& s, std::ostream* os) {
+  cm::gpu_test::PrintTo(s.c, os);
+  *os << " head_splits " << s.head_splits << " gap " << s.gap;
+}
+
+class HeadSplitsMatchReference : public testing::TestWithParam<std::tuple<SplitCase, bool>> {};
+
+TEST_P(HeadSplitsMatchReference, Gradients) {
+  SKIP_WITHOUT_HOPPER();
+  const SplitCase& s = std::get<0>(GetParam());
+  check_gradients(s.c, std::get<1>(GetParam()), true, s.gap, s.head_splits);
+}
+
+std::vector<SplitCase> split_cases() {
+  using B = DType;
+  const Case mqa{"causal", {}, 385, 129, 128, 4, 1, B::kBFloat16};  // a group of 4
+  const Case doc{
+      "doc_causal", {{"docs", cm::Segments::from_lengths({90, 1, 150, 59})}}, 300, 300, 64, 4, 2,
+      B::kFloat16};
+  const Case wide{"causal", {}, 129, 300, 200, 4, 2, B::kFloat16};  // the kernel for 256
+  return {{mqa, 1, 0},        {mqa, 3, 0},        {mqa, 4, 0},  {doc, 1, 0},  {doc, 2, 0},
+          {doc, 2, kGapRows}, {doc, 1, kGapRows}, {wide, 1, 0}, {wide, 2, 0}, {wide, 2, kGapRows}};
+}
+
+INSTANTIATE_TEST_SUITE_P(Forced, HeadSplitsMatchReference,
+                         testing::Combine(testing::ValuesIn(split_cases()), testing::Bool()));
 
 // Deterministic mode: bitwise-identical results over 10 runs, also when captured in a graph, at
 // head dims 128 and 256 (whose two items per key tile add to dQ in their own order).

@@ -1,5 +1,8 @@
-// The forward's work rules (kernels/sm90/fwd_splits.h, fwd_packing.h): the parts of a row, the
-// automatic split count, the workspace's layout, and which GQA groups share tiles.
+// The work rules of launches that leave SMs idle (kernels/sm90/work_splits.h): the parts of a
+// row; for the forward (fwd_splits.h, fwd_packing.h) the automatic split count, the workspace's
+// layout and which GQA groups share tiles; for the backward (bwd_work.cuh) the automatic head
+// split count.
+#include "bwd_work.cuh"
 #include "fwd_packing.h"
 #include "fwd_splits.h"
 
@@ -64,6 +67,22 @@ TEST(FwdSplits, WorkspaceLayout) {
   EXPECT_EQ(parts.lse_offset, 256u);
   EXPECT_EQ(parts.out_offset, 512u);
   EXPECT_EQ(parts.total, 512u + 3u * 10u * 64u * 4u);
+}
+
+// Examples worked by hand from the rule: t(s) = waves(s) (longest ceil(group / s) + 3) in steps,
+// waves(s) = ceil(items s / sms), minimised over 1 to group, the fewest parts among equals.
+TEST(BwdHeadSplits, AutomaticCount) {
+  EXPECT_EQ(auto_head_splits(132, 132, 4, 100), 1);  // the key tiles fill the SMs
+  EXPECT_EQ(auto_head_splits(4, 132, 1, 100), 1);    // no group to split
+  EXPECT_EQ(auto_head_splits(4, 132, 4, 0), 1);      // no step to share
+  EXPECT_EQ(auto_head_splits(0, 132, 4, 100), 1);
+  // B = 1, 256 rows, 8 query heads on 2: t(1) = 19, t(2) = t(3) = 11, t(4) = 7.
+  EXPECT_EQ(auto_head_splits(4, 132, 4, 4), 4);
+  // 100 items: t(1) = 131, t(2) = 2 waves of 67 = 134, t(4) = 4 waves of 35 = 140.
+  EXPECT_EQ(auto_head_splits(100, 132, 4, 32), 1);
+  // 64 items, groups of 8: t(1) = 131, t(2) = 67, t(3) = 2 waves of 51, t(4) = 2 waves of 35 =
+  // 70, t(8) = 4 waves of 19 = 76.
+  EXPECT_EQ(auto_head_splits(64, 132, 8, 16), 2);
 }
 
 // A GQA group shares tiles when it divides the tile's 128 rows, one mask serves every head and

@@ -11,10 +11,11 @@
 //     listed key tiles once each, and their sizes differ by at most one. Every key tile holding
 //     a visible pair is listed, every tile listed as full is fully visible, and tile_needs_mask
 //     holds for exactly the partial tiles and the key tile that nk cuts.
-//   * backward: StepCursor yields, for a key tile of a kv head, each query head of the group,
-//     each query tile holding a visible pair with that key tile, and every 64-row half of it
-//     with a visible pair, once each and head by head; it skips the halves that a bands or
-//     bitmap pattern marks empty. dq_rank counts, for each step, the lower key tiles whose
+//   * backward: StepCursor yields, for a key tile of a kv head and each head split in turn (1,
+//     2, 3 and the group's size), each query head of the group, each query tile holding a
+//     visible pair with that key tile, and every 64-row half of it with a visible pair, once
+//     each and head by head, a split only its split_range of the heads; it skips the halves that a
+//     bands or bitmap pattern marks empty. dq_rank counts, for each step, the lower key tiles whose
 //     walks hold the same step: the dQ adds that deterministic mode orders before it.
 //   * packed layout: the items of a sequence outside its tensors walk nothing, and cover_rows
 //     (packed_rows.h) classifies the rows that packed_rows.cu writes after each pass.
@@ -208,55 +209,63 @@ void check_forward_walk(const KernelCase& c, int splits, int heads_per_item) {
   }
 }
 
-void check_backward_walk(const KernelCase& c, int32_t heads_kv) {
+void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits) {
   BwdMainParams p{};
   static_cast<ProblemShape&>(p.shape) = shape_of(c, heads_kv);
   p.shape.rows_padded = p.shape.num_q_tiles * kTile;
+  p.shape.head_splits = head_splits;
   p.descriptor = c.descriptor();
   const int group = c.heads / heads_kv;
   for (int b = 0; b < c.batch; ++b) {
     for (int hk = 0; hk < heads_kv; ++hk) {
       for (int n = 0; n < p.shape.num_k_tiles; ++n) {
-        SCOPED_TRACE(c.name + " kv heads " + std::to_string(heads_kv) + " (b, hk, n) = (" +
-                     std::to_string(b) + ", " + std::to_string(hk) + ", " + std::to_string(n) +
-                     ")");
-        std::vector<std::tuple<int, int, int>> walked;  // (h, m, half)
-        StepCursor steps(p, BwdItem{b, hk, n, 0, 0});
-        BwdStep step;
-        while (steps.next(step)) {
-          walked.push_back({step.h, step.m, step.half});
-          if (step.half == 1) {
-            EXPECT_GT(desc::q_tile_span(c.descriptor(), step.m).size(), kBwdStepRows)
-                << "a second half past the tile's end";
-          }
-          const desc::Instance& inst = instance_for(c.descriptor(), p.shape, b, step.h);
-          const std::vector<std::pair<int, int>> listed =
-              listed_key_tiles(c.descriptor(), desc::q_tile(c.descriptor(), inst, step.m));
-          const auto it = std::find_if(listed.begin(), listed.end(),
-                                       [&](const std::pair<int, int>& t) { return t.first == n; });
-          ASSERT_NE(it, listed.end()) << "step on query tile " << step.m << " not listed";
-          EXPECT_EQ(step.pattern, it->second) << "query tile " << step.m;
-          // A step walked as full (pattern -1) is masked at most at nk in the consumers: its
-          // tile must be fully visible below nk.
-          const DenseTiles tiles(c, b, step.h);
-          if (step.pattern < 0) {
-            EXPECT_EQ(tiles.state(step.m, n), TileState::kFull)
-                << "query tile " << step.m << " walked as full";
-          } else if (!desc::is_grid_kind(
-                         desc::pattern(c.descriptor(), static_cast<uint32_t>(step.pattern)).kind)) {
-            EXPECT_NE(tiles.half_state(step.m, step.half, n), TileState::kEmpty)
-                << "an empty half of query tile " << step.m << " walked";
-          }
-          int lower = 0;  // lower key tiles of the kv head whose walks hold this step
-          for (int n_lower = 0; n_lower < n; ++n_lower) {
-            StepCursor others(p, BwdItem{b, hk, n_lower, 0, 0});
-            BwdStep other;
-            while (others.next(other)) {
-              lower += other.h == step.h && other.m == step.m && other.half == step.half;
+        SCOPED_TRACE(c.name + " kv heads " + std::to_string(heads_kv) + " head splits " +
+                     std::to_string(head_splits) + " (b, hk, n) = (" + std::to_string(b) + ", " +
+                     std::to_string(hk) + ", " + std::to_string(n) + ")");
+        std::vector<std::tuple<int, int, int>> walked;  // (h, m, half), the splits in order
+        for (int split = 0; split < head_splits; ++split) {
+          const TileRange heads = split_range(group, split, head_splits);
+          StepCursor steps(p, BwdItem{b, hk, n, 0, split, 0});
+          BwdStep step;
+          while (steps.next(step)) {
+            walked.push_back({step.h, step.m, step.half});
+            EXPECT_GE(step.h, hk * group + heads.begin) << "a head of another split";
+            EXPECT_LT(step.h, hk * group + heads.begin + heads.count) << "a head of another split";
+            if (step.half == 1) {
+              EXPECT_GT(desc::q_tile_span(c.descriptor(), step.m).size(), kBwdStepRows)
+                  << "a second half past the tile's end";
             }
+            const desc::Instance& inst = instance_for(c.descriptor(), p.shape, b, step.h);
+            const std::vector<std::pair<int, int>> listed =
+                listed_key_tiles(c.descriptor(), desc::q_tile(c.descriptor(), inst, step.m));
+            const auto it =
+                std::find_if(listed.begin(), listed.end(),
+                             [&](const std::pair<int, int>& t) { return t.first == n; });
+            ASSERT_NE(it, listed.end()) << "step on query tile " << step.m << " not listed";
+            EXPECT_EQ(step.pattern, it->second) << "query tile " << step.m;
+            // A step walked as full (pattern -1) is masked at most at nk in the consumers: its
+            // tile must be fully visible below nk.
+            const DenseTiles tiles(c, b, step.h);
+            if (step.pattern < 0) {
+              EXPECT_EQ(tiles.state(step.m, n), TileState::kFull)
+                  << "query tile " << step.m << " walked as full";
+            } else if (!desc::is_grid_kind(
+                           desc::pattern(c.descriptor(), static_cast<uint32_t>(step.pattern))
+                               .kind)) {
+              EXPECT_NE(tiles.half_state(step.m, step.half, n), TileState::kEmpty)
+                  << "an empty half of query tile " << step.m << " walked";
+            }
+            int lower = 0;  // lower key tiles of the kv head whose walks hold this step
+            for (int n_lower = 0; n_lower < n; ++n_lower) {
+              StepCursor others(p, BwdItem{b, hk, n_lower, 0, split, 0});
+              BwdStep other;
+              while (others.next(other)) {
+                lower += other.h == step.h && other.m == step.m && other.half == step.half;
+              }
+            }
+            EXPECT_EQ(dq_rank(p, BwdItem{b, hk, n, 0, split, 0}, step.h, step.m, step.half), lower)
+                << "query tile " << step.m << " half " << step.half;
           }
-          EXPECT_EQ(dq_rank(p, BwdItem{b, hk, n, 0, 0}, step.h, step.m, step.half), lower)
-              << "query tile " << step.m << " half " << step.half;
         }
         // Every half of a query tile with visible pairs must be walked, once; the order of the
         // query tiles within a head is the transposed form's. Other steps (empty members of
@@ -291,7 +300,11 @@ void check_walks(const KernelCase& c) {
   for (const int splits : {1, 2, 3, 7}) check_forward_walk(c, splits, 1);
   if (c.heads % 2 == 0) check_forward_walk(c, 2, 2);
   for (int32_t heads_kv = 1; heads_kv <= c.heads; ++heads_kv) {
-    if (c.heads % heads_kv == 0) check_backward_walk(c, heads_kv);
+    if (c.heads % heads_kv != 0) continue;
+    const int group = c.heads / heads_kv;
+    for (const int splits : std::set<int>{1, std::min(2, group), std::min(3, group), group}) {
+      check_backward_walk(c, heads_kv, splits);
+    }
   }
 }
 

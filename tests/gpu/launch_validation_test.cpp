@@ -123,6 +123,7 @@ class LaunchValidation : public testing::Test {
     a.dout = a.dq = a.q;  // read and written tensors alike are only checked, never touched
     a.dk = a.k;
     a.dv = a.v;
+    a.head_splits = 1;  // automatic would ask the device for its SM count
     return a;
   }
 
@@ -142,7 +143,7 @@ class LaunchValidation : public testing::Test {
   }
 
   size_t backward_bytes() const {
-    return cm::cuda::backward_workspace_bytes(view(plan_.blob()), 1, kHeads, kDim);
+    return cm::cuda::backward_workspace_bytes(view(plan_.blob()), backward_args());
   }
 
   cm::Plan plan_;
@@ -301,6 +302,7 @@ TEST_F(LaunchValidation, BackwardRejectsEachBrokenRule) {
       {"dq.stride_s must be a positive multiple", [](B& a) { a.dq.stride_s = 100; }},
       {"dk.data is null", [](B& a) { a.dk.data = nullptr; }},
       {"dv.stride_h must be a positive multiple", [](B& a) { a.dv.stride_h = 4; }},
+      {"head_splits must be 0 (automatic)", [](B& a) { a.head_splits = -1; }},
   };
   for (const auto& [message, apply] : outputs) {
     BackwardArgs a = backward_args();
@@ -322,16 +324,39 @@ TEST_F(LaunchValidation, BackwardRejectsEachBrokenRule) {
 TEST_F(LaunchValidation, BackwardWorkspaceSizeRejectsWhatBackwardWould) {
   const std::string entry = "cm::cuda::backward";
   const cm::cuda::DescriptorView d = view(plan_.blob());
-  expect_rejected([] { cm::cuda::backward_workspace_bytes({}, 1, 1, kDim); }, entry,
+  const auto sizes = [](int batch, int heads_q, int heads_kv, int head_dim, int head_splits) {
+    BackwardArgs a;
+    a.batch = batch;
+    a.heads_q = heads_q;
+    a.heads_kv = heads_kv;
+    a.head_dim = head_dim;
+    a.head_splits = head_splits;
+    return a;
+  };
+  expect_rejected([&] { cm::cuda::backward_workspace_bytes({}, sizes(1, 1, 1, kDim, 0)); }, entry,
                   "descriptor host and device pointers must be set", "descriptor");
-  expect_rejected([&] { cm::cuda::backward_workspace_bytes(d, 1, 1, 4); }, entry,
+  expect_rejected([&] { cm::cuda::backward_workspace_bytes(d, sizes(1, 1, 1, 4, 0)); }, entry,
                   "head_dim 4 is not supported", "head dim");
   // Batch and heads index CUDA grid dimensions y and z, which stop at 65535.
-  expect_rejected([&] { cm::cuda::backward_workspace_bytes(d, 65536, 1, kDim); }, entry,
-                  "batch must be in [1, 65535]", "batch");
-  expect_rejected([&] { cm::cuda::backward_workspace_bytes(d, 1, 65536, kDim); }, entry,
-                  "heads_q must be in [1, 65535]", "heads");
-  EXPECT_GT(cm::cuda::backward_workspace_bytes(d, 65535, 1, kDim), 0u);
+  expect_rejected([&] { cm::cuda::backward_workspace_bytes(d, sizes(65536, 1, 1, kDim, 0)); },
+                  entry, "batch must be in [1, 65535]", "batch");
+  expect_rejected([&] { cm::cuda::backward_workspace_bytes(d, sizes(1, 65536, 1, kDim, 0)); },
+                  entry, "heads_q must be in [1, 65535]", "heads");
+  expect_rejected([&] { cm::cuda::backward_workspace_bytes(d, sizes(1, 4, 3, kDim, 0)); }, entry,
+                  "heads_q (4) must be a multiple of heads_kv (3)", "group");
+  // Head splits: 0 (automatic), 1, or up to the group's 4 heads.
+  for (const int bad : {-1, 5}) {
+    expect_rejected([&] { cm::cuda::backward_head_splits(d, sizes(1, 8, 2, kDim, bad)); }, entry,
+                    "head_splits must be 0 (automatic), 1 (heads not split) or up to heads_q / "
+                    "heads_kv = 4",
+                    "head splits");
+  }
+  EXPECT_EQ(cm::cuda::backward_head_splits(d, sizes(1, 8, 2, kDim, 3)), 3);
+  EXPECT_EQ(cm::cuda::backward_head_splits(d, sizes(1, 8, 8, kDim, 0)), 1);  // no group
+  // Split parts add their float32 dK and dV sums to the workspace.
+  EXPECT_GT(cm::cuda::backward_workspace_bytes(d, sizes(1, 8, 2, kDim, 4)),
+            cm::cuda::backward_workspace_bytes(d, sizes(1, 8, 2, kDim, 1)));
+  EXPECT_GT(cm::cuda::backward_workspace_bytes(d, sizes(65535, 1, 1, kDim, 0)), 0u);
 }
 
 // Descriptors the kernels cannot read: both entry points refuse them by the same rules.

@@ -21,6 +21,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -224,12 +225,14 @@ TEST_P(PackedBounds, NothingOutsideNaNInsideOthersUnchanged) {
                  -INFINITY, kLseCanary, is_nan32);
 
   // Backward from the forward with the bad sequences (the good one's O and LSE are the same), in
-  // both modes.
-  const size_t bytes =
-      cm::cuda::backward_workspace_bytes(descriptor.view(), kSequences, c.heads_q, c.head_dim);
-  DeviceBuffer workspace(bytes);
-  for (const bool deterministic : {true, false}) {
-    SCOPED_TRACE(deterministic ? "deterministic" : "default mode");
+  // both modes, with the kv group's heads in one CTA and split over as many (the kv postprocess
+  // then writes dK and dV).
+  const int group = c.heads_q / c.heads_kv;
+  for (const auto& [deterministic, head_splits] :
+       std::vector<std::pair<bool, int>>{{true, 1}, {false, 1}, {true, group}, {false, group}}) {
+    if (head_splits == group && group == 1) continue;
+    SCOPED_TRACE(std::string(deterministic ? "deterministic" : "default mode") + ", head splits " +
+                 std::to_string(head_splits));
     std::vector<std::vector<uint16_t>> bad, clean;
     const PaddedTensor<uint16_t> dq(layout.total_q, c.heads_q, c.head_dim),
         dk(layout.total_k, c.heads_kv, c.head_dim), dv(layout.total_k, c.heads_kv, c.head_dim);
@@ -242,6 +245,9 @@ TEST_P(PackedBounds, NothingOutsideNaNInsideOthersUnchanged) {
       args.dk = dk.ref();
       args.dv = dv.ref();
       args.deterministic = deterministic;
+      args.head_splits = head_splits;
+      const size_t bytes = cm::cuda::backward_workspace_bytes(descriptor.view(), args);
+      DeviceBuffer workspace(bytes);
       CUDA_OK(cudaMemset(workspace.ptr, 0xff, bytes));
       cm::cuda::backward(descriptor.view(), args, workspace.ptr, bytes, nullptr);
       CUDA_OK(cudaDeviceSynchronize());
@@ -249,7 +255,8 @@ TEST_P(PackedBounds, NothingOutsideNaNInsideOthersUnchanged) {
       for (const auto* t : {&dq, &dk, &dv}) results.push_back(t->download());
     }
     // By default the good sequence's dQ adds may come in another order: its dQ rows are
-    // checked against themselves (finite), dK and dV bit for bit (no adds across CTAs).
+    // checked against themselves (finite), dK and dV bit for bit (no adds across CTAs, or the
+    // head splits' sums added in split order).
     if (!deterministic) clean[0] = bad[0];
     dq.check("dQ", bad[0], clean[0], layout, false, write_outside, kZero, kCanary, is_nan16);
     dk.check("dK", bad[1], clean[1], layout, true, write_outside, kZero, kCanary, is_nan16);

@@ -220,19 +220,17 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
 
   const DeviceTensor dout(p.dout.size(), dtype, "dO"), dq(p.q.size(), dtype, "dQ"),
       dk(p.k.size(), dtype, "dK"), dv(p.v.size(), dtype, "dV");
-  const DeviceBuffer backward_workspace(
-      cuda::backward_workspace_bytes(descriptor.view(), s.batch, s.heads_q, s.head_dim),
-      "the backward workspace");
-  dout.upload(p.dout);
-  for (const DeviceTensor* t : {&dq, &dk, &dv}) t->poison();
-  backward_workspace.poison();
-
   cuda::BackwardArgs b;
   static_cast<cuda::Problem&>(b) = f;  // the forward's problem, read
   b.dout = cuda::dense_bhsd(dout.get(), s.heads_q, s.nq, s.head_dim);
   b.dq = cuda::dense_bhsd(dq.get(), s.heads_q, s.nq, s.head_dim);
   b.dk = cuda::dense_bhsd(dk.get(), s.heads_kv, s.nk, s.head_dim);
   b.dv = cuda::dense_bhsd(dv.get(), s.heads_kv, s.nk, s.head_dim);
+  const DeviceBuffer backward_workspace(cuda::backward_workspace_bytes(descriptor.view(), b),
+                                        "the backward workspace");
+  dout.upload(p.dout);
+  for (const DeviceTensor* t : {&dq, &dk, &dv}) t->poison();
+  backward_workspace.poison();
 
   if (options.on_phase) options.on_phase("backward");
   r.backward_seconds = median_seconds(

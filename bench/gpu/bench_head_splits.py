@@ -1,0 +1,107 @@
+"""The backward's head splits (cm::cuda::BackwardArgs::head_splits) on launches whose key tiles
+alone leave SMs idle: one or two sequences of GQA heads. Per shape, first the backward kernels
+alone through the C entry point (tests/gpu/bwd_cm.py), with the kv group's query heads in one CTA
+(head_splits 1) and with the automatic count, in alternating rounds
+(bench_common.interleaved_median_ms), their gradients compared; then forward + backward of
+cm.attention (automatic) against SDPA and compiled FlexAttention, both with enable_gqa, in
+alternating rounds too.
+
+Shapes: bf16, head dim 128, causal, [B, H, N, D]; the last one's key tiles fill the SMs.
+Needs the compilemask package with its CUDA kernels and the kernel library of the CMake build.
+
+Usage: bench_head_splits.py --lib BUILD/kernels/libcompilemask_cuda.so --out OUTDIR
+Writes OUTDIR/bench_head_splits.md.
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
+from bench_common import compiled_flex, interleaved_median_ms, write_report  # noqa: E402
+from bwd_cm import Backward  # noqa: E402
+from cm_kernel import Descriptor, Kernel  # noqa: E402
+
+D = 128
+SHAPES = [  # (B, N, heads_q, heads_kv)
+    (1, 256, 8, 2),
+    (1, 1024, 32, 8),
+    (1, 2048, 32, 8),
+    (1, 4096, 16, 2),
+    (1, 4096, 32, 8),
+]
+
+
+def kernel_rows(cm, forward, backward, b, n, hq, hkv):
+    """(splits, ms with 1, ms automatic, max |difference|) of the backward kernels."""
+    desc = Descriptor(cm.masks.causal().specialize(nq=n).descriptor.tobytes())
+    q = torch.randn(b, hq, n, D, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hkv, n, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    dout = torch.randn_like(q)
+    out = torch.empty_like(q)
+    lse = torch.empty(b, hq, n, device="cuda", dtype=torch.float32)
+    forward.forward(desc, q, k, v, out, lse, layout="bhsd")
+    grads = {s: (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)) for s in (1, 0)}
+
+    def run(splits):
+        return lambda: backward.backward(desc, q, k, v, out, dout, lse, *grads[splits],
+                                         layout="bhsd", head_splits=splits)
+
+    ms = interleaved_median_ms({s: run(s) for s in (1, 0)})
+    torch.cuda.synchronize()
+    diff = max((x.float() - y.float()).abs().max().item() for x, y in zip(grads[1], grads[0]))
+    splits = backward.head_splits(desc, b, hq, hkv, D)
+    return splits, ms[1], ms[0], diff
+
+
+def training_ms(cm, flex, b, n, hq, hkv):
+    """Forward + backward ms of cm.attention, SDPA and Flex on one shape."""
+    from torch.nn.attention.flex_attention import create_block_mask
+    q = torch.randn(b, hq, n, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(b, hkv, n, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))
+    dout = torch.randn(b, hq, n, D, device="cuda", dtype=torch.bfloat16)
+    plan = cm.masks.causal().specialize(nq=n, device="cuda")
+    block_mask = create_block_mask(lambda b_, h, i, j: i >= j, None, None, n, n, device="cuda")
+    fns = {
+        "cm": lambda: cm.attention(q, k, v, plan, layout="bhsd").backward(dout),
+        "sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                       enable_gqa=True).backward(dout),
+        "flex": lambda: flex(q, k, v, block_mask=block_mask, enable_gqa=True).backward(dout),
+    }
+    return interleaved_median_ms(fns, grads=[q, k, v])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--lib", required=True, help="libcompilemask_cuda.so of the CMake build")
+    p.add_argument("--out", required=True, help="folder for bench_head_splits.md")
+    a = p.parse_args()
+    import compilemask as cm
+    if not cm.cuda_available():
+        sys.exit("the compilemask package was built without its CUDA kernels")
+    torch.manual_seed(0)
+    forward, backward, flex = Kernel(a.lib), Backward(a.lib), compiled_flex()
+    lines = ["bf16, head dim 128, causal, [B, H, N, D]. Backward kernels: the C entry point, the "
+             "group's heads in one CTA (1) against the automatic head splits (max diff: between "
+             "the two). Forward + backward: cm.attention (automatic) against SDPA and compiled "
+             "Flex with enable_gqa.", "",
+             "| B | N | heads q / kv | key-tile CTAs | head splits | bwd ms, 1 | bwd ms, auto | "
+             "1 / auto | max diff | fwd+bwd ms: cm | SDPA | Flex | SDPA / cm | Flex / cm |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for b, n, hq, hkv in SHAPES:
+        splits, one, auto, diff = kernel_rows(cm, forward, backward, b, n, hq, hkv)
+        ms = training_ms(cm, flex, b, n, hq, hkv)
+        lines.append(f"| {b} | {n} | {hq} / {hkv} | {b * hkv * -(-n // 128)} | {splits} | "
+                     f"{one:.3f} | {auto:.3f} | {one / auto:.2f} | {diff:.1e} | {ms['cm']:.3f} | "
+                     f"{ms['sdpa']:.3f} | {ms['flex']:.3f} | {ms['sdpa'] / ms['cm']:.2f} | "
+                     f"{ms['flex'] / ms['cm']:.2f} |")
+    write_report(a.out, "bench_head_splits.md", "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
