@@ -32,9 +32,9 @@ struct BackwardArgs : Problem {
   // Head splits, for launches whose key tiles (batch x heads_kv x key tiles) are fewer than the
   // GPU's SMs: each key tile's kv group of query heads is cut into head_splits near-equal parts
   // that run as separate work items, whose float32 dK and dV sums a small kernel adds up in order
-  // (deterministic too). 0: automatic (see backward_head_splits), 1: never, 2 up to heads_q /
-  // heads_kv: that many parts. The parts need workspace.
-  int32_t head_splits = 0;
+  // (deterministic too). 1 (the default): never; 0: automatic (see backward_head_splits); 2 up
+  // to heads_q / heads_kv: that many parts. The parts need workspace.
+  int32_t head_splits = 1;
 };
 
 // These two read only the sizes of `args` (batch, heads_q, heads_kv, head_dim) and head_splits,

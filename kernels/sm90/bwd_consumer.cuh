@@ -394,14 +394,13 @@ struct BwdConsumer {
   }
 
   // This head split's dK (scaled) and dV as float32, from the accumulators straight to the
-  // item's rows of ws.dkv_parts (bwd_params.h): a warp's float2 stores fill whole 32-byte
+  // item's rows of ws.dkv_parts (dkv_part_row): a warp's float2 stores fill whole 32-byte
   // sectors. Rows past the key tile's end are padding, which bwd_kv_postprocess does not read.
   template <class TAcc>
   __device__ void store_split_sums(const TAcc& dk, const TAcc& dv, int key0, int col0) const {
-    const BwdShape& s = p.shape;
-    const int64_t part = int64_t{item.split} * s.batch * s.heads_kv + kv_slice(s, item.b, item.hk);
-    const int64_t first = int64_t{item.n} * kBwdTile + item.part * kBlockN;  // padded key row
-    float* rows = p.ws.dkv_parts + (part * s.k_rows_padded + first) * 2 * kHeadDim;
+    float* rows = p.ws.dkv_parts + dkv_part_row<kHeadDim>(p.shape, item.split,
+                                                          kv_slice(p.shape, item.b, item.hk),
+                                                          item.n * kBwdTile + item.part * kBlockN);
     for_each_pair(dk, key0, col0, [&](int key, int col, int i) {
       float* at = rows + key * 2 * kHeadDim + col;
       *reinterpret_cast<float2*>(at) = make_float2(dk(i) * p.scale, dk(i + 1) * p.scale);

@@ -22,14 +22,7 @@ cudaError_t launch_bwd_main(const BwdMainParams& params, const CUtensorMap& q, c
   const cudaError_t status = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Config::kSmemBytes));
   if (status != cudaSuccess) return status;
-  const BwdShape& s = params.shape;
-  const auto batch = static_cast<unsigned>(s.batch);
-  // The dispatch order decode_bwd_item expects (bwd_work.cuh).
-  const dim3 grid = kDeterministic
-                        ? dim3(static_cast<unsigned>(s.heads_kv * s.head_splits), batch,
-                               static_cast<unsigned>(s.num_k_tiles * Config::kKeyParts))
-                        : dim3(static_cast<unsigned>(bwd_slice_items(s, Config::kKeyParts)),
-                               static_cast<unsigned>(s.heads_kv), batch);
+  const dim3 grid = bwd_main_grid(params.shape, kDeterministic, Config::kKeyParts);
   kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params, q, k, v, dout);
   return cudaGetLastError();
 }

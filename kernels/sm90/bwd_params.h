@@ -69,6 +69,15 @@ __host__ __device__ inline int kv_slice(const BwdShape& s, int b, int hk) {
   return b * s.heads_kv + hk;
 }
 
+// The first float of padded key row `padded_key` (key tile n's rows start at n * kBwdTile) of kv
+// slice `slice` in head split `split`'s dkv_parts: the row's dK, then its dV at + kHeadDim.
+template <int kHeadDim>
+__host__ __device__ inline int64_t dkv_part_row(const BwdShape& s, int split, int slice,
+                                                int padded_key) {
+  return ((int64_t{split} * s.batch * s.heads_kv + slice) * s.k_rows_padded + padded_key) * 2 *
+         kHeadDim;
+}
+
 // preprocess: dsum and lse_log2 from O, dO, the LSE and its gradient; zeroes the semaphores, the
 // zeroed counts and the dq_accum of the first `zeroed_slices` kv slices (b * heads_kv + hk).
 struct BwdPrepParams {

@@ -173,24 +173,24 @@ template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_kv_postprocess(const __grid_constant__ BwdKvPostParams p) {
   const BwdShape& s = p.shape;
-  const auto [padded, row, lane, h, b, valid, fits, at] = row_slot(s, key_rows(s));
-  if (!valid || !fits) return;
-  const int64_t split_floats = int64_t{s.batch} * s.heads_kv * s.k_rows_padded * 2 * kHeadDim;
+  const RowSlot t = row_slot(s, key_rows(s));
+  if (!t.valid || !t.fits) return;
   constexpr int kChunks = kHeadDim / 8 / kRowThreads;
   for (int tensor = 0; tensor < 2; ++tensor) {  // dK, then dV
     Element* out = tensor == 0 ? row_ptr<Element>(p.dk, s.k_offsets, p.dk_stride_b, p.dk_stride_s,
-                                                  p.dk_stride_h, b, row, h)
+                                                  p.dk_stride_h, t.b, t.row, t.h)
                                : row_ptr<Element>(p.dv, s.k_offsets, p.dv_stride_b, p.dv_stride_s,
-                                                  p.dv_stride_h, b, row, h);
+                                                  p.dv_stride_h, t.b, t.row, t.h);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
-      const int col = 8 * (lane + i * kRowThreads);
+      const int col = 8 * (t.lane + i * kRowThreads);
       if (col >= s.head_dim) continue;
-      const float* src = p.dkv_parts + at * 2 * kHeadDim + tensor * kHeadDim + col;
       float sum[8] = {};
-      for (int split = 0; split < s.head_splits; ++split, src += split_floats) {
-        const float4 lo = __ldcs(reinterpret_cast<const float4*>(src));
-        const float4 hi = __ldcs(reinterpret_cast<const float4*>(src) + 1);
+      for (int split = 0; split < s.head_splits; ++split) {
+        const float4* src = reinterpret_cast<const float4*>(
+            p.dkv_parts + dkv_part_row<kHeadDim>(s, split, kv_slice(s, t.b, t.h), t.padded) +
+            tensor * kHeadDim + col);
+        const float4 lo = __ldcs(src), hi = __ldcs(src + 1);
         const float chunk[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
         for (int j = 0; j < 8; ++j) sum[j] += chunk[j];

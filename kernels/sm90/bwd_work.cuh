@@ -24,9 +24,18 @@ __host__ __device__ inline int bwd_slice_items(const BwdShape& s, int parts) {
   return s.num_k_tiles * parts * s.head_splits;
 }
 
-// CTAs are dispatched in blockIdx order, x fastest (the launch sets the grid to match), and
-// each key tile is `parts` x head_splits items, its parts in turn, each part's head splits in
-// turn.
+// The main kernel's grid: one CTA per item, in the dispatch order bwd_item_at decodes.
+__host__ __device__ inline dim3 bwd_main_grid(const BwdShape& s, bool deterministic, int parts) {
+  const auto batch = static_cast<unsigned>(s.batch);
+  return deterministic ? dim3(static_cast<unsigned>(s.heads_kv * s.head_splits), batch,
+                              static_cast<unsigned>(s.num_k_tiles * parts))
+                       : dim3(static_cast<unsigned>(bwd_slice_items(s, parts)),
+                              static_cast<unsigned>(s.heads_kv), batch);
+}
+
+// The item of the CTA at `block` of bwd_main_grid `grid`. CTAs are dispatched in block index
+// order, x fastest, and each key tile is `parts` x head_splits items, its parts in turn, each
+// part's head splits in turn.
 // Default: the linear block index is an item of a kv slice (b, hk) in paired order
 // (paired_unit, problem_shape.h), each slice's key tiles in the descriptor's longest-first
 // order of the group's first head. The CTAs running at once then share two or three (b, hk),
@@ -35,19 +44,15 @@ __host__ __device__ inline int bwd_slice_items(const BwdShape& s, int parts) {
 // ascending key order. An item's ordered dQ adds wait for the lower items of its head (all of
 // its head split), which were all dispatched before it, and the CTAs running at once belong to
 // different heads and so do not wait for each other.
-__device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool deterministic, int parts) {
+__host__ __device__ inline BwdItem bwd_item_at(const BwdMainParams& p, bool deterministic,
+                                               int parts, dim3 block, dim3 grid) {
   const BwdShape& s = p.shape;
   if (deterministic) {
-    const int x = static_cast<int>(blockIdx.x), z = static_cast<int>(blockIdx.z);
-    return {static_cast<int>(blockIdx.y),
-            x / s.head_splits,
-            z / parts,
-            z % parts,
-            x % s.head_splits,
-            z};
+    const int x = static_cast<int>(block.x), z = static_cast<int>(block.z);
+    return {
+        static_cast<int>(block.y), x / s.head_splits, z / parts, z % parts, x % s.head_splits, z};
   }
-  const int index =
-      static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  const int index = static_cast<int>(block.x + grid.x * (block.y + grid.y * block.z));
   const PairedUnit unit = paired_unit(index, bwd_slice_items(s, parts), s.batch * s.heads_kv);
   const int b = unit.instance / s.heads_kv;  // the kv slice, kv_slice (bwd_params.h)
   const int hk = unit.instance - b * s.heads_kv;
@@ -60,6 +65,11 @@ __device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool determini
           in_tile / s.head_splits,
           in_tile % s.head_splits,
           unit.rank};
+}
+
+// This CTA's item.
+__device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool deterministic, int parts) {
+  return bwd_item_at(p, deterministic, parts, blockIdx, gridDim);
 }
 
 // One step of the main loop: rows [64 half, 64 half + 64) of query tile m of query head h;

@@ -147,7 +147,7 @@ NB_MODULE(_cuda, m) {
   m.def(
       "backward_workspace_bytes",
       [](uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims) {
-        cm::cuda::BackwardArgs args;  // head_splits automatic, as backward() leaves it
+        cm::cuda::BackwardArgs args;  // head_splits as backward() leaves it
         set_common(args, dims, 0.f, 0.f, {0, 0, 0, 0});
         return cm::cuda::backward_workspace_bytes(descriptor(descriptor_host, descriptor_device),
                                                   args);

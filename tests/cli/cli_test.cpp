@@ -370,6 +370,10 @@ TEST(Cli, RunOnGpuOrExplainsWhyNot) {
     expect_gpu_errors_near_rounding(
         expect_ok({"run", example("causal"), "--nq", "16", "--nk", "3000", "--heads", "2",
                    "--backward", "--gpu", "--splits", "5"}));
+    // The kv group's four query heads over three CTAs per key tile (parts of 1, 1 and 2 heads).
+    expect_gpu_errors_near_rounding(
+        expect_ok({"run", example("causal"), "-n", "300", "--heads", "4", "--heads-kv", "1",
+                   "--backward", "--gpu", "--head-splits", "3"}));
     // K and V in a shuffled pool of 16-row pages, NaN in every slot without a key.
     const CliResult paged =
         expect_ok({"run", example("causal"), "--nq", "16", "--nk", "3000", "--heads", "8",

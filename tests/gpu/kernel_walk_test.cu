@@ -17,6 +17,9 @@
 //     each and head by head, a split only its split_range of the heads; it skips the halves that a
 //     bands or bitmap pattern marks empty. dq_rank counts, for each step, the lower key tiles whose
 //     walks hold the same step: the dQ adds that deterministic mode orders before it.
+//   * backward items: bwd_main_grid's CTAs decode (bwd_item_at) onto every (b, kv head, key
+//     tile, part, head split) once, and with head splits their dkv_parts rows cover what the kv
+//     postprocess reads, once (check_backward_items).
 //   * packed layout: the items of a sequence outside its tensors walk nothing, and cover_rows
 //     (packed_rows.h) classifies the rows that packed_rows.cu writes after each pass.
 #include "bwd_work.cuh"
@@ -295,6 +298,69 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits)
   }
 }
 
+// The backward main kernel's grid (bwd_main_grid, bwd_item_at) in both modes, with one or two
+// items per key tile: every (b, kv head, key tile, part, head split) is one CTA's item, and by
+// default each kv slice's ranks (the dq_accum zeroing's chunks) are 0 to its items - 1. With
+// head splits, the rows of dkv_parts that the items write (dkv_part_row, bwd_consumer.cuh) hold
+// every row that bwd_kv_postprocess reads (each split's key rows inside their tiles), once.
+void check_backward_items(const KernelCase& c, int32_t heads_kv, int head_splits) {
+  BwdMainParams p{};
+  static_cast<ProblemShape&>(p.shape) = shape_of(c, heads_kv);
+  p.shape.rows_padded = p.shape.num_q_tiles * kTile;
+  p.shape.k_rows_padded = p.shape.num_k_tiles * kTile;
+  p.shape.head_splits = head_splits;
+  p.descriptor = c.descriptor();
+  const int slices = c.batch * heads_kv;
+  for (const bool deterministic : {false, true}) {
+    for (const int parts : {1, 2}) {
+      SCOPED_TRACE(c.name + " kv heads " + std::to_string(heads_kv) + " head splits " +
+                   std::to_string(head_splits) + " parts " + std::to_string(parts) +
+                   (deterministic ? " deterministic" : ""));
+      const dim3 grid = bwd_main_grid(p.shape, deterministic, parts);
+      std::set<std::tuple<int, int, int, int, int>> items;
+      std::map<int, std::set<int>> ranks;  // by kv slice
+      std::map<int64_t, int> written;      // dkv_parts rows
+      const int keys = kTile / parts;
+      for (unsigned z = 0; z < grid.z; ++z) {
+        for (unsigned y = 0; y < grid.y; ++y) {
+          for (unsigned x = 0; x < grid.x; ++x) {
+            const BwdItem it = bwd_item_at(p, deterministic, parts, dim3(x, y, z), grid);
+            ASSERT_TRUE(it.b >= 0 && it.b < c.batch && it.hk >= 0 && it.hk < heads_kv);
+            ASSERT_TRUE(it.n >= 0 && it.n < p.shape.num_k_tiles && it.part >= 0 &&
+                        it.part < parts && it.split >= 0 && it.split < head_splits);
+            EXPECT_TRUE(items.insert({it.b, it.hk, it.n, it.part, it.split}).second)
+                << "item (" << it.b << ", " << it.hk << ", " << it.n << ", " << it.part << ", "
+                << it.split << ") twice";
+            ranks[kv_slice(p.shape, it.b, it.hk)].insert(it.rank);
+            for (int key = 0; key < keys; ++key) {
+              ++written[dkv_part_row<kTile>(p.shape, it.split, kv_slice(p.shape, it.b, it.hk),
+                                            it.n * kTile + it.part * keys + key)];
+            }
+          }
+        }
+      }
+      EXPECT_EQ(items.size(), size_t(slices) * p.shape.num_k_tiles * parts * head_splits);
+      if (!deterministic) {
+        for (const auto& [slice, got] : ranks) {
+          EXPECT_EQ(got.size(), size_t(bwd_slice_items(p.shape, parts))) << "slice " << slice;
+          EXPECT_EQ(*got.rbegin(), bwd_slice_items(p.shape, parts) - 1) << "slice " << slice;
+        }
+      }
+      for (int split = 0; split < head_splits; ++split) {
+        for (int slice = 0; slice < slices; ++slice) {
+          for (int n = 0; n < p.shape.num_k_tiles; ++n) {
+            for (int r = 0; r < desc::k_tile_span(c.descriptor(), n).size(); ++r) {
+              const int64_t row = dkv_part_row<kTile>(p.shape, split, slice, n * kTile + r);
+              EXPECT_EQ(written.count(row) ? written.at(row) : 0, 1)
+                  << "split " << split << " slice " << slice << " key tile " << n << " row " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Both walks of one case, the backward's for every kv grouping of its query heads.
 void check_walks(const KernelCase& c) {
   for (const int splits : {1, 2, 3, 7}) check_forward_walk(c, splits, 1);
@@ -304,6 +370,7 @@ void check_walks(const KernelCase& c) {
     const int group = c.heads / heads_kv;
     for (const int splits : std::set<int>{1, std::min(2, group), std::min(3, group), group}) {
       check_backward_walk(c, heads_kv, splits);
+      check_backward_items(c, heads_kv, splits);
     }
   }
 }

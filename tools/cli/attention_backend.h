@@ -31,9 +31,10 @@ struct AttentionResult {
 
 struct BackendOptions {
   bool backward = false;
-  int threads = 0;     // 0: all hardware threads
-  int num_splits = 0;  // the GPU forward's key parts (cm::cuda::ForwardArgs::num_splits)
-  int page_size = 0;   // the GPU forward's K and V in pages of this many rows; 0: contiguous
+  int threads = 0;      // 0: all hardware threads
+  int num_splits = 0;   // the GPU forward's key parts (cm::cuda::ForwardArgs::num_splits)
+  int head_splits = 1;  // the GPU backward's head splits (cm::cuda::BackwardArgs::head_splits)
+  int page_size = 0;    // the GPU forward's K and V in pages of this many rows; 0: contiguous
   // Called with the phase ("forward", "backward") when it starts.
   std::function<void(const std::string&)> on_phase;
   // Called with the completed fraction of the current phase.

@@ -61,10 +61,14 @@ std::optional<GpuDType> parse_gpu(const ParsedArgs& args, const AttentionShape& 
                                   const Tiling& tiling) {
   const std::optional<std::string> dtype = args.value("dtype");
   if (!args.has("gpu")) {
-    for (const char* flag : {"dtype", "splits", "pages"}) {
+    for (const char* flag : {"dtype", "splits", "head-splits", "pages"}) {
       if (args.value(flag)) throw UsageError(args.spelling(flag) + " applies only with --gpu");
     }
     return std::nullopt;
+  }
+  if (args.value("head-splits") && !args.has("backward")) {
+    throw UsageError(args.spelling("head-splits") + " applies only with " +
+                     args.spelling("backward"));
   }
   if (args.value("pages") && args.has("backward")) {
     throw UsageError(args.spelling("pages") +
@@ -184,6 +188,8 @@ int run_attention(const ParsedArgs& args) {
   options.backward = args.has("backward");
   options.threads = static_cast<int>(integer_flag(args, "threads", 0, 0, 4096));
   options.num_splits = static_cast<int>(integer_flag(args, "splits", 0, 0, cuda::kMaxSplits));
+  options.head_splits =
+      static_cast<int>(integer_flag(args, "head-splits", 1, 0, shape.heads_q / shape.heads_kv));
   const std::optional<GpuDType> gpu = parse_gpu(args, shape, tiling);
   options.page_size = parse_pages(args);
   // Backends checked against the float64 oracle.
@@ -253,6 +259,9 @@ Command run_command() {
           {"splits", 0, "N", false,
            "GPU forward: split each query tile's keys into N parts (default 0: automatic, "
            "1: none)"},
+          {"head-splits", 0, "N", false,
+           "GPU backward: spread each kv group's query heads over N CTAs per key tile "
+           "(default 1: none; 0: automatic)"},
           {"pages", 0, "N", false,
            "GPU forward: K and V in a shuffled pool of pages of N rows (16, 32, 64 or a "
            "multiple of 128), the slots that hold no key filled with NaN"},

@@ -226,6 +226,7 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
   b.dq = cuda::dense_bhsd(dq.get(), s.heads_q, s.nq, s.head_dim);
   b.dk = cuda::dense_bhsd(dk.get(), s.heads_kv, s.nk, s.head_dim);
   b.dv = cuda::dense_bhsd(dv.get(), s.heads_kv, s.nk, s.head_dim);
+  b.head_splits = options.head_splits;
   const DeviceBuffer backward_workspace(cuda::backward_workspace_bytes(descriptor.view(), b),
                                         "the backward workspace");
   dout.upload(p.dout);
