@@ -1,13 +1,13 @@
 """The backward's head splits (cm::cuda::BackwardArgs::head_splits) on launches whose key tiles
-alone leave SMs idle: one or two sequences of GQA heads. Per shape, first the backward kernels
-alone through the C entry point (tests/gpu/bwd_cm.py), with the kv group's query heads in one CTA
-(head_splits 1) and with the automatic count, in alternating rounds
-(bench_common.interleaved_median_ms), their gradients compared; then forward + backward of
-cm.attention (automatic) against SDPA and compiled FlexAttention, both with enable_gqa, in
-alternating rounds too.
+alone leave SMs idle: one sequence of GQA heads. Per shape, through the C entry points
+(bench/gpu/cm_kernel.py, tests/gpu/bwd_cm.py), the backward kernels with the kv group's query
+heads in one CTA (head_splits 1) and with the automatic count (0), their gradients compared;
+then our forward + backward (the automatic count) against SDPA's and compiled FlexAttention's,
+both with enable_gqa and through autograd (ours without: the C entry points); each group of
+functions in alternating rounds (bench_common.interleaved_median_ms).
 
 Shapes: bf16, head dim 128, causal, [B, H, N, D]; the last one's key tiles fill the SMs.
-Needs the compilemask package with its CUDA kernels and the kernel library of the CMake build.
+Needs the compilemask package (its plans) and the kernel library of the CMake build.
 
 Usage: bench_head_splits.py --lib BUILD/kernels/libcompilemask_cuda.so --out OUTDIR
 Writes OUTDIR/bench_head_splits.md.
@@ -36,9 +36,8 @@ SHAPES = [  # (B, N, heads_q, heads_kv)
 ]
 
 
-def kernel_rows(cm, forward, backward, b, n, hq, hkv):
+def kernel_rows(forward, backward, desc, b, n, hq, hkv):
     """(splits, ms with 1, ms automatic, max |difference|) of the backward kernels."""
-    desc = Descriptor(cm.masks.causal().specialize(nq=n).descriptor.tobytes())
     q = torch.randn(b, hq, n, D, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, hkv, n, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     dout = torch.randn_like(q)
@@ -58,17 +57,23 @@ def kernel_rows(cm, forward, backward, b, n, hq, hkv):
     return splits, ms[1], ms[0], diff
 
 
-def training_ms(cm, flex, b, n, hq, hkv):
-    """Forward + backward ms of cm.attention, SDPA and Flex on one shape."""
+def training_ms(flex, forward, backward, desc, b, n, hq, hkv):
+    """Forward + backward ms of ours (automatic head splits), SDPA and Flex on one shape."""
     from torch.nn.attention.flex_attention import create_block_mask
     q = torch.randn(b, hq, n, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     k, v = (torch.randn(b, hkv, n, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             for _ in range(2))
     dout = torch.randn(b, hq, n, D, device="cuda", dtype=torch.bfloat16)
-    plan = cm.masks.causal().specialize(nq=n, device="cuda")
+    out, lse = torch.empty_like(q), torch.empty(b, hq, n, device="cuda", dtype=torch.float32)
+    grads = (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
     block_mask = create_block_mask(lambda b_, h, i, j: i >= j, None, None, n, n, device="cuda")
+
+    def ours():
+        forward.forward(desc, q, k, v, out, lse, layout="bhsd")
+        backward.backward(desc, q, k, v, out, dout, lse, *grads, layout="bhsd", head_splits=0)
+
     fns = {
-        "cm": lambda: cm.attention(q, k, v, plan, layout="bhsd").backward(dout),
+        "ours": ours,
         "sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                        enable_gqa=True).backward(dout),
         "flex": lambda: flex(q, k, v, block_mask=block_mask, enable_gqa=True).backward(dout),
@@ -82,24 +87,23 @@ def main():
     p.add_argument("--out", required=True, help="folder for bench_head_splits.md")
     a = p.parse_args()
     import compilemask as cm
-    if not cm.cuda_available():
-        sys.exit("the compilemask package was built without its CUDA kernels")
     torch.manual_seed(0)
     forward, backward, flex = Kernel(a.lib), Backward(a.lib), compiled_flex()
-    lines = ["bf16, head dim 128, causal, [B, H, N, D]. Backward kernels: the C entry point, the "
-             "group's heads in one CTA (1) against the automatic head splits (max diff: between "
-             "the two). Forward + backward: cm.attention (automatic) against SDPA and compiled "
-             "Flex with enable_gqa.", "",
+    lines = ["bf16, head dim 128, causal, [B, H, N, D], through the C entry points. Backward "
+             "kernels: the group's heads in one CTA (1) against the automatic head splits (max "
+             "diff: between the two). Forward + backward: ours (automatic) against SDPA and "
+             "compiled Flex with enable_gqa, through autograd.", "",
              "| B | N | heads q / kv | key-tile CTAs | head splits | bwd ms, 1 | bwd ms, auto | "
-             "1 / auto | max diff | fwd+bwd ms: cm | SDPA | Flex | SDPA / cm | Flex / cm |",
+             "1 / auto | max diff | fwd+bwd ms: ours | SDPA | Flex | SDPA / ours | Flex / ours |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for b, n, hq, hkv in SHAPES:
-        splits, one, auto, diff = kernel_rows(cm, forward, backward, b, n, hq, hkv)
-        ms = training_ms(cm, flex, b, n, hq, hkv)
+        desc = Descriptor(cm.masks.causal().specialize(nq=n).descriptor.tobytes())
+        splits, one, auto, diff = kernel_rows(forward, backward, desc, b, n, hq, hkv)
+        ms = training_ms(flex, forward, backward, desc, b, n, hq, hkv)
         lines.append(f"| {b} | {n} | {hq} / {hkv} | {b * hkv * -(-n // 128)} | {splits} | "
-                     f"{one:.3f} | {auto:.3f} | {one / auto:.2f} | {diff:.1e} | {ms['cm']:.3f} | "
-                     f"{ms['sdpa']:.3f} | {ms['flex']:.3f} | {ms['sdpa'] / ms['cm']:.2f} | "
-                     f"{ms['flex'] / ms['cm']:.2f} |")
+                     f"{one:.3f} | {auto:.3f} | {one / auto:.2f} | {diff:.1e} | "
+                     f"{ms['ours']:.3f} | {ms['sdpa']:.3f} | {ms['flex']:.3f} | "
+                     f"{ms['sdpa'] / ms['ours']:.2f} | {ms['flex'] / ms['ours']:.2f} |")
     write_report(a.out, "bench_head_splits.md", "\n".join(lines) + "\n")
 
 

@@ -30,16 +30,27 @@ inline constexpr int kAllTiles = 0x7fffffff;
 
 // The split count of ForwardArgs::num_splits = 0 for `items` work items (query tiles of every
 // (b, h)) on `sms` SMs, when the longest row lists `longest_row` key tiles. 1 when the items
-// fill the SMs; else best_part_count (work_splits.h) over parts of kMinTilesPerSplit tiles or
-// more, a tile costing 10 and an item kItemCostTenths. (Session 34's rule, the fewest parts
-// within 10% of the best wave efficiency, took 15 parts of 17-18 tiles for one 32K-key decoding
-// row of 8 KV heads, where 16 parts of 16 tiles fill more SMs.)
+// fill the SMs; else the count s, each part kMinTilesPerSplit tiles or more, that minimises the
+// estimated time: waves(s) = ceil(items * s / sms) rounds of the longest part,
+// ceil(longest_row / s) tiles plus an item's own cost; the fewest parts among equals. (Session
+// 34's rule, the fewest parts within 10% of the best wave efficiency, took 15 parts of 17-18
+// tiles for one 32K-key decoding row of 8 KV heads, where 16 parts of 16 tiles fill more SMs.)
 inline int auto_num_splits(int64_t items, int sms, int longest_row) {
   if (items <= 0 || items >= sms) return 1;
   int most = longest_row / kMinTilesPerSplit;
   if (most > kMaxSplits) most = kMaxSplits;
   if (most < 2) return 1;
-  return best_part_count(items, sms, longest_row, most, 10, kItemCostTenths);
+  // In tenths of a tile's time.
+  auto estimate = [&](int s) {
+    const int64_t waves = (items * s + sms - 1) / sms;
+    const int64_t part = (longest_row + s - 1) / s;
+    return waves * (10 * part + kItemCostTenths);
+  };
+  int best = 1;
+  for (int s = 2; s <= most; ++s) {
+    if (estimate(s) < estimate(best)) best = s;
+  }
+  return best;
 }
 
 // The forward's workspace: the work-item counter, then, when the items' outputs go through

@@ -22,22 +22,4 @@ CM_HD TileRange split_range(int length, int split, int splits) {
   return {begin, end - begin};
 }
 
-// The part count s in [1, most] that minimises the estimated time of `items` work items on `sms`
-// SMs when the longest item, `length` elements of `element_cost` each, is cut into s parts:
-// waves(s) = ceil(items * s / sms) rounds of the longest part, ceil(length / s) elements plus a
-// work item's own cost `item_cost` (both in any one unit of time); the fewest parts among equals.
-inline int best_part_count(int64_t items, int sms, int length, int most, int64_t element_cost,
-                           int64_t item_cost) {
-  auto estimate = [&](int s) {
-    const int64_t waves = (items * s + sms - 1) / sms;
-    const int64_t part = (length + s - 1) / s;
-    return waves * (element_cost * part + item_cost);
-  };
-  int best = 1;
-  for (int s = 2; s <= most; ++s) {
-    if (estimate(s) < estimate(best)) best = s;
-  }
-  return best;
-}
-
 }  // namespace cm::sm90
