@@ -80,6 +80,9 @@ def run_case(kernel, cli, examples, case):
     scale = case.scale if case.scale else D ** -0.5
 
     q_offsets = k_offsets = page_table = None
+    # Packed cases of odd length have the rows between the sequences written (0, and -inf in the
+    # LSE: cm::cuda::Problem::write_rows_outside_sequences); the others leave them as they are.
+    write_outside = case.layout == "thd" and case.nq % 2 == 1
     if case.layout == "bshd" or case.layout in PAGE_SIZES:
         as_layout = lambda t: t.transpose(1, 2).contiguous()
         out = torch.full((B, case.nq, Hq, D), float("nan"), device="cuda", dtype=case.dtype)
@@ -107,7 +110,7 @@ def run_case(kernel, cli, examples, case):
         layout = "bshd"
     kernel.forward(desc, as_layout(q), keys, values, out, lse, layout=layout, scale=case.scale,
                    q_offsets=q_offsets, k_offsets=k_offsets, mainloop=MAINLOOP,
-                   page_table=page_table)
+                   page_table=page_table, write_rows_outside=write_outside)
     torch.cuda.synchronize()
 
     # Back to [B, Hq, Sq, D] and [B, Hq, Sq].
@@ -118,10 +121,16 @@ def run_case(kernel, cli, examples, case):
     else:
         o = torch.stack([out[b * (case.nq + 3): b * (case.nq + 3) + case.nq].transpose(0, 1)
                          for b in range(B)])
+        lse_rows = lse
         lse = torch.stack([lse[:, b * (case.nq + 3): b * (case.nq + 3) + case.nq] for b in range(B)])
-        # The gap rows between sequences must stay untouched (still NaN).
-        gaps = torch.cat([out[b * (case.nq + 3) + case.nq: (b + 1) * (case.nq + 3)] for b in range(B)])
-        if not torch.isnan(gaps.float()).all():
+        # The gap rows between sequences: untouched (still NaN), or written as rows that see
+        # no key.
+        gap_rows = [r for b in range(B) for r in range(b * (case.nq + 3) + case.nq,
+                                                       (b + 1) * (case.nq + 3))]
+        gaps, gap_lse = out[gap_rows].float(), lse_rows[:, gap_rows]
+        if write_outside and not ((gaps == 0).all() and torch.isneginf(gap_lse).all()):
+            return False, "rows outside its sequences not written as 0 and -inf"
+        if not write_outside and not (torch.isnan(gaps).all() and torch.isnan(gap_lse).all()):
             return False, "wrote rows outside its sequences"
 
     o64, lse64 = reference(q, k, v, case.visible, scale, torch.float64)
