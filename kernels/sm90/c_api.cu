@@ -54,28 +54,17 @@ cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int n
   return p;
 }
 
-// ForwardArgs with the sizes that cm::cuda::forward_workspace_bytes and forward_num_splits read.
-cm::cuda::ForwardArgs forward_sizes(int batch, int heads_q, int heads_kv, int head_dim,
-                                    int num_splits) {
-  cm::cuda::ForwardArgs args;
+// The arguments that the size queries read: the problem's sizes and the split count (the
+// forward's num_splits, the backward's head_splits).
+template <class Args>
+Args sizes(int batch, int heads_q, int heads_kv, int head_dim, int splits,
+           int32_t Args::*split_field) {
+  Args args;
   args.batch = batch;
   args.heads_q = heads_q;
   args.heads_kv = heads_kv;
   args.head_dim = head_dim;
-  args.num_splits = num_splits;
-  return args;
-}
-
-// BackwardArgs with the sizes that cm::cuda::backward_workspace_bytes and backward_head_splits
-// read.
-cm::cuda::BackwardArgs backward_sizes(int batch, int heads_q, int heads_kv, int head_dim,
-                                      int head_splits) {
-  cm::cuda::BackwardArgs args;
-  args.batch = batch;
-  args.heads_q = heads_q;
-  args.heads_kv = heads_kv;
-  args.head_dim = head_dim;
-  args.head_splits = head_splits;
+  args.*split_field = splits;
   return args;
 }
 
@@ -129,7 +118,7 @@ size_t cm_cuda_forward_workspace_bytes_for(const void* descriptor_host,
   return zero_on_error([&] {
     return cm::cuda::forward_workspace_bytes(
         {descriptor_host, descriptor_device},
-        forward_sizes(batch, heads_q, heads_kv, head_dim, num_splits));
+        sizes(batch, heads_q, heads_kv, head_dim, num_splits, &cm::cuda::ForwardArgs::num_splits));
   });
 }
 
@@ -140,7 +129,7 @@ int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descript
   return zero_on_error([&] {
     return cm::cuda::forward_num_splits(
         {descriptor_host, descriptor_device},
-        forward_sizes(batch, heads_q, heads_kv, head_dim, num_splits));
+        sizes(batch, heads_q, heads_kv, head_dim, num_splits, &cm::cuda::ForwardArgs::num_splits));
   });
 }
 
@@ -186,9 +175,9 @@ size_t cm_cuda_backward_workspace_bytes_for(const void* descriptor_host,
                                             const void* descriptor_device, int batch, int heads_q,
                                             int heads_kv, int head_dim, int head_splits) {
   return zero_on_error([&] {
-    return cm::cuda::backward_workspace_bytes(
-        {descriptor_host, descriptor_device},
-        backward_sizes(batch, heads_q, heads_kv, head_dim, head_splits));
+    return cm::cuda::backward_workspace_bytes({descriptor_host, descriptor_device},
+                                              sizes(batch, heads_q, heads_kv, head_dim, head_splits,
+                                                    &cm::cuda::BackwardArgs::head_splits));
   });
 }
 
@@ -198,9 +187,9 @@ int cm_cuda_backward_head_splits(const void* descriptor_host, const void* descri
                                  int batch, int heads_q, int heads_kv, int head_dim,
                                  int head_splits) {
   return zero_on_error([&] {
-    return cm::cuda::backward_head_splits(
-        {descriptor_host, descriptor_device},
-        backward_sizes(batch, heads_q, heads_kv, head_dim, head_splits));
+    return cm::cuda::backward_head_splits({descriptor_host, descriptor_device},
+                                          sizes(batch, heads_q, heads_kv, head_dim, head_splits,
+                                                &cm::cuda::BackwardArgs::head_splits));
   });
 }
 
