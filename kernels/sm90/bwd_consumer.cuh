@@ -379,16 +379,18 @@ struct BwdConsumer {
     const desc::TileSpan tile = desc::k_tile_span(p.descriptor, item.n);
     const int first = tile.begin + item.part * kBlockN;
     const int64_t row0 = (packed ? p.shape.k_offsets[item.b] : 0) + int64_t{first};
-    Element* dk_out = static_cast<Element*>(p.dk) + batch * p.dk_stride_b + item.hk * p.dk_stride_h;
-    Element* dv_out = static_cast<Element*>(p.dv) + batch * p.dv_stride_b + item.hk * p.dv_stride_h;
+    Element* dk_out =
+        static_cast<Element*>(p.dk.data) + batch * p.dk.stride_b + item.hk * p.dk.stride_h;
+    Element* dv_out =
+        static_cast<Element*>(p.dv.data) + batch * p.dv.stride_b + item.hk * p.dv.stride_h;
     const int rows = min(tile.end - first, kBlockN);
     for (int i = fresh_thread_index() - 128; i < rows * kChunks; i += Config::kConsumerThreads) {
       const int r = i / kChunks;
       const int col = 8 * (i % kChunks);
       if (col >= p.shape.head_dim) continue;
-      *reinterpret_cast<uint4*>(dk_out + (row0 + r) * p.dk_stride_s + col) =
+      *reinterpret_cast<uint4*>(dk_out + (row0 + r) * p.dk.stride_s + col) =
           *reinterpret_cast<const uint4*>(ss.q + staged(r, col));
-      *reinterpret_cast<uint4*>(dv_out + (row0 + r) * p.dv_stride_s + col) =
+      *reinterpret_cast<uint4*>(dv_out + (row0 + r) * p.dv.stride_s + col) =
           *reinterpret_cast<const uint4*>(ss.dout + staged(r, col));
     }
   }

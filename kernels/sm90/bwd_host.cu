@@ -180,6 +180,9 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
       layout.head_splits > 1 ? reinterpret_cast<float*>(base + layout.dkv_parts) : nullptr;
   const float scale = host::softmax_scale(args);
   const auto batch_stride = [&](const TensorRef& t) { return packed ? 0 : t.stride_b; };
+  const auto gradient = [&](const TensorRef& t) {  // written: its data pointer cast writable
+    return sm90::GradientRef{const_cast<void*>(t.data), batch_stride(t), t.stride_s, t.stride_h};
+  };
 
   sm90::BwdPrepParams prep{};
   prep.shape = shape;
@@ -205,35 +208,20 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   const host::LogitFactors logits = host::logit_factors(args);
   main.scale_log2 = logits.scale_log2;
   main.softcap_scale = logits.softcap_scale;
-  main.dk = const_cast<void*>(args.dk.data);
-  main.dk_stride_b = batch_stride(args.dk);
-  main.dk_stride_s = args.dk.stride_s;
-  main.dk_stride_h = args.dk.stride_h;
-  main.dv = const_cast<void*>(args.dv.data);
-  main.dv_stride_b = batch_stride(args.dv);
-  main.dv_stride_s = args.dv.stride_s;
-  main.dv_stride_h = args.dv.stride_h;
+  main.dk = gradient(args.dk);
+  main.dv = gradient(args.dv);
   main.ws = ws;
 
   sm90::BwdPostParams post{};
   post.shape = shape;
   post.scale = scale;
-  post.dq = const_cast<void*>(args.dq.data);
-  post.dq_stride_b = batch_stride(args.dq);
-  post.dq_stride_s = args.dq.stride_s;
-  post.dq_stride_h = args.dq.stride_h;
+  post.dq = gradient(args.dq);
   post.dq_accum = ws.dq_accum;
 
   sm90::BwdKvPostParams kv_post{};
   kv_post.shape = shape;
   kv_post.dk = main.dk;
-  kv_post.dk_stride_b = main.dk_stride_b;
-  kv_post.dk_stride_s = main.dk_stride_s;
-  kv_post.dk_stride_h = main.dk_stride_h;
   kv_post.dv = main.dv;
-  kv_post.dv_stride_b = main.dv_stride_b;
-  kv_post.dv_stride_s = main.dv_stride_s;
-  kv_post.dv_stride_h = main.dv_stride_h;
   kv_post.dkv_parts = ws.dkv_parts;
 
   const int64_t q_rows = packed ? args.total_q : args.nq;

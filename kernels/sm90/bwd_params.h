@@ -93,6 +93,13 @@ struct BwdPrepParams {
   int32_t zeroed_slices;  // all in deterministic mode, else kPrepZeroedSlices
 };
 
+// A gradient tensor the kernels write, addressed by element strides (stride_b 0 for the packed
+// layout).
+struct GradientRef {
+  void* data;
+  int64_t stride_b, stride_s, stride_h;
+};
+
 // main: dK, dV per key tile (summed over the query heads of its kv group), dQ into dq_accum.
 struct BwdMainParams {
   BwdShape shape;
@@ -100,10 +107,7 @@ struct BwdMainParams {
   float scale;             // softmax scale (dK = scale * dSᵀ Q)
   float scale_log2;        // log2(e) * the logits' factor: scale, or softcap with a cap
   float softcap_scale;     // scale / softcap (FwdParams); 0 for no cap
-  void* dk;
-  int64_t dk_stride_b, dk_stride_s, dk_stride_h;
-  void* dv;
-  int64_t dv_stride_b, dv_stride_s, dv_stride_h;
+  GradientRef dk, dv;
   BwdWorkspace ws;
 };
 
@@ -111,8 +115,7 @@ struct BwdMainParams {
 struct BwdPostParams {
   BwdShape shape;
   float scale;
-  void* dq;
-  int64_t dq_stride_b, dq_stride_s, dq_stride_h;
+  GradientRef dq;
   const float* dq_accum;
 };
 
@@ -120,10 +123,7 @@ struct BwdPostParams {
 // to the element type.
 struct BwdKvPostParams {
   BwdShape shape;
-  void* dk;
-  int64_t dk_stride_b, dk_stride_s, dk_stride_h;
-  void* dv;
-  int64_t dv_stride_b, dv_stride_s, dv_stride_h;
+  GradientRef dk, dv;
   const float* dkv_parts;
 };
 

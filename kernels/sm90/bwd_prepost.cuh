@@ -80,6 +80,13 @@ __device__ __forceinline__ RowSlot row_slot(const BwdShape& s, const RowAxis& ax
   return t;
 }
 
+// Row `row` of sequence b of a gradient, at head h.
+template <class Element>
+__device__ __forceinline__ Element* row_ptr(const GradientRef& t, const int32_t* offsets, int b,
+                                            int row, int h) {
+  return row_ptr<Element>(t.data, offsets, t.stride_b, t.stride_s, t.stride_h, b, row, h);
+}
+
 // Stores scale * values at dst in the element type.
 template <class Element>
 __device__ __forceinline__ void store_scaled(Element* dst, const float (&values)[8], float scale) {
@@ -144,8 +151,7 @@ __global__ void __launch_bounds__(kPrepostThreads)
   const auto [padded, row, lane, h, b, valid, fits, at] = row_slot(s, query_rows(s));
   if (!valid || !fits) return;
   const float* acc = p.dq_accum + at * kHeadDim;
-  Element* dq =
-      row_ptr<Element>(p.dq, s.q_offsets, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h, b, row, h);
+  Element* dq = row_ptr<Element>(p.dq, s.q_offsets, b, row, h);
   // All of the thread's loads are issued before its first store (the store could alias them
   // as far as the compiler knows), with the streaming hint: the accumulator is read once.
   constexpr int kChunks = kHeadDim / 8 / kRowThreads;
@@ -177,10 +183,7 @@ __global__ void __launch_bounds__(kPrepostThreads)
   if (!t.valid || !t.fits) return;
   constexpr int kChunks = kHeadDim / 8 / kRowThreads;
   for (int tensor = 0; tensor < 2; ++tensor) {  // dK, then dV
-    Element* out = tensor == 0 ? row_ptr<Element>(p.dk, s.k_offsets, p.dk_stride_b, p.dk_stride_s,
-                                                  p.dk_stride_h, t.b, t.row, t.h)
-                               : row_ptr<Element>(p.dv, s.k_offsets, p.dv_stride_b, p.dv_stride_s,
-                                                  p.dv_stride_h, t.b, t.row, t.h);
+    Element* out = row_ptr<Element>(tensor == 0 ? p.dk : p.dv, s.k_offsets, t.b, t.row, t.h);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int col = 8 * (t.lane + i * kRowThreads);
