@@ -22,7 +22,8 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
-from bench_common import compiled_flex, interleaved_median_ms, write_report  # noqa: E402
+from bench_common import (compiled_flex, interleaved_median_ms, kernel_totals_us,  # noqa: E402
+                          write_report)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Descriptor, Kernel  # noqa: E402
 
@@ -37,7 +38,9 @@ SHAPES = [  # (B, N, heads_q, heads_kv)
 
 
 def kernel_rows(forward, backward, desc, b, n, hq, hkv):
-    """(splits, ms with 1, ms automatic, max |difference|) of the backward kernels."""
+    """(splits, ms with 1, ms automatic, max |difference|, the main kernel's µs with 1 and
+    automatic, the kv postprocess's µs) of the backward kernels; the µs per call from
+    torch.profiler (bench_common.kernel_totals_us)."""
     q = torch.randn(b, hq, n, D, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, hkv, n, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     dout = torch.randn_like(q)
@@ -53,8 +56,15 @@ def kernel_rows(forward, backward, desc, b, n, hq, hkv):
     ms = interleaved_median_ms({s: run(s) for s in (1, 0)})
     torch.cuda.synchronize()
     diff = max((x.float() - y.float()).abs().max().item() for x, y in zip(grads[1], grads[0]))
+    largest = max(x.float().abs().max().item() for x in grads[1])
+    if not diff <= 1e-2 * largest:  # the parts' float32 sums round apart, never further
+        sys.exit(f"B={b} N={n} {hq}/{hkv}: split gradients differ by {diff} (largest {largest})")
     splits = backward.head_splits(desc, b, hq, hkv, D)
-    return splits, ms[1], ms[0], diff
+    totals = {s: kernel_totals_us(run(s), 10)[0] for s in (1, 0)}
+    main_us = {s: sum(us for name, us in totals[s].items() if "bwd_kernel" in name)
+               for s in (1, 0)}
+    kv_post_us = sum(us for name, us in totals[0].items() if "bwd_kv_postprocess" in name)
+    return splits, ms[1], ms[0], diff, main_us[1], main_us[0], kv_post_us
 
 
 def training_ms(flex, forward, backward, desc, b, n, hq, hkv):
@@ -94,14 +104,17 @@ def main():
              "diff: between the two). Forward + backward: ours (automatic) against SDPA and "
              "compiled Flex with enable_gqa, through autograd.", "",
              "| B | N | heads q / kv | key-tile CTAs | head splits | bwd ms, 1 | bwd ms, auto | "
-             "1 / auto | max diff | fwd+bwd ms: ours | SDPA | Flex | SDPA / ours | Flex / ours |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "1 / auto | main kernel µs, 1 / auto | kv postprocess µs | max diff | "
+             "fwd+bwd ms: ours | SDPA | Flex | SDPA / ours | Flex / ours |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for b, n, hq, hkv in SHAPES:
         desc = Descriptor(cm.masks.causal().specialize(nq=n).descriptor.tobytes())
-        splits, one, auto, diff = kernel_rows(forward, backward, desc, b, n, hq, hkv)
+        splits, one, auto, diff, main_one, main_auto, kv_post = kernel_rows(
+            forward, backward, desc, b, n, hq, hkv)
         ms = training_ms(flex, forward, backward, desc, b, n, hq, hkv)
         lines.append(f"| {b} | {n} | {hq} / {hkv} | {b * hkv * -(-n // 128)} | {splits} | "
-                     f"{one:.3f} | {auto:.3f} | {one / auto:.2f} | {diff:.1e} | "
+                     f"{one:.3f} | {auto:.3f} | {one / auto:.2f} | {main_one:.1f} / "
+                     f"{main_auto:.1f} | {kv_post:.1f} | {diff:.1e} | "
                      f"{ms['ours']:.3f} | {ms['sdpa']:.3f} | {ms['flex']:.3f} | "
                      f"{ms['sdpa'] / ms['ours']:.2f} | {ms['flex'] / ms['ours']:.2f} |")
     write_report(a.out, "bench_head_splits.md", "\n".join(lines) + "\n")
