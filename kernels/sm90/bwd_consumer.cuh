@@ -39,7 +39,7 @@ __host__ __device__ __forceinline__ int ds_offset(int q, int k) {
   return 64 * k + 8 * ((q / 8) ^ (k % 8)) + q % 8;
 }
 
-template <class Config, bool kDeterministic, bool kSoftcap>
+template <class Config, bool kDeterministic, bool kSoftcap, bool kHeadSplits>
 struct BwdConsumer {
   using Element = typename Config::Element;
   static constexpr int kBlockM = Config::kBlockM;
@@ -269,7 +269,7 @@ struct BwdConsumer {
 
     PipeState<Config::kStages> st;
     int dq_buffer = 0;
-    StepCursor steps(p, item);
+    StepCursor steps(p, item, head_splits_of<kHeadSplits>(p.shape));
     BwdStep step;
     const int key_width = desc::k_tile_span(p.descriptor, item.n).size();
     while (steps.next(step)) {
@@ -356,7 +356,7 @@ struct BwdConsumer {
   // key0 + 8h, column col0 + 8j + e.
   template <class TAcc>
   __device__ void store_dkdv(const TAcc& dk, const TAcc& dv, int key0, int col0) const {
-    if (p.shape.head_splits > 1) {
+    if constexpr (kHeadSplits) {
       store_split_sums(dk, dv, key0, col0);
       return;
     }

@@ -49,7 +49,9 @@ namespace cm::sm90 {
 
 // kSoftcap: params.softcap_scale is not 0 (a compile-time choice, as the forward's FwdConfig
 // says; tested at run time, the branch made the uncapped backward 1.6-2.8% slower, run 192).
-template <class Config, bool kDeterministic, bool kSoftcap>
+// kHeadSplits: params.shape.head_splits is more than 1 (compile-time too: as a run-time branch
+// in the epilogue it made the deterministic head-dim-128 kernels spill in their step loop).
+template <class Config, bool kDeterministic, bool kSoftcap, bool kHeadSplits>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     bwd_kernel(const __grid_constant__ BwdMainParams params,
                const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
@@ -72,8 +74,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   }
   __syncthreads();
 
-  const BwdItem item = decode_bwd_item(params, kDeterministic, Config::kKeyParts);
-  const int units = bwd_slice_items(params.shape, Config::kKeyParts);
+  const int head_splits = head_splits_of<kHeadSplits>(params.shape);
+  const BwdItem item = decode_bwd_item(params, kDeterministic, Config::kKeyParts, head_splits);
+  const int units = bwd_slice_items(params.shape, Config::kKeyParts, head_splits);
   // A packed sequence that does not fit its tensors (sequence_fits, problem_shape.h): nothing is
   // loaded, computed or written (packed_rows.cu writes NaN on its dK and dV rows). The zeroing
   // warps still zero their share of a slice ahead, which other CTAs wait for.
@@ -81,7 +84,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
     if (warp == 0) {
       if (sequence_fits(params.shape, item.b)) {
-        run_bwd_producer<Config>(params, *ss, item, &tma_q, &tma_k, &tma_v, &tma_dout,
+        run_bwd_producer<Config>(params, *ss, item, head_splits, &tma_q, &tma_k, &tma_v, &tma_dout,
                                  static_cast<int>(threadIdx.x));
       }
     } else if (!kDeterministic && threadIdx.x == 32) {
@@ -93,8 +96,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();
     if (sequence_fits(params.shape, item.b)) {
-      BwdConsumer<Config, kDeterministic, kSoftcap>{params, *ss, item,
-                                                    static_cast<int>(threadIdx.x) - 128}
+      BwdConsumer<Config, kDeterministic, kSoftcap, kHeadSplits>{
+          params, *ss, item, static_cast<int>(threadIdx.x) - 128}
           .run();
     }
   }

@@ -15,10 +15,22 @@ template <ElementKind kElement>
 using BwdElement =
     std::conditional_t<kElement == ElementKind::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
 
-template <class Config, bool kDeterministic, bool kSoftcap>
+// f.template operator()<kChosen..., flags...>() with the run-time `flags` as template arguments:
+// one instantiation for each combination.
+template <bool... kChosen, class F>
+cudaError_t with_flags(F&& f) {
+  return f.template operator()<kChosen...>();
+}
+template <bool... kChosen, class F, class... Flags>
+cudaError_t with_flags(F&& f, bool flag, Flags... flags) {
+  return flag ? with_flags<kChosen..., true>(f, flags...)
+              : with_flags<kChosen..., false>(f, flags...);
+}
+
+template <class Config, bool kDeterministic, bool kSoftcap, bool kHeadSplits>
 cudaError_t launch_bwd_main(const BwdMainParams& params, const CUtensorMap& q, const CUtensorMap& k,
                             const CUtensorMap& v, const CUtensorMap& dout, cudaStream_t stream) {
-  const auto kernel = bwd_kernel<Config, kDeterministic, kSoftcap>;
+  const auto kernel = bwd_kernel<Config, kDeterministic, kSoftcap, kHeadSplits>;
   const cudaError_t status = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Config::kSmemBytes));
   if (status != cudaSuccess) return status;
@@ -41,14 +53,12 @@ cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
 
-  const bool softcap = main.softcap_scale != 0.f;
-  if (deterministic) {
-    status = softcap ? launch_bwd_main<Config, true, true>(main, q, k, v, dout, stream)
-                     : launch_bwd_main<Config, true, false>(main, q, k, v, dout, stream);
-  } else {
-    status = softcap ? launch_bwd_main<Config, false, true>(main, q, k, v, dout, stream)
-                     : launch_bwd_main<Config, false, false>(main, q, k, v, dout, stream);
-  }
+  status = with_flags(
+      [&]<bool kDeterministic, bool kSoftcap, bool kHeadSplits>() {
+        return launch_bwd_main<Config, kDeterministic, kSoftcap, kHeadSplits>(main, q, k, v, dout,
+                                                                              stream);
+      },
+      deterministic, main.softcap_scale != 0.f, s.head_splits > 1);
   if (status != cudaSuccess) return status;
 
   const dim3 post_grid(static_cast<unsigned>(s.rows_padded / kPrepostRows),

@@ -20,8 +20,16 @@ struct BwdItem {
 };
 
 // The items of one kv slice: key tiles x key parts x head splits.
-__host__ __device__ inline int bwd_slice_items(const BwdShape& s, int parts) {
-  return s.num_k_tiles * parts * s.head_splits;
+__host__ __device__ inline int bwd_slice_items(const BwdShape& s, int parts, int head_splits) {
+  return s.num_k_tiles * parts * head_splits;
+}
+
+// The head splits that the functions below take: BwdShape::head_splits, or in the kernels
+// compiled without head splits the constant 1, so that the item's decode and the step walk fold
+// their divisions away (a run-time count added about 280 instructions to each CTA's start).
+template <bool kHeadSplits>
+__host__ __device__ inline int head_splits_of(const BwdShape& s) {
+  return kHeadSplits ? s.head_splits : 1;
 }
 
 // The main kernel's grid: one CTA per item, in the dispatch order bwd_item_at decodes.
@@ -29,11 +37,12 @@ __host__ __device__ inline dim3 bwd_main_grid(const BwdShape& s, bool determinis
   const auto batch = static_cast<unsigned>(s.batch);
   return deterministic ? dim3(static_cast<unsigned>(s.heads_kv * s.head_splits), batch,
                               static_cast<unsigned>(s.num_k_tiles * parts))
-                       : dim3(static_cast<unsigned>(bwd_slice_items(s, parts)),
+                       : dim3(static_cast<unsigned>(bwd_slice_items(s, parts, s.head_splits)),
                               static_cast<unsigned>(s.heads_kv), batch);
 }
 
-// The item of the CTA at `block` of bwd_main_grid `grid`. CTAs are dispatched in block index
+// The item of the CTA at `block` of bwd_main_grid `grid`, for `head_splits` (head_splits_of).
+// CTAs are dispatched in block index
 // order, x fastest, and each key tile is `parts` x head_splits items, its parts in turn, each
 // part's head splits in turn.
 // Default: the linear block index is an item of a kv slice (b, hk) in paired order
@@ -45,31 +54,32 @@ __host__ __device__ inline dim3 bwd_main_grid(const BwdShape& s, bool determinis
 // its head split), which were all dispatched before it, and the CTAs running at once belong to
 // different heads and so do not wait for each other.
 __host__ __device__ inline BwdItem bwd_item_at(const BwdMainParams& p, bool deterministic,
-                                               int parts, dim3 block, dim3 grid) {
+                                               int parts, int head_splits, dim3 block, dim3 grid) {
   const BwdShape& s = p.shape;
   if (deterministic) {
     const int x = static_cast<int>(block.x), z = static_cast<int>(block.z);
-    return {
-        static_cast<int>(block.y), x / s.head_splits, z / parts, z % parts, x % s.head_splits, z};
+    return {static_cast<int>(block.y), x / head_splits, z / parts, z % parts, x % head_splits, z};
   }
   const int index = static_cast<int>(block.x + grid.x * (block.y + grid.y * block.z));
-  const PairedUnit unit = paired_unit(index, bwd_slice_items(s, parts), s.batch * s.heads_kv);
+  const PairedUnit unit =
+      paired_unit(index, bwd_slice_items(s, parts, head_splits), s.batch * s.heads_kv);
   const int b = unit.instance / s.heads_kv;  // the kv slice, kv_slice (bwd_params.h)
   const int hk = unit.instance - b * s.heads_kv;
   const desc::Instance& inst = instance_for(p.descriptor, s, b, hk * (s.heads_q / s.heads_kv));
-  const int per_tile = parts * s.head_splits;
+  const int per_tile = parts * head_splits;
   const int in_tile = unit.rank % per_tile;
   return {b,
           hk,
           desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[unit.rank / per_tile],
-          in_tile / s.head_splits,
-          in_tile % s.head_splits,
+          in_tile / head_splits,
+          in_tile % head_splits,
           unit.rank};
 }
 
 // This CTA's item.
-__device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool deterministic, int parts) {
-  return bwd_item_at(p, deterministic, parts, blockIdx, gridDim);
+__device__ inline BwdItem decode_bwd_item(const BwdMainParams& p, bool deterministic, int parts,
+                                          int head_splits) {
+  return bwd_item_at(p, deterministic, parts, head_splits, blockIdx, gridDim);
 }
 
 // One step of the main loop: rows [64 half, 64 half + 64) of query tile m of query head h;
@@ -132,10 +142,10 @@ __host__ __device__ inline unsigned walked_halves(const BwdMainParams& p, int m,
 // transposed form, then the walked halves of each (walked_halves).
 class StepCursor {
  public:
-  __host__ __device__ StepCursor(const BwdMainParams& p, const BwdItem& item)
+  __host__ __device__ StepCursor(const BwdMainParams& p, const BwdItem& item, int head_splits)
       : p_(p), b_(item.b), n_(item.n) {
     const int group = p.shape.heads_q / p.shape.heads_kv;
-    const TileRange heads = split_range(group, item.split, p.shape.head_splits);
+    const TileRange heads = split_range(group, item.split, head_splits);
     step_.h = item.hk * group + heads.begin - 1;  // the head before the item's first
     end_ = item.hk * group + heads.begin + heads.count;
   }

@@ -228,7 +228,7 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits)
         std::vector<std::tuple<int, int, int>> walked;  // (h, m, half), the splits in order
         for (int split = 0; split < head_splits; ++split) {
           const TileRange heads = split_range(group, split, head_splits);
-          StepCursor steps(p, BwdItem{b, hk, n, 0, split, 0});
+          StepCursor steps(p, BwdItem{b, hk, n, 0, split, 0}, head_splits);
           BwdStep step;
           while (steps.next(step)) {
             walked.push_back({step.h, step.m, step.half});
@@ -260,7 +260,7 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits)
             }
             int lower = 0;  // lower key tiles of the kv head whose walks hold this step
             for (int n_lower = 0; n_lower < n; ++n_lower) {
-              StepCursor others(p, BwdItem{b, hk, n_lower, 0, split, 0});
+              StepCursor others(p, BwdItem{b, hk, n_lower, 0, split, 0}, head_splits);
               BwdStep other;
               while (others.next(other)) {
                 lower += other.h == step.h && other.m == step.m && other.half == step.half;
@@ -324,7 +324,8 @@ void check_backward_items(const KernelCase& c, int32_t heads_kv, int head_splits
       for (unsigned z = 0; z < grid.z; ++z) {
         for (unsigned y = 0; y < grid.y; ++y) {
           for (unsigned x = 0; x < grid.x; ++x) {
-            const BwdItem it = bwd_item_at(p, deterministic, parts, dim3(x, y, z), grid);
+            const BwdItem it =
+                bwd_item_at(p, deterministic, parts, head_splits, dim3(x, y, z), grid);
             ASSERT_TRUE(it.b >= 0 && it.b < c.batch && it.hk >= 0 && it.hk < heads_kv);
             ASSERT_TRUE(it.n >= 0 && it.n < p.shape.num_k_tiles && it.part >= 0 &&
                         it.part < parts && it.split >= 0 && it.split < head_splits);
@@ -342,8 +343,10 @@ void check_backward_items(const KernelCase& c, int32_t heads_kv, int head_splits
       EXPECT_EQ(items.size(), size_t(slices) * p.shape.num_k_tiles * parts * head_splits);
       if (!deterministic) {
         for (const auto& [slice, got] : ranks) {
-          EXPECT_EQ(got.size(), size_t(bwd_slice_items(p.shape, parts))) << "slice " << slice;
-          EXPECT_EQ(*got.rbegin(), bwd_slice_items(p.shape, parts) - 1) << "slice " << slice;
+          EXPECT_EQ(got.size(), size_t(bwd_slice_items(p.shape, parts, head_splits)))
+              << "slice " << slice;
+          EXPECT_EQ(*got.rbegin(), bwd_slice_items(p.shape, parts, head_splits) - 1)
+              << "slice " << slice;
         }
       }
       for (int split = 0; split < head_splits; ++split) {
