@@ -42,9 +42,8 @@ __host__ __device__ inline dim3 bwd_main_grid(const BwdShape& s, bool determinis
 }
 
 // The item of the CTA at `block` of bwd_main_grid `grid`, for `head_splits` (head_splits_of).
-// CTAs are dispatched in block index
-// order, x fastest, and each key tile is `parts` x head_splits items, its parts in turn, each
-// part's head splits in turn.
+// CTAs are dispatched in block index order, x fastest, and each key tile is `parts` x
+// head_splits items, its parts in turn, each part's head splits in turn.
 // Default: the linear block index is an item of a kv slice (b, hk) in paired order
 // (paired_unit, problem_shape.h), each slice's key tiles in the descriptor's longest-first
 // order of the group's first head. The CTAs running at once then share two or three (b, hk),
