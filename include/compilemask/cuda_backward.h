@@ -43,7 +43,7 @@ struct BackwardArgs : Problem {
 //
 // The head splits backward() uses on the current device: head_splits itself when it is not 0;
 // else 1 when the key tiles' work items fill the SMs, or the count that minimises an estimate
-// of the time from the waves of work items and the steps of the longest key tile's row.
+// of the time: the larger of the longest item's steps and the SMs' share of all steps.
 int backward_head_splits(const DescriptorView& descriptor, const BackwardArgs& args);
 
 // Bytes of device workspace backward() needs for this descriptor (its tiles) and problem size.
