@@ -4,6 +4,7 @@
 #include "bwd_kernel.cuh"
 #include "bwd_launch.h"
 #include "bwd_prepost.cuh"
+#include "with_flags.h"
 
 #include <cutlass/numeric_types.h>
 
@@ -14,18 +15,6 @@ namespace cm::sm90 {
 template <ElementKind kElement>
 using BwdElement =
     std::conditional_t<kElement == ElementKind::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
-
-// f.template operator()<kChosen..., flags...>() with the run-time `flags` as template arguments:
-// one instantiation for each combination.
-template <bool... kChosen, class F>
-cudaError_t with_flags(F&& f) {
-  return f.template operator()<kChosen...>();
-}
-template <bool... kChosen, class F, class... Flags>
-cudaError_t with_flags(F&& f, bool flag, Flags... flags) {
-  return flag ? with_flags<kChosen..., true>(f, flags...)
-              : with_flags<kChosen..., false>(f, flags...);
-}
 
 template <class Config, bool kDeterministic, bool kSoftcap, bool kHeadSplits>
 cudaError_t launch_bwd_main(const BwdMainParams& params, const CUtensorMap& q, const CUtensorMap& k,

@@ -11,6 +11,7 @@
 #include "host_checks.h"
 #include "packed_rows.h"
 #include "tma_maps.h"
+#include "with_flags.h"
 
 #include <cuda.h>
 
@@ -103,23 +104,6 @@ cudaError_t dispatch_head_dim(int head_dim, const sm90::FwdParams& p, const CUte
     default:
       return sm90::launch_forward<kElement, 256, kOverlap, kSoftcap>(p, q, k, v, grid, stream);
   }
-}
-
-template <sm90::ElementKind kElement, bool kOverlap>
-cudaError_t dispatch_softcap(int head_dim, const sm90::FwdParams& p, const CUtensorMap& q,
-                             const CUtensorMap& k, const CUtensorMap& v, int grid,
-                             cudaStream_t stream) {
-  return p.softcap_scale != 0.f
-             ? dispatch_head_dim<kElement, kOverlap, true>(head_dim, p, q, k, v, grid, stream)
-             : dispatch_head_dim<kElement, kOverlap, false>(head_dim, p, q, k, v, grid, stream);
-}
-
-template <sm90::ElementKind kElement>
-cudaError_t dispatch_variant(bool pingpong, int head_dim, const sm90::FwdParams& p,
-                             const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
-                             int grid, cudaStream_t stream) {
-  return pingpong ? dispatch_softcap<kElement, true>(head_dim, p, q, k, v, grid, stream)
-                  : dispatch_softcap<kElement, false>(head_dim, p, q, k, v, grid, stream);
 }
 
 }  // namespace
@@ -228,11 +212,14 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   }
   const bool pingpong = args.mainloop == Mainloop::kPingpong ||
                         (args.mainloop == Mainloop::kAuto && kernel_head_dim <= 128);
-  const cudaError_t launched = args.dtype == DType::kBFloat16
-                                   ? dispatch_variant<sm90::ElementKind::kBFloat16>(
-                                         pingpong, kernel_head_dim, p, q, k, v, grid, stream)
-                                   : dispatch_variant<sm90::ElementKind::kFloat16>(
-                                         pingpong, kernel_head_dim, p, q, k, v, grid, stream);
+  const cudaError_t launched = sm90::with_flags(
+      [&]<bool kBFloat16, bool kOverlap, bool kSoftcap>() {
+        constexpr auto kElement =
+            kBFloat16 ? sm90::ElementKind::kBFloat16 : sm90::ElementKind::kFloat16;
+        return dispatch_head_dim<kElement, kOverlap, kSoftcap>(kernel_head_dim, p, q, k, v, grid,
+                                                               stream);
+      },
+      args.dtype == DType::kBFloat16, pingpong, p.softcap_scale != 0.f);
   check.cuda(launched, "launching the forward kernel");
   if (work.combine) {
     const sm90::ElementKind element =
