@@ -1,8 +1,8 @@
 """The backward's head splits (cm::cuda::BackwardArgs::head_splits) on launches whose key tiles
 alone leave SMs idle: one sequence of GQA heads. Per shape, through the C entry points
-(bench/gpu/cm_kernel.py, tests/gpu/bwd_cm.py), the backward kernels with the kv group's query
-heads in one CTA (head_splits 1) and with the automatic count (0), their gradients compared;
-then our forward + backward (the automatic count) against SDPA's and compiled FlexAttention's,
+(bench/gpu/cm_kernel.py, tests/gpu/bwd_cm.py), the backward kernels with every head split
+count from 1 (the kv group's query heads in one CTA) to the group size, their gradients compared,
+to see how near the automatic count (0) comes to the fastest; then our forward + backward (the automatic count) against SDPA's and compiled FlexAttention's,
 both with enable_gqa and through autograd (ours without: the C entry points); each group of
 functions in alternating rounds (bench_common.interleaved_median_ms).
 
@@ -31,6 +31,8 @@ D = 128
 SHAPES = [  # (B, N, heads_q, heads_kv)
     (1, 256, 8, 2),
     (1, 1024, 32, 8),
+    (1, 1024, 16, 1),
+    (4, 512, 16, 2),
     (1, 2048, 32, 8),
     (1, 4096, 16, 2),
     (1, 4096, 32, 8),
@@ -38,33 +40,40 @@ SHAPES = [  # (B, N, heads_q, heads_kv)
 
 
 def kernel_rows(forward, backward, desc, b, n, hq, hkv):
-    """(splits, ms with 1, ms automatic, max |difference|, the main kernel's µs with 1 and
-    automatic, the kv postprocess's µs) of the backward kernels; the µs per call from
-    torch.profiler (bench_common.kernel_totals_us)."""
+    """(the automatic count, {count: ms} for 1 to the group size, max |difference| from 1, the
+    main kernel's µs with 1 and automatic, the kv postprocess's µs) of the backward kernels; the
+    µs per call from torch.profiler (bench_common.kernel_totals_us)."""
     q = torch.randn(b, hq, n, D, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, hkv, n, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     dout = torch.randn_like(q)
     out = torch.empty_like(q)
     lse = torch.empty(b, hq, n, device="cuda", dtype=torch.float32)
     forward.forward(desc, q, k, v, out, lse, layout="bhsd")
-    grads = {s: (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)) for s in (1, 0)}
+    counts = range(1, hq // hkv + 1)
+    grads = {s: (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
+             for s in (0, *counts)}
 
     def run(splits):
         return lambda: backward.backward(desc, q, k, v, out, dout, lse, *grads[splits],
                                          layout="bhsd", head_splits=splits)
 
-    ms = interleaved_median_ms({s: run(s) for s in (1, 0)})
+    ms = interleaved_median_ms({s: run(s) for s in counts})
+    run(0)()
     torch.cuda.synchronize()
-    diff = max((x.float() - y.float()).abs().max().item() for x, y in zip(grads[1], grads[0]))
     largest = max(x.float().abs().max().item() for x in grads[1])
-    if not diff <= 1e-2 * largest:  # the parts' float32 sums round apart, never further
-        sys.exit(f"B={b} N={n} {hq}/{hkv}: split gradients differ by {diff} (largest {largest})")
+    diff = 0.0
+    for s in (0, *counts[1:]):
+        diff = max([diff] + [(x.float() - y.float()).abs().max().item()
+                             for x, y in zip(grads[1], grads[s])])
+        if not diff <= 1e-2 * largest:  # the parts' float32 sums round apart, never further
+            sys.exit(f"B={b} N={n} {hq}/{hkv}: {s} head splits' gradients differ by {diff} "
+                     f"(largest {largest})")
     splits = backward.head_splits(desc, b, hq, hkv, D)
     totals = {s: kernel_totals_us(run(s), 10)[0] for s in (1, 0)}
     main_us = {s: sum(us for name, us in totals[s].items() if "bwd_kernel" in name)
                for s in (1, 0)}
     kv_post_us = sum(us for name, us in totals[0].items() if "bwd_kv_postprocess" in name)
-    return splits, ms[1], ms[0], diff, main_us[1], main_us[0], kv_post_us
+    return splits, ms, diff, main_us[1], main_us[0], kv_post_us
 
 
 def training_ms(flex, forward, backward, desc, b, n, hq, hkv):
@@ -100,20 +109,24 @@ def main():
     torch.manual_seed(0)
     forward, backward, flex = Kernel(a.lib), Backward(a.lib), compiled_flex()
     lines = ["bf16, head dim 128, causal, [B, H, N, D], through the C entry points. Backward "
-             "kernels: the group's heads in one CTA (1) against the automatic head splits (max "
-             "diff: between the two). Forward + backward: ours (automatic) against SDPA and "
+             "kernels: the group's heads in one CTA (1), the automatic head splits, and the "
+             "fastest count of 1 to the group size (max diff: the largest between 1 and any "
+             "count). Forward + backward: ours (automatic) against SDPA and "
              "compiled Flex with enable_gqa, through autograd.", "",
              "| B | N | heads q / kv | key-tile CTAs | head splits | bwd ms, 1 | bwd ms, auto | "
-             "1 / auto | main kernel µs, 1 / auto | kv postprocess µs | max diff | "
-             "fwd+bwd ms: ours | SDPA | Flex | SDPA / ours | Flex / ours |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "1 / auto | fastest: splits, ms | main kernel µs, 1 / auto | kv postprocess µs | "
+             "max diff | fwd+bwd ms: ours | SDPA | Flex | SDPA / ours | Flex / ours |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for b, n, hq, hkv in SHAPES:
         desc = Descriptor(cm.masks.causal().specialize(nq=n).descriptor.tobytes())
-        splits, one, auto, diff, main_one, main_auto, kv_post = kernel_rows(
+        splits, ms_of, diff, main_one, main_auto, kv_post = kernel_rows(
             forward, backward, desc, b, n, hq, hkv)
+        one, auto = ms_of[1], ms_of[splits]
+        fastest = min(ms_of, key=ms_of.get)
         ms = training_ms(flex, forward, backward, desc, b, n, hq, hkv)
         lines.append(f"| {b} | {n} | {hq} / {hkv} | {b * hkv * -(-n // 128)} | {splits} | "
-                     f"{one:.3f} | {auto:.3f} | {one / auto:.2f} | {main_one:.1f} / "
+                     f"{one:.3f} | {auto:.3f} | {one / auto:.2f} | {fastest}, "
+                     f"{ms_of[fastest]:.3f} | {main_one:.1f} / "
                      f"{main_auto:.1f} | {kv_post:.1f} | {diff:.1e} | "
                      f"{ms['ours']:.3f} | {ms['sdpa']:.3f} | {ms['flex']:.3f} | "
                      f"{ms['sdpa'] / ms['ours']:.2f} | {ms['flex'] / ms['ours']:.2f} |")

@@ -29,12 +29,13 @@ struct BackwardArgs : Problem {
   TensorRef dq, dk, dv;
   // Bitwise-identical dQ, dK and dV across runs (dQ adds ordered by key tile); slower.
   bool deterministic = false;
-  // Head splits, for launches whose key tiles (batch x heads_kv x key tiles) are fewer than the
-  // GPU's SMs: each key tile's kv group of query heads is cut into head_splits near-equal parts
-  // that run as separate work items, whose float32 dK and dV sums a small kernel adds up in order
-  // (deterministic too). 1 (the default): never; 0: automatic (see backward_head_splits); 2 up
-  // to heads_q / heads_kv: that many parts. The parts need workspace.
-  int32_t head_splits = 1;
+  // Head splits, for launches whose key tiles (batch x heads_kv x key tiles) make only a few
+  // waves over the GPU's SMs: each key tile's kv group of query heads is cut into head_splits
+  // near-equal parts that run as separate work items, whose float32 dK and dV sums a small
+  // kernel adds up in order (deterministic too). 0 (the default): automatic (see
+  // backward_head_splits); 1: never; 2 up to heads_q / heads_kv: that many parts. The parts need
+  // workspace.
+  int32_t head_splits = 0;
 };
 
 // These two read only the sizes of `args` (batch, heads_q, heads_kv, head_dim) and head_splits,
@@ -42,8 +43,8 @@ struct BackwardArgs : Problem {
 // backward() would reject.
 //
 // The head splits backward() uses on the current device: head_splits itself when it is not 0;
-// else 1 when the key tiles' work items fill the SMs, or the count that minimises an estimate
-// of the time: the larger of the longest item's steps and the SMs' share of all steps.
+// else the count whose work items a replay of the GPU's dispatch onto its SMs estimates to
+// finish first (1 when the kv group is one head, or the key tiles alone make four waves).
 int backward_head_splits(const DescriptorView& descriptor, const BackwardArgs& args);
 
 // Bytes of device workspace backward() needs for this descriptor (its tiles) and problem size.

@@ -4,6 +4,7 @@
 #include <compilemask/cuda_backward.h>
 #include <compilemask/descriptor.h>
 
+#include "bwd_head_splits.h"
 #include "bwd_launch.h"
 #include "bwd_work.cuh"
 #include "host_checks.h"
@@ -12,9 +13,7 @@
 
 #include <cuda.h>
 
-#include <algorithm>
 #include <string>
-#include <vector>
 
 namespace cm::cuda {
 namespace {
@@ -34,33 +33,6 @@ struct WorkLayout {
   int64_t rows_padded, k_rows_padded;
   size_t lse_log2, dsum, dq_accum, semaphores, zeroed, dkv_parts, total;
 };
-
-// The backward's steps, two 64-row steps per listed query tile of a key tile's row: the longest
-// row of one query head, and all rows of every (b, query head).
-struct StepCounts {
-  int longest;
-  int64_t total;
-};
-
-StepCounts step_counts(const DescriptorView& d, const desc::Header& h, int batch, int heads_q) {
-  std::vector<int64_t> per_instance(h.num_instances, 0);
-  int longest = 0;
-  for (int i = 0; i < h.num_instances; ++i) {
-    for (int n = 0; n < h.num_k_tiles; ++n) {
-      const int steps =
-          2 * desc::listed_tiles(d.host, desc::k_tile(d.host, desc::instance(d.host, i), n));
-      per_instance[i] += steps;
-      longest = std::max(longest, steps);
-    }
-  }
-  int64_t total = 0;
-  for (int b = 0; b < batch; ++b) {
-    for (int q = 0; q < heads_q; ++q) {
-      total += per_instance[desc::instance_of(d.host, h.batch == 1 ? 0 : b, h.heads == 1 ? 0 : q)];
-    }
-  }
-  return {longest, total};
-}
 
 // The layout for the sizes of `a` that it reads (batch, heads_q, heads_kv, head_dim,
 // head_splits), checked first; throws cm::Error naming a broken rule. Rows are per tile, each
@@ -82,16 +54,14 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) 
   WorkLayout w{};
   w.head_splits = group == 1 ? 1 : a.head_splits;
   if (w.head_splits == 0) {
-    const int kernel_d = host::kernel_head_dim(a.head_dim);
-    const int64_t items = int64_t{a.batch} * a.heads_kv * h.num_k_tiles * kTile /
-                          sm90::backward_keys_per_item(kernel_d);
-    const int sms = check.multiprocessors();
-    w.head_splits = 1;
-    if (items < sms) {
-      check.fits_header(h, kTile, a.batch, a.heads_q, h.nq, h.nk);  // the counts read (b, h)
-      const StepCounts steps = step_counts(descriptor, h, a.batch, a.heads_q);
-      w.head_splits = sm90::auto_head_splits(items, sms, group, steps.longest, steps.total);
-    }
+    check.fits_header(h, kTile, a.batch, a.heads_q, h.nq, h.nk);  // the estimate reads (b, h)
+    sm90::BwdMainParams p{};
+    static_cast<sm90::ProblemShape&>(p.shape) =
+        host::problem_shape(a, descriptor, host::TileTables::kAlways);
+    p.descriptor = descriptor.host;
+    const int parts = kTile / sm90::backward_keys_per_item(host::kernel_head_dim(a.head_dim));
+    w.head_splits =
+        sm90::auto_head_splits(p, parts, check.multiprocessors(), sm90::TileSteps(descriptor.host));
   }
   w.rows_padded = int64_t{h.num_q_tiles} * kTile;
   w.k_rows_padded = int64_t{h.num_k_tiles} * kTile;

@@ -25,7 +25,7 @@
 //        still read it during the next step; or, in deterministic mode, by ordinary adds ordered
 //        across items with a per-64-row semaphore (ascending key tile, then part).
 // dK and dV stay in registers over all steps (so GQA groups are summed inside the CTA) and are
-// written once; when the key tiles alone leave SMs idle, the group's query heads are split over
+// written once; when the key tiles alone make few waves, the group's query heads are split over
 // BwdShape::head_splits CTAs, which write float32 sums that bwd_kv_postprocess adds up. Full tiles
 // run no mask code; partial tiles and the key tile cut by nk build a 64-row visibility bitmap of
 // the item's keys from the descriptor's per-row intervals. Rows past nq and rows that see no key

@@ -57,9 +57,10 @@ struct BwdShape : ProblemShape {
   int32_t rows_padded;    // num_q_tiles * kBwdTile
   int32_t k_rows_padded;  // num_k_tiles * kBwdTile
   // The main kernel's CTAs per key tile and kv slice, each for a near-equal share of the kv
-  // group's query heads (split_range, work_splits.h): more CTAs when the key tiles alone leave
-  // SMs idle. With more than one, each writes its sums to ws.dkv_parts and the kv postprocess
-  // adds them up in split order (so deterministic mode stays bitwise reproducible).
+  // group's query heads (split_range, work_splits.h): more CTAs when the key tiles alone make
+  // few waves over the SMs (bwd_head_splits.h). With more than one, each writes its sums to
+  // ws.dkv_parts and the kv postprocess adds them up in split order (so deterministic mode stays
+  // bitwise reproducible).
   int32_t head_splits;
 };
 

@@ -201,33 +201,4 @@ __host__ __device__ inline int dq_rank(const BwdMainParams& p, const BwdItem& it
   return rank;
 }
 
-// What a CTA costs beyond its steps, in steps' time (loading K and V, storing dK and dV; the
-// timeline of session 18 put about 2 steps' time outside hstu's steps, and a head split adds
-// its partial sums' round trip).
-inline constexpr int kBwdItemCostSteps = 3;
-
-// BwdShape::head_splits for BackwardArgs::head_splits = 0, for `items` CTAs of the key tiles
-// alone (key tiles x key parts of every kv slice) on `sms` SMs, kv groups of `group` query
-// heads, the longest key tile's row `longest_steps` steps for one query head and
-// `total_steps` steps in all. 1 when the items fill the SMs; else the count s in [1, group]
-// that minimises the estimated time, the larger of the longest item (longest_steps times its
-// ceil(group / s) heads, plus its own cost) and the SMs' share of all the work (total_steps plus
-// every item's own cost, over sms); the fewest parts among equals. (The forward's estimate, waves
-// of the longest item, fits its uniform decoding rows; the backward's items differ as much as a
-// causal mask's key tiles do, so the SMs' share bounds them instead.)
-inline int auto_head_splits(int64_t items, int sms, int group, int longest_steps,
-                            int64_t total_steps) {
-  if (items <= 0 || items >= sms || group < 2 || longest_steps < 1) return 1;
-  auto estimate = [&](int s) {
-    const int64_t longest = int64_t{longest_steps} * ((group + s - 1) / s) + kBwdItemCostSteps;
-    const int64_t share = (total_steps + kBwdItemCostSteps * items * s + sms - 1) / sms;
-    return longest > share ? longest : share;
-  };
-  int best = 1;
-  for (int s = 2; s <= group; ++s) {
-    if (estimate(s) < estimate(best)) best = s;
-  }
-  return best;
-}
-
 }  // namespace cm::sm90

@@ -1,8 +1,6 @@
 // The work rules of launches that leave SMs idle (kernels/sm90/work_splits.h): the parts of a
 // row; for the forward (fwd_splits.h, fwd_packing.h) the automatic split count, the workspace's
-// layout and which GQA groups share tiles; for the backward (bwd_work.cuh) the automatic head
-// split count.
-#include "bwd_work.cuh"
+// layout and which GQA groups share tiles. (The backward's head splits: bwd_head_splits_test.cu.)
 #include "fwd_packing.h"
 #include "fwd_splits.h"
 
@@ -67,27 +65,6 @@ TEST(FwdSplits, WorkspaceLayout) {
   EXPECT_EQ(parts.lse_offset, 256u);
   EXPECT_EQ(parts.out_offset, 512u);
   EXPECT_EQ(parts.total, 512u + 3u * 10u * 64u * 4u);
-}
-
-// Examples worked by hand from the rule: t(s) = max(longest ceil(group / s) + 3, ceil((total +
-// 3 items s) / sms)) in steps, minimised over 1 to group, the fewest parts among equals.
-TEST(BwdHeadSplits, AutomaticCount) {
-  EXPECT_EQ(auto_head_splits(132, 132, 4, 100, 50000), 1);  // the key tiles fill the SMs
-  EXPECT_EQ(auto_head_splits(4, 132, 1, 100, 400), 1);      // no group to split
-  EXPECT_EQ(auto_head_splits(4, 132, 4, 0, 0), 1);          // no step to share
-  EXPECT_EQ(auto_head_splits(0, 132, 4, 100, 0), 1);
-  // B = 1, 256 causal rows, 8 query heads on 2 (48 steps): t(1) = 19, t(2) = t(3) = 11,
-  // t(4) = 7.
-  EXPECT_EQ(auto_head_splits(4, 132, 4, 4, 48), 4);
-  // B = 1, 2048 causal rows, 32 query heads on 8 (8704 steps): t(1) = 131, t(2) = max(67, 72)
-  // = 72, t(3) = max(67, 75) = 75, t(4) = max(35, 78) = 78.
-  EXPECT_EQ(auto_head_splits(128, 132, 4, 32, 8704), 2);
-  // B = 1, 4096 causal rows, 16 query heads on 2 (16896 steps): t(2) = 259, t(3) = 195, t(4) =
-  // max(131, 134) = 134, t(5) = max(131, 136) = 136, t(8) = max(67, 140) = 140.
-  EXPECT_EQ(auto_head_splits(64, 132, 8, 64, 16896), 4);
-  // Uniform rows (sliding windows) whose share already binds: 100 items of 4 heads, 32 steps
-  // each: t(1) = max(131, 100) = 131, t(2) = max(67, 102) = 102, t(4) = max(35, 107) = 107.
-  EXPECT_EQ(auto_head_splits(100, 132, 4, 32, 12800), 2);
 }
 
 // A GQA group shares tiles when it divides the tile's 128 rows, one mask serves every head and

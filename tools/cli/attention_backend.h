@@ -33,7 +33,7 @@ struct BackendOptions {
   bool backward = false;
   int threads = 0;      // 0: all hardware threads
   int num_splits = 0;   // the GPU forward's key parts (cm::cuda::ForwardArgs::num_splits)
-  int head_splits = 1;  // the GPU backward's head splits (cm::cuda::BackwardArgs::head_splits)
+  int head_splits = 0;  // the GPU backward's head splits (cm::cuda::BackwardArgs::head_splits)
   int page_size = 0;    // the GPU forward's K and V in pages of this many rows; 0: contiguous
   // Called with the phase ("forward", "backward") when it starts.
   std::function<void(const std::string&)> on_phase;

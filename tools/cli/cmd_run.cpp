@@ -189,7 +189,7 @@ int run_attention(const ParsedArgs& args) {
   options.threads = static_cast<int>(integer_flag(args, "threads", 0, 0, 4096));
   options.num_splits = static_cast<int>(integer_flag(args, "splits", 0, 0, cuda::kMaxSplits));
   options.head_splits =
-      static_cast<int>(integer_flag(args, "head-splits", 1, 0, shape.heads_q / shape.heads_kv));
+      static_cast<int>(integer_flag(args, "head-splits", 0, 0, shape.heads_q / shape.heads_kv));
   const std::optional<GpuDType> gpu = parse_gpu(args, shape, tiling);
   options.page_size = parse_pages(args);
   // Backends checked against the float64 oracle.
@@ -261,7 +261,7 @@ Command run_command() {
            "1: none)"},
           {"head-splits", 0, "N", false,
            "GPU backward: spread each kv group's query heads over N CTAs per key tile "
-           "(default 1: none; 0: automatic)"},
+           "(default 0: automatic, 1: none)"},
           {"pages", 0, "N", false,
            "GPU forward: K and V in a shuffled pool of pages of N rows (16, 32, 64 or a "
            "multiple of 128), the slots that hold no key filled with NaN"},

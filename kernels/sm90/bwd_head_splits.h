@@ -1,0 +1,127 @@
+// The backward's automatic head splits (BackwardArgs::head_splits = 0): the count whose main
+// kernel grid an estimate of the GPU's dispatch finishes first. Host code (bwd_host.cu;
+// tests/gpu/fwd_splits_test.cu checks it on the CPU).
+//
+// Why an estimate of the dispatch, not a bound: the CTAs start in bwd_item_at's order, kv
+// slices in pairs and each slice's key tiles longest first, as SMs free up. Over two or three
+// waves that order leaves long items to start late: at B = 1, N = 4096 and 32 query heads on 8,
+// the 256 key-tile CTAs of a causal mask ran 24% slower than 512 CTAs of two heads each, although
+// the longest CTA and the SMs' share of the steps both favour the 256 (run 242,
+// docs/perf-notes.md "Head splits"). A greedy replay of the order picked the fastest count
+// measured on all seven shapes of that run.
+#pragma once
+
+#include "bwd_work.cuh"
+
+#include <compilemask/descriptor.h>
+
+#include <stdint.h>
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <vector>
+
+namespace cm::sm90 {
+
+// What a CTA costs beyond its steps, in steps' time (loading K and V, storing dK and dV; the
+// timeline of session 18 put about 2 steps' time outside hstu's steps, and a head split adds
+// its partial sums' round trip).
+inline constexpr int64_t kBwdItemCostSteps = 3;
+// The kv postprocess's cost with head splits: one step's time per this many rows of partial
+// sums (head splits x kv slices x padded key rows; run 242 measured 12 us for 4 x 2 x 4096 rows
+// at head dim 128, with a 64-row step about 2.6 us), plus one for the launch.
+inline constexpr int64_t kKvPostprocessRowsPerStep = 8192;
+// Key tiles whose CTAs make this many waves or more are not split (the estimate gained under 1%
+// from there on), and no count is tried whose CTAs make twice as many: the replay's host time.
+inline constexpr int kBwdSplitWaves = 4;
+// A count of more parts is taken only when its estimate is at least 1 / kBwdSplitGain faster
+// than that of the fewer parts (splits cost workspace, and the estimate is rough).
+inline constexpr int64_t kBwdSplitGain = 64;
+
+// One query head's steps on each key tile of each descriptor instance: two 64-row steps per
+// query tile listed in the key tile's row, steps[instance * num_k_tiles + n].
+struct TileSteps {
+  explicit TileSteps(const void* descriptor) : num_k_tiles(desc::header(descriptor).num_k_tiles) {
+    const desc::Header& h = desc::header(descriptor);
+    steps.reserve(static_cast<size_t>(h.num_instances) * num_k_tiles);
+    for (int i = 0; i < h.num_instances; ++i) {
+      const desc::Instance& inst = desc::instance(descriptor, i);
+      for (int n = 0; n < num_k_tiles; ++n) {
+        steps.push_back(2 * desc::listed_tiles(descriptor, desc::k_tile(descriptor, inst, n)));
+      }
+    }
+  }
+  int num_k_tiles;
+  std::vector<int32_t> steps;
+};
+
+// The estimated time, in steps, of the backward's main kernel and kv postprocess for
+// p.shape.head_splits, with `parts` CTAs per key tile, on `sms` SMs (one CTA each). The main
+// kernel's CTAs start in the default mode's dispatch order (bwd_item_at; deterministic mode's
+// differs but is estimated alike), each on the SM that frees first, and each costs its query
+// heads' steps on its key tile plus kBwdItemCostSteps. Precondition: p.descriptor is host
+// memory and p.shape holds the sizes (batch, heads, num_k_tiles, desc_batch, desc_heads).
+inline int64_t estimated_bwd_steps(const BwdMainParams& p, int parts, int sms,
+                                   const TileSteps& tile_steps) {
+  const BwdShape& s = p.shape;
+  const int group = s.heads_q / s.heads_kv;
+  const dim3 grid = bwd_main_grid(s, false, parts);
+  const int64_t ctas = int64_t{grid.x} * grid.y * grid.z;
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> free_at;  // the busy SMs
+  int64_t end = 0;
+  for (int64_t i = 0; i < ctas; ++i) {
+    const auto x = static_cast<unsigned>(i % grid.x);
+    const auto y = static_cast<unsigned>(i / grid.x % grid.y);
+    const auto z = static_cast<unsigned>(i / (int64_t{grid.x} * grid.y));
+    const BwdItem item = bwd_item_at(p, false, parts, s.head_splits, dim3(x, y, z), grid);
+    const TileRange heads = split_range(group, item.split, s.head_splits);
+    int64_t cost = kBwdItemCostSteps;
+    for (int j = heads.begin; j < heads.begin + heads.count; ++j) {
+      const int h = item.hk * group + j;
+      const int instance = desc::instance_of(p.descriptor, s.desc_batch == 1 ? 0 : item.b,
+                                             s.desc_heads == 1 ? 0 : h);
+      cost += tile_steps.steps[static_cast<size_t>(instance) * tile_steps.num_k_tiles + item.n];
+    }
+    int64_t start = 0;
+    if (static_cast<int>(free_at.size()) == sms) {
+      start = free_at.top();
+      free_at.pop();
+    }
+    free_at.push(start + cost);
+    end = std::max(end, start + cost);
+  }
+  if (s.head_splits > 1) {
+    end += 1 + int64_t{s.head_splits} * s.batch * s.heads_kv * s.num_k_tiles * kBwdTile /
+                   kKvPostprocessRowsPerStep;
+  }
+  return end;
+}
+
+// BwdShape::head_splits for BackwardArgs::head_splits = 0: of the counts 1 to the kv group's
+// size, the one with the least estimated_bwd_steps, more parts only when faster by more than
+// 1 / kBwdSplitGain. Tried: for each size of the largest part (ceil(group / count)), its fewest
+// count (more would add CTAs, not shorten the longest), while the CTAs make at most 2 x
+// kBwdSplitWaves waves; none when the key tiles' CTAs alone make kBwdSplitWaves. Precondition:
+// as estimated_bwd_steps'.
+inline int auto_head_splits(BwdMainParams p, int parts, int sms, const TileSteps& tile_steps) {
+  const int group = p.shape.heads_q / p.shape.heads_kv;
+  const int64_t items = int64_t{p.shape.batch} * p.shape.heads_kv * p.shape.num_k_tiles * parts;
+  const int64_t wave = sms;
+  if (group < 2 || items >= kBwdSplitWaves * wave) return 1;
+  p.shape.head_splits = 1;
+  int best = 1;
+  int64_t best_steps = estimated_bwd_steps(p, parts, sms, tile_steps);
+  for (int splits = 2; splits <= group && items * splits <= 2 * kBwdSplitWaves * wave; ++splits) {
+    if ((group + splits - 1) / splits == (group + splits - 2) / (splits - 1)) continue;
+    p.shape.head_splits = splits;
+    const int64_t steps = estimated_bwd_steps(p, parts, sms, tile_steps);
+    if (steps * kBwdSplitGain < best_steps * (kBwdSplitGain - 1)) {
+      best = splits;
+      best_steps = steps;
+    }
+  }
+  return best;
+}
+
+}  // namespace cm::sm90

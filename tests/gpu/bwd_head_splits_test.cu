@@ -1,0 +1,166 @@
+// The backward's automatic head splits (kernels/sm90/bwd_head_splits.h) on the host:
+//   * estimated_bwd_steps, over the bundled examples' descriptors and random masks
+//     (kernel_cases.h): with an SM for every CTA it is the costliest CTA's cost, and with one SM
+//     the sum of all, where a CTA costs kBwdItemCostSteps plus two steps per query tile that
+//     holds a visible pair with its key tile, for each query head of its split, counted on the
+//     dense masks; with head splits the kv postprocess's cost is added.
+//   * auto_head_splits: on the causal shapes that run 242 timed at every count, it picks the
+//     count measured fastest; none when the kv group is one head or the key tiles' CTAs make
+//     kBwdSplitWaves waves.
+#include "bwd_head_splits.h"
+#include "kernel_cases.h"
+
+#include <compilemask/compilemask.h>
+#include <compilemask/descriptor.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cm::sm90 {
+namespace {
+
+using kernel_test::KernelCase;
+using kernel_test::kTile;
+
+// The main kernel's parameters for a descriptor (host memory) and problem sizes.
+BwdMainParams params_for(const void* descriptor, int batch, int heads_q, int heads_kv,
+                         int head_splits) {
+  const desc::Header& h = desc::header(descriptor);
+  BwdMainParams p{};
+  p.shape.batch = batch;
+  p.shape.heads_q = heads_q;
+  p.shape.heads_kv = heads_kv;
+  p.shape.nq = h.nq;
+  p.shape.nk = h.nk;
+  p.shape.num_q_tiles = h.num_q_tiles;
+  p.shape.num_k_tiles = h.num_k_tiles;
+  p.shape.desc_batch = h.batch;
+  p.shape.desc_heads = h.heads;
+  p.shape.head_splits = head_splits;
+  p.descriptor = descriptor;
+  return p;
+}
+
+// Whether query tile m and key tile n of mask (b, h) of the case hold a visible pair.
+bool holds_visible_pair(const KernelCase& c, int b, int h, int m, int n) {
+  const desc::TileSpan rows = desc::q_tile_span(c.descriptor(), m);
+  const desc::TileSpan keys = desc::k_tile_span(c.descriptor(), n);
+  for (int q = rows.begin; q < rows.end; ++q) {
+    for (int k = keys.begin; k < keys.end; ++k) {
+      if (c.visible(b, h, q, k)) return true;
+    }
+  }
+  return false;
+}
+
+// The kv postprocess's cost in estimated_bwd_steps.
+int64_t kv_postprocess_steps(const BwdShape& s) {
+  return s.head_splits == 1 ? 0
+                            : 1 + int64_t{s.head_splits} * s.batch * s.heads_kv * s.num_k_tiles *
+                                      kTile / kKvPostprocessRowsPerStep;
+}
+
+// The case with a kv group of several heads: its own heads on one kv head, or, for a case of
+// one mask per batch entry, four query heads on two.
+void check_estimate(const KernelCase& c) {
+  const int heads_q = c.heads > 1 ? c.heads : 4;
+  const int heads_kv = c.heads > 1 ? 1 : 2;
+  const int group = heads_q / heads_kv;
+  const desc::Header& header = desc::header(c.descriptor());
+  // One query head's steps on each (b, h, key tile), from the dense masks.
+  std::vector<int64_t> head_steps;
+  for (int b = 0; b < c.batch; ++b) {
+    for (int h = 0; h < heads_q; ++h) {
+      for (int n = 0; n < header.num_k_tiles; ++n) {
+        int64_t steps = 0;
+        for (int m = 0; m < header.num_q_tiles; ++m) {
+          steps += 2 * holds_visible_pair(c, b, c.heads > 1 ? h : 0, m, n);
+        }
+        head_steps.push_back(steps);
+      }
+    }
+  }
+  const TileSteps tile_steps(c.descriptor());
+  for (const int splits : {1, 2, group}) {
+    for (const int parts : {1, 2}) {
+      SCOPED_TRACE(c.name + ", head splits " + std::to_string(splits) + ", parts " +
+                   std::to_string(parts));
+      const BwdMainParams p = params_for(c.descriptor(), c.batch, heads_q, heads_kv, splits);
+      int64_t costliest = 0, sum = 0, ctas = 0;
+      for (int b = 0; b < c.batch; ++b) {
+        for (int hk = 0; hk < heads_kv; ++hk) {
+          for (int n = 0; n < header.num_k_tiles; ++n) {
+            for (int split = 0; split < splits; ++split) {
+              const TileRange heads = split_range(group, split, splits);
+              int64_t cost = kBwdItemCostSteps;
+              for (int j = heads.begin; j < heads.begin + heads.count; ++j) {
+                const int h = hk * group + j;
+                cost += head_steps[(static_cast<size_t>(b) * heads_q + h) * header.num_k_tiles + n];
+              }
+              costliest = std::max(costliest, cost);
+              sum += parts * cost;
+              ctas += parts;
+            }
+          }
+        }
+      }
+      const int64_t post = kv_postprocess_steps(p.shape);
+      EXPECT_EQ(estimated_bwd_steps(p, parts, static_cast<int>(ctas), tile_steps),
+                costliest + post);
+      EXPECT_EQ(estimated_bwd_steps(p, parts, 1, tile_steps), sum + post);
+    }
+  }
+}
+
+TEST(BwdHeadSplits, EstimateOfTheBundledExamples) {
+  kernel_test::for_each_example(check_estimate);
+}
+
+TEST(BwdHeadSplits, EstimateOfRandomMasks) {
+  std::mt19937 rng(11);
+  for (int iteration = 0; iteration < 20; ++iteration) {
+    const int32_t nq = std::uniform_int_distribution<int32_t>(1, 700)(rng);
+    const int32_t nk = std::uniform_int_distribution<int32_t>(1, 700)(rng);
+    check_estimate(kernel_test::random_case(rng, nq, nk, iteration % 2 == 1,
+                                            "iteration " + std::to_string(iteration)));
+  }
+}
+
+// auto_head_splits on a causal mask of n rows for (batch, heads_q, heads_kv), on 132 SMs (the
+// H200), one CTA per key tile.
+int causal_head_splits(int64_t n, int batch, int heads_q, int heads_kv) {
+  CompileResult compiled = compile(testing::example_source("causal"), "causal.mask");
+  EXPECT_TRUE(compiled);
+  const Plan plan = compiled.mask->specialize({}, {.nq = n, .nk = n}, kernel_test::kKernelTiling);
+  const BwdMainParams p = params_for(plan.blob(), batch, heads_q, heads_kv, 0);
+  return auto_head_splits(p, 1, 132, TileSteps(plan.blob()));
+}
+
+TEST(BwdHeadSplits, AutomaticCountIsTheFastestMeasured) {
+  // Run 242 (docs/results/bench_head_splits.md): bf16, head dim 128, every count from 1 to the
+  // group timed; the fastest: (B, N, heads q / kv) = (1, 256, 8 / 2): 4; (1, 1024, 32 / 8): 4;
+  // (1, 1024, 16 / 1): 16; (4, 512, 16 / 2): 4; (1, 2048, 32 / 8): 4; (1, 4096, 16 / 2): 4;
+  // (1, 4096, 32 / 8): 2, whose 256 key-tile CTAs fill the SMs.
+  EXPECT_EQ(causal_head_splits(256, 1, 8, 2), 4);
+  EXPECT_EQ(causal_head_splits(1024, 1, 32, 8), 4);
+  EXPECT_EQ(causal_head_splits(1024, 1, 16, 1), 16);
+  EXPECT_EQ(causal_head_splits(512, 4, 16, 2), 4);
+  EXPECT_EQ(causal_head_splits(2048, 1, 32, 8), 4);
+  EXPECT_EQ(causal_head_splits(4096, 1, 16, 2), 4);
+  EXPECT_EQ(causal_head_splits(4096, 1, 32, 8), 2);
+}
+
+TEST(BwdHeadSplits, NoSplitsWithoutAGroupOrWithFourWaves) {
+  EXPECT_EQ(causal_head_splits(256, 1, 8, 8), 1);        // a kv group of one head
+  EXPECT_EQ(causal_head_splits(32768, 1, 32, 8), 1);     // 2048 key-tile CTAs
+  EXPECT_EQ(causal_head_splits(4096, 16, 16, 16), 1);    // the benchmarks' shape at 4K
+  EXPECT_EQ(causal_head_splits(66 * 128, 1, 16, 8), 1);  // 528 CTAs: 4 waves
+}
+
+}  // namespace
+}  // namespace cm::sm90
