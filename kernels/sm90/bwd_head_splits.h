@@ -60,8 +60,9 @@ struct TileSteps {
 // p.shape.head_splits, with `parts` CTAs per key tile, on `sms` SMs (one CTA each). The main
 // kernel's CTAs start in the default mode's dispatch order (bwd_item_at; deterministic mode's
 // differs but is estimated alike), each on the SM that frees first, and each costs its query
-// heads' steps on its key tile plus kBwdItemCostSteps. Precondition: p.descriptor is host
-// memory and p.shape holds the sizes (batch, heads, num_k_tiles, desc_batch, desc_heads).
+// heads' steps on its key tile plus kBwdItemCostSteps. Preconditions: sms >= 1, p.descriptor is
+// host memory, and p.shape holds the sizes (batch, heads, num_k_tiles, desc_batch, desc_heads)
+// whose (b, h) the descriptor's instance map covers.
 inline int64_t estimated_bwd_steps(const BwdMainParams& p, int parts, int sms,
                                    const TileSteps& tile_steps) {
   const BwdShape& s = p.shape;
@@ -102,13 +103,14 @@ inline int64_t estimated_bwd_steps(const BwdMainParams& p, int parts, int sms,
 // size, the one with the least estimated_bwd_steps, more parts only when faster by more than
 // 1 / kBwdSplitGain. Tried: for each size of the largest part (ceil(group / count)), its fewest
 // count (more would add CTAs, not shorten the longest), while the CTAs make at most 2 x
-// kBwdSplitWaves waves; none when the key tiles' CTAs alone make kBwdSplitWaves. Precondition:
-// as estimated_bwd_steps'.
-inline int auto_head_splits(BwdMainParams p, int parts, int sms, const TileSteps& tile_steps) {
+// kBwdSplitWaves waves; none when the key tiles' CTAs alone make kBwdSplitWaves (and then the
+// descriptor is not read). Preconditions: as estimated_bwd_steps'.
+inline int auto_head_splits(BwdMainParams p, int parts, int sms) {
   const int group = p.shape.heads_q / p.shape.heads_kv;
   const int64_t items = int64_t{p.shape.batch} * p.shape.heads_kv * p.shape.num_k_tiles * parts;
   const int64_t wave = sms;
   if (group < 2 || items >= kBwdSplitWaves * wave) return 1;
+  const TileSteps tile_steps(p.descriptor);
   p.shape.head_splits = 1;
   int best = 1;
   int64_t best_steps = estimated_bwd_steps(p, parts, sms, tile_steps);

@@ -60,8 +60,7 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) 
         host::problem_shape(a, descriptor, host::TileTables::kAlways);
     p.descriptor = descriptor.host;
     const int parts = kTile / sm90::backward_keys_per_item(host::kernel_head_dim(a.head_dim));
-    w.head_splits =
-        sm90::auto_head_splits(p, parts, check.multiprocessors(), sm90::TileSteps(descriptor.host));
+    w.head_splits = sm90::auto_head_splits(p, parts, check.multiprocessors());
   }
   w.rows_padded = int64_t{h.num_q_tiles} * kTile;
   w.k_rows_padded = int64_t{h.num_k_tiles} * kTile;

@@ -138,7 +138,7 @@ int causal_head_splits(int64_t n, int batch, int heads_q, int heads_kv) {
   EXPECT_TRUE(compiled);
   const Plan plan = compiled.mask->specialize({}, {.nq = n, .nk = n}, kernel_test::kKernelTiling);
   const BwdMainParams p = params_for(plan.blob(), batch, heads_q, heads_kv, 0);
-  return auto_head_splits(p, 1, 132, TileSteps(plan.blob()));
+  return auto_head_splits(p, 1, 132);
 }
 
 TEST(BwdHeadSplits, AutomaticCountIsTheFastestMeasured) {
