@@ -1,6 +1,6 @@
 // The backward's automatic head splits (BackwardArgs::head_splits = 0): the count whose main
 // kernel grid an estimate of the GPU's dispatch finishes first. Host code (bwd_host.cu;
-// tests/gpu/fwd_splits_test.cu checks it on the CPU).
+// tests/gpu/bwd_head_splits_test.cu checks it on the CPU).
 //
 // Why an estimate of the dispatch, not a bound: the CTAs start in bwd_item_at's order, kv
 // slices in pairs and each slice's key tiles longest first, as SMs free up. Over two or three
