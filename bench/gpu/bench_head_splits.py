@@ -1,12 +1,14 @@
 """The backward's head splits (cm::cuda::BackwardArgs::head_splits) on launches whose key tiles
-alone leave SMs idle: one sequence of GQA heads. Per shape, through the C entry points
-(bench/gpu/cm_kernel.py, tests/gpu/bwd_cm.py), the backward kernels with every head split
-count from 1 (the kv group's query heads in one CTA) to the group size, their gradients compared,
-to see how near the automatic count (0) comes to the fastest; then our forward + backward (the automatic count) against SDPA's and compiled FlexAttention's,
-both with enable_gqa and through autograd (ours without: the C entry points); each group of
-functions in alternating rounds (bench_common.interleaved_median_ms).
+alone make only a few waves over the SMs: one to four sequences of GQA heads. Per shape, through
+the C entry points (bench/gpu/cm_kernel.py, tests/gpu/bwd_cm.py), the backward kernels with
+every head split count from 1 (the kv group's query heads in one CTA) to the group size, their
+gradients compared, to see how near the automatic count (0) comes to the fastest; then our
+forward + backward (the automatic count) against SDPA's and compiled FlexAttention's, both with
+enable_gqa and through autograd (ours without: the C entry points); each group of functions in
+alternating rounds (bench_common.interleaved_median_ms).
 
-Shapes: bf16, head dim 128, causal, [B, H, N, D]; the last one's key tiles fill the SMs.
+Shapes: bf16, head dim 128, causal, [B, H, N, D]; the last one's 256 key-tile CTAs make two
+waves over the H200's 132 SMs.
 Needs the compilemask package (its plans) and the kernel library of the CMake build.
 
 Usage: bench_head_splits.py --lib BUILD/kernels/libcompilemask_cuda.so --out OUTDIR
