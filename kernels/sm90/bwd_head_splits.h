@@ -39,6 +39,13 @@ inline constexpr int kBwdSplitWaves = 4;
 // than that of the fewer parts (splits cost workspace, and the estimate is rough).
 inline constexpr int64_t kBwdSplitGain = 64;
 
+// The kv postprocess's estimated time in steps for s.head_splits (none without head splits).
+inline int64_t estimated_kv_postprocess_steps(const BwdShape& s) {
+  if (s.head_splits == 1) return 0;
+  return 1 + int64_t{s.head_splits} * s.batch * s.heads_kv * s.num_k_tiles * kBwdTile /
+                 kKvPostprocessRowsPerStep;
+}
+
 // One query head's steps on each key tile of each descriptor instance: two 64-row steps per
 // query tile listed in the key tile's row, steps[instance * num_k_tiles + n].
 struct TileSteps {
@@ -60,9 +67,9 @@ struct TileSteps {
 // p.shape.head_splits, with `parts` CTAs per key tile, on `sms` SMs (one CTA each). The main
 // kernel's CTAs start in the default mode's dispatch order (bwd_item_at; deterministic mode's
 // differs but is estimated alike), each on the SM that frees first, and each costs its query
-// heads' steps on its key tile plus kBwdItemCostSteps. Preconditions: sms >= 1, p.descriptor is
-// host memory, and p.shape holds the sizes (batch, heads, num_k_tiles, desc_batch, desc_heads)
-// whose (b, h) the descriptor's instance map covers.
+// heads' steps on its key tile (tile_steps) plus kBwdItemCostSteps. Preconditions: sms >= 1,
+// p.descriptor is host memory, and p.shape holds the sizes (batch, heads, num_k_tiles, desc_batch,
+// desc_heads) whose (b, h) the descriptor's instance map covers.
 inline int64_t estimated_bwd_steps(const BwdMainParams& p, int parts, int sms,
                                    const TileSteps& tile_steps) {
   const BwdShape& s = p.shape;
@@ -79,9 +86,7 @@ inline int64_t estimated_bwd_steps(const BwdMainParams& p, int parts, int sms,
     const TileRange heads = split_range(group, item.split, s.head_splits);
     int64_t cost = kBwdItemCostSteps;
     for (int j = heads.begin; j < heads.begin + heads.count; ++j) {
-      const int h = item.hk * group + j;
-      const int instance = desc::instance_of(p.descriptor, s.desc_batch == 1 ? 0 : item.b,
-                                             s.desc_heads == 1 ? 0 : h);
+      const int instance = instance_index(p.descriptor, s, item.b, item.hk * group + j);
       cost += tile_steps.steps[static_cast<size_t>(instance) * tile_steps.num_k_tiles + item.n];
     }
     int64_t start = 0;
@@ -92,11 +97,7 @@ inline int64_t estimated_bwd_steps(const BwdMainParams& p, int parts, int sms,
     free_at.push(start + cost);
     end = std::max(end, start + cost);
   }
-  if (s.head_splits > 1) {
-    end += 1 + int64_t{s.head_splits} * s.batch * s.heads_kv * s.num_k_tiles * kBwdTile /
-                   kKvPostprocessRowsPerStep;
-  }
-  return end;
+  return end + estimated_kv_postprocess_steps(s);
 }
 
 // BwdShape::head_splits for BackwardArgs::head_splits = 0: of the counts 1 to the kv group's

@@ -80,11 +80,15 @@ CM_HD PairedUnit paired_unit(int index, int units, int instances) {
   return {kPairedInstances * pair + in_pair % width, in_pair / width};
 }
 
+// The number of the descriptor instance that masks query head h of sequence b.
+CM_HD int instance_index(const void* descriptor, const ProblemShape& s, int b, int h) {
+  return desc::instance_of(descriptor, s.desc_batch == 1 ? 0 : b, s.desc_heads == 1 ? 0 : h);
+}
+
 // The descriptor instance that masks query head h of sequence b.
 CM_HD const desc::Instance& instance_for(const void* descriptor, const ProblemShape& s, int b,
                                          int h) {
-  return desc::instance(descriptor, desc::instance_of(descriptor, s.desc_batch == 1 ? 0 : b,
-                                                      s.desc_heads == 1 ? 0 : h));
+  return desc::instance(descriptor, instance_index(descriptor, s, b, h));
 }
 
 }  // namespace cm::sm90

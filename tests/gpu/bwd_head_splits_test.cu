@@ -30,17 +30,9 @@ using kernel_test::kTile;
 // The main kernel's parameters for a descriptor (host memory) and problem sizes.
 BwdMainParams params_for(const void* descriptor, int batch, int heads_q, int heads_kv,
                          int head_splits) {
-  const desc::Header& h = desc::header(descriptor);
   BwdMainParams p{};
-  p.shape.batch = batch;
-  p.shape.heads_q = heads_q;
-  p.shape.heads_kv = heads_kv;
-  p.shape.nq = h.nq;
-  p.shape.nk = h.nk;
-  p.shape.num_q_tiles = h.num_q_tiles;
-  p.shape.num_k_tiles = h.num_k_tiles;
-  p.shape.desc_batch = h.batch;
-  p.shape.desc_heads = h.heads;
+  static_cast<ProblemShape&>(p.shape) =
+      kernel_test::problem_shape_of(descriptor, batch, heads_q, heads_kv);
   p.shape.head_splits = head_splits;
   p.descriptor = descriptor;
   return p;
@@ -56,13 +48,6 @@ bool holds_visible_pair(const KernelCase& c, int b, int h, int m, int n) {
     }
   }
   return false;
-}
-
-// The kv postprocess's cost in estimated_bwd_steps.
-int64_t kv_postprocess_steps(const BwdShape& s) {
-  return s.head_splits == 1 ? 0
-                            : 1 + int64_t{s.head_splits} * s.batch * s.heads_kv * s.num_k_tiles *
-                                      kTile / kKvPostprocessRowsPerStep;
 }
 
 // The case with a kv group of several heads: its own heads on one kv head, or, for a case of
@@ -109,7 +94,7 @@ void check_estimate(const KernelCase& c) {
           }
         }
       }
-      const int64_t post = kv_postprocess_steps(p.shape);
+      const int64_t post = estimated_kv_postprocess_steps(p.shape);
       EXPECT_EQ(estimated_bwd_steps(p, parts, static_cast<int>(ctas), tile_steps),
                 costliest + post);
       EXPECT_EQ(estimated_bwd_steps(p, parts, 1, tile_steps), sum + post);

@@ -10,6 +10,7 @@
 #include "descriptor/build.h"
 #include "example_params.h"
 #include "mask_fixtures.h"
+#include "problem_shape.h"
 
 #include <gtest/gtest.h>
 
@@ -35,6 +36,27 @@ struct KernelCase {
     return dense[static_cast<size_t>(b * heads + h)][static_cast<size_t>(q) * nk + k] != 0;
   }
 };
+
+// The kernels' problem shape for a descriptor (host memory) and batch x heads_q query heads on
+// heads_kv kv heads, with the descriptor's tile-start tables as the kernels read them when the
+// tiles restart at block boundaries (host memory here).
+inline sm90::ProblemShape problem_shape_of(const void* descriptor, int32_t batch, int32_t heads_q,
+                                           int32_t heads_kv) {
+  const desc::Header& h = desc::header(descriptor);
+  sm90::ProblemShape s{};
+  s.batch = batch;
+  s.heads_q = heads_q;
+  s.heads_kv = heads_kv;
+  s.nq = h.nq;
+  s.nk = h.nk;
+  s.num_q_tiles = h.num_q_tiles;
+  s.num_k_tiles = h.num_k_tiles;
+  s.desc_batch = h.batch;
+  s.desc_heads = h.heads;
+  s.q_starts = desc::at<int32_t>(descriptor, h.q_starts_offset);
+  s.k_starts = desc::at<int32_t>(descriptor, h.k_starts_offset);
+  return s;
+}
 
 // Calls visit for every bundled example case (tests/compiler/example_params.h) at query
 // lengths 113, 300 and 1000.

@@ -85,23 +85,9 @@ class DenseTiles {
   int32_t b_, h_;
 };
 
+// The case's problem with its own heads on heads_kv kv heads.
 ProblemShape shape_of(const KernelCase& c, int32_t heads_kv) {
-  ProblemShape s{};
-  s.batch = c.batch;
-  s.heads_q = c.heads;
-  s.heads_kv = heads_kv;
-  s.nq = c.nq;
-  s.nk = c.nk;
-  const desc::Header& h = desc::header(c.descriptor());
-  s.num_q_tiles = h.num_q_tiles;
-  s.num_k_tiles = h.num_k_tiles;
-  s.desc_batch = c.batch;
-  s.desc_heads = c.heads;
-  // The tables, as the kernels read them when the tiles restart at block boundaries (host
-  // memory here).
-  s.q_starts = desc::at<int32_t>(c.descriptor(), h.q_starts_offset);
-  s.k_starts = desc::at<int32_t>(c.descriptor(), h.k_starts_offset);
-  return s;
+  return kernel_test::problem_shape_of(c.descriptor(), c.batch, c.heads, heads_kv);
 }
 
 // The listed key tiles of a query tile, (n, pattern) by ascending n, taken from the runs.
