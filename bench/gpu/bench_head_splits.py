@@ -12,7 +12,10 @@ waves over the H200's 132 SMs.
 Needs the compilemask package (its plans) and the kernel library of the CMake build.
 
 Usage: bench_head_splits.py --lib BUILD/kernels/libcompilemask_cuda.so --out OUTDIR
-Writes OUTDIR/bench_head_splits.md.
+                            [--deterministic]
+Writes OUTDIR/bench_head_splits.md (bench_head_splits_deterministic.md with --deterministic:
+every backward, ours, in deterministic mode, whose automatic count replays its own dispatch
+order).
 """
 import argparse
 import os
@@ -41,7 +44,7 @@ SHAPES = [  # (B, N, heads_q, heads_kv)
 ]
 
 
-def kernel_rows(forward, backward, desc, b, n, hq, hkv):
+def kernel_rows(forward, backward, desc, b, n, hq, hkv, deterministic):
     """(the automatic count, {count: ms} for 1 to the group size, max |difference| from 1, the
     main kernel's µs with 1 and automatic, the kv postprocess's µs) of the backward kernels; the
     µs per call from torch.profiler (bench_common.kernel_totals_us)."""
@@ -57,7 +60,8 @@ def kernel_rows(forward, backward, desc, b, n, hq, hkv):
 
     def run(splits):
         return lambda: backward.backward(desc, q, k, v, out, dout, lse, *grads[splits],
-                                         layout="bhsd", head_splits=splits)
+                                         layout="bhsd", head_splits=splits,
+                                         deterministic=deterministic)
 
     ms = interleaved_median_ms({s: run(s) for s in counts})
     run(0)()
@@ -70,7 +74,7 @@ def kernel_rows(forward, backward, desc, b, n, hq, hkv):
         if not diff <= 1e-2 * largest:  # the parts' float32 sums round apart, never further
             sys.exit(f"B={b} N={n} {hq}/{hkv}: {s} head splits' gradients differ by {diff} "
                      f"(largest {largest})")
-    splits = backward.head_splits(desc, b, hq, hkv, D)
+    splits = backward.head_splits(desc, b, hq, hkv, D, deterministic=deterministic)
     totals = {s: kernel_totals_us(run(s), 10)[0] for s in (1, 0)}
     main_us = {s: sum(us for name, us in totals[s].items() if "bwd_kernel" in name)
                for s in (1, 0)}
@@ -78,7 +82,7 @@ def kernel_rows(forward, backward, desc, b, n, hq, hkv):
     return splits, ms, diff, main_us[1], main_us[0], kv_post_us
 
 
-def training_ms(flex, forward, backward, desc, b, n, hq, hkv):
+def training_ms(flex, forward, backward, desc, b, n, hq, hkv, deterministic):
     """Forward + backward ms of ours (automatic head splits), SDPA and Flex on one shape."""
     from torch.nn.attention.flex_attention import create_block_mask
     q = torch.randn(b, hq, n, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -91,7 +95,8 @@ def training_ms(flex, forward, backward, desc, b, n, hq, hkv):
 
     def ours():
         forward.forward(desc, q, k, v, out, lse, layout="bhsd")
-        backward.backward(desc, q, k, v, out, dout, lse, *grads, layout="bhsd", head_splits=0)
+        backward.backward(desc, q, k, v, out, dout, lse, *grads, layout="bhsd", head_splits=0,
+                          deterministic=deterministic)
 
     fns = {
         "ours": ours,
@@ -106,6 +111,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lib", required=True, help="libcompilemask_cuda.so of the CMake build")
     p.add_argument("--out", required=True, help="folder for bench_head_splits.md")
+    p.add_argument("--deterministic", action="store_true",
+                   help="our backward in deterministic mode (dQ adds ordered by key tile)")
     a = p.parse_args()
     import compilemask as cm
     torch.manual_seed(0)
@@ -114,7 +121,8 @@ def main():
              "kernels: the group's heads in one CTA (1), the automatic head splits, and the "
              "fastest count of 1 to the group size (max diff: the largest between 1 and any "
              "count). Forward + backward: ours (automatic) against SDPA and "
-             "compiled Flex with enable_gqa, through autograd.", "",
+             "compiled Flex with enable_gqa, through autograd."
+             + (" Our backward in deterministic mode." if a.deterministic else ""), "",
              "| B | N | heads q / kv | key-tile CTAs | head splits | bwd ms, 1 | bwd ms, auto | "
              "1 / auto | fastest: splits, ms | main kernel µs, 1 / auto | kv postprocess µs | "
              "max diff | fwd+bwd ms: ours | SDPA | Flex | SDPA / ours | Flex / ours |",
@@ -122,17 +130,18 @@ def main():
     for b, n, hq, hkv in SHAPES:
         desc = Descriptor(cm.masks.causal().specialize(nq=n).descriptor.tobytes())
         splits, ms_of, diff, main_one, main_auto, kv_post = kernel_rows(
-            forward, backward, desc, b, n, hq, hkv)
+            forward, backward, desc, b, n, hq, hkv, a.deterministic)
         one, auto = ms_of[1], ms_of[splits]
         fastest = min(ms_of, key=ms_of.get)
-        ms = training_ms(flex, forward, backward, desc, b, n, hq, hkv)
+        ms = training_ms(flex, forward, backward, desc, b, n, hq, hkv, a.deterministic)
         lines.append(f"| {b} | {n} | {hq} / {hkv} | {b * hkv * -(-n // 128)} | {splits} | "
                      f"{one:.3f} | {auto:.3f} | {one / auto:.2f} | {fastest}, "
                      f"{ms_of[fastest]:.3f} | {main_one:.1f} / "
                      f"{main_auto:.1f} | {kv_post:.1f} | {diff:.1e} | "
                      f"{ms['ours']:.3f} | {ms['sdpa']:.3f} | {ms['flex']:.3f} | "
                      f"{ms['sdpa'] / ms['ours']:.2f} | {ms['flex'] / ms['ours']:.2f} |")
-    write_report(a.out, "bench_head_splits.md", "\n".join(lines) + "\n")
+    name = "bench_head_splits_deterministic.md" if a.deterministic else "bench_head_splits.md"
+    write_report(a.out, name, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

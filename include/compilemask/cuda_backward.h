@@ -1,7 +1,7 @@
 // CompileMask GPU backward attention (Hopper, sm_90a), driven by the transposed form of a
 // descriptor: dQ, dK and dV for the forward of compilemask/cuda.h.
 //
-//   size_t bytes = cm::cuda::backward_workspace_bytes(plan_gpu.view(), args);  // once per size
+//   size_t bytes = cm::cuda::backward_workspace_bytes(plan_gpu.view(), args);  // per size, mode
 //   cm::cuda::backward(plan_gpu.view(), args, workspace, bytes, stream);       // per call
 //
 // backward() is stream-ordered, allocates nothing and can be captured in a CUDA graph. It
@@ -38,13 +38,16 @@ struct BackwardArgs : Problem {
   int32_t head_splits = 0;
 };
 
-// These two read only the sizes of `args` (batch, heads_q, heads_kv, head_dim) and head_splits,
-// so they can be asked before the tensors exist, and throw cm::Error for descriptors and sizes
-// backward() would reject.
+// These two read only the sizes of `args` (batch, heads_q, heads_kv, head_dim), head_splits
+// and deterministic, so they can be asked before the tensors exist, and throw cm::Error for
+// descriptors and sizes backward() would reject.
 //
 // The head splits backward() uses on the current device: head_splits itself when it is not 0;
-// else the count whose work items a replay of the GPU's dispatch onto its SMs estimates to
-// finish first (1 when the kv group is one head, or the key tiles alone make four waves).
+// else the count whose work items a replay of the GPU's dispatch onto its SMs, in the order of
+// the mode (deterministic), estimates to finish first (1 when the kv group is one head, or the
+// key tiles alone make four waves). The replay costs up to about 60 us of host time, and
+// backward() repeats it for head_splits = 0: a caller that sets head_splits to this count
+// pays it once.
 int backward_head_splits(const DescriptorView& descriptor, const BackwardArgs& args);
 
 // Bytes of device workspace backward() needs for this descriptor (its tiles) and problem size.

@@ -2,11 +2,11 @@
 // kernel grid an estimate of the GPU's dispatch finishes first. Host code (bwd_host.cu;
 // tests/gpu/bwd_head_splits_test.cu checks it on the CPU).
 //
-// Why an estimate of the dispatch, not a bound: the CTAs start in bwd_item_at's order, kv
-// slices in pairs and each slice's key tiles longest first, as SMs free up. Over two or three
-// waves that order leaves long items to start late: at B = 1, N = 4096 and 32 query heads on 8,
-// the 256 key-tile CTAs of a causal mask ran 24% slower than 512 CTAs of two heads each, although
-// the longest CTA and the SMs' share of the steps both favour the 256 (run 242,
+// Why an estimate of the dispatch, not a bound: the CTAs start in bwd_item_at's order (by
+// default kv slices in pairs and each slice's key tiles longest first), as SMs free up. Over two or
+// three waves that order leaves long items to start late: at B = 1, N = 4096 and 32 query heads on
+// 8, the 256 key-tile CTAs of a causal mask ran 24% slower than 512 CTAs of two heads each,
+// although the longest CTA and the SMs' share of the steps both favour the 256 (run 242,
 // docs/perf-notes.md "Head splits"). A greedy replay of the order picked the fastest count
 // measured on all seven shapes of that run.
 #pragma once
@@ -65,16 +65,17 @@ struct TileSteps {
 
 // The estimated time, in steps, of the backward's main kernel and kv postprocess for
 // p.shape.head_splits, with `parts` CTAs per key tile, on `sms` SMs (one CTA each). The main
-// kernel's CTAs start in the default mode's dispatch order (bwd_item_at; deterministic mode's
-// differs but is estimated alike), each on the SM that frees first, and each costs its query
-// heads' steps on its key tile (tile_steps) plus kBwdItemCostSteps. Preconditions: sms >= 1,
+// kernel's CTAs start in the dispatch order of the mode (bwd_item_at), each on the SM that frees
+// first, and each costs its query heads' steps on its key tile (tile_steps) plus
+// kBwdItemCostSteps. In deterministic mode an item's ordered dQ adds may also wait for the
+// earlier items of its heads; the estimate leaves those waits out. Preconditions: sms >= 1,
 // p.descriptor is host memory, and p.shape holds the sizes (batch, heads, num_k_tiles, desc_batch,
 // desc_heads) whose (b, h) the descriptor's instance map covers.
-inline int64_t estimated_bwd_steps(const BwdMainParams& p, int parts, int sms,
+inline int64_t estimated_bwd_steps(const BwdMainParams& p, bool deterministic, int parts, int sms,
                                    const TileSteps& tile_steps) {
   const BwdShape& s = p.shape;
   const int group = s.heads_q / s.heads_kv;
-  const dim3 grid = bwd_main_grid(s, false, parts);
+  const dim3 grid = bwd_main_grid(s, deterministic, parts);
   const int64_t ctas = int64_t{grid.x} * grid.y * grid.z;
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> free_at;  // the busy SMs
   int64_t end = 0;
@@ -82,7 +83,7 @@ inline int64_t estimated_bwd_steps(const BwdMainParams& p, int parts, int sms,
     const auto x = static_cast<unsigned>(i % grid.x);
     const auto y = static_cast<unsigned>(i / grid.x % grid.y);
     const auto z = static_cast<unsigned>(i / (int64_t{grid.x} * grid.y));
-    const BwdItem item = bwd_item_at(p, false, parts, s.head_splits, dim3(x, y, z), grid);
+    const BwdItem item = bwd_item_at(p, deterministic, parts, s.head_splits, dim3(x, y, z), grid);
     const TileRange heads = split_range(group, item.split, s.head_splits);
     int64_t cost = kBwdItemCostSteps;
     for (int j = heads.begin; j < heads.begin + heads.count; ++j) {
@@ -105,8 +106,9 @@ inline int64_t estimated_bwd_steps(const BwdMainParams& p, int parts, int sms,
 // 1 / kBwdSplitGain. Tried: for each size of the largest part (ceil(group / count)), its fewest
 // count (more would add CTAs, not shorten the longest), while the CTAs make at most 2 x
 // kBwdSplitWaves waves; none when the key tiles' CTAs alone make kBwdSplitWaves (and then the
-// descriptor is not read). Preconditions: as estimated_bwd_steps'.
-inline int auto_head_splits(BwdMainParams p, int parts, int sms) {
+// descriptor is not read). Each count is estimated in the dispatch order of the mode
+// (deterministic). Preconditions: as estimated_bwd_steps'.
+inline int auto_head_splits(BwdMainParams p, bool deterministic, int parts, int sms) {
   const int group = p.shape.heads_q / p.shape.heads_kv;
   const int64_t items = int64_t{p.shape.batch} * p.shape.heads_kv * p.shape.num_k_tiles * parts;
   const int64_t wave = sms;
@@ -114,11 +116,11 @@ inline int auto_head_splits(BwdMainParams p, int parts, int sms) {
   const TileSteps tile_steps(p.descriptor);
   p.shape.head_splits = 1;
   int best = 1;
-  int64_t best_steps = estimated_bwd_steps(p, parts, sms, tile_steps);
+  int64_t best_steps = estimated_bwd_steps(p, deterministic, parts, sms, tile_steps);
   for (int splits = 2; splits <= group && items * splits <= 2 * kBwdSplitWaves * wave; ++splits) {
     if ((group + splits - 1) / splits == (group + splits - 2) / (splits - 1)) continue;
     p.shape.head_splits = splits;
-    const int64_t steps = estimated_bwd_steps(p, parts, sms, tile_steps);
+    const int64_t steps = estimated_bwd_steps(p, deterministic, parts, sms, tile_steps);
     if (steps * kBwdSplitGain < best_steps * (kBwdSplitGain - 1)) {
       best = splits;
       best_steps = steps;

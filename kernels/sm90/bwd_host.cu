@@ -35,9 +35,9 @@ struct WorkLayout {
 };
 
 // The layout for the sizes of `a` that it reads (batch, heads_q, heads_kv, head_dim,
-// head_splits), checked first; throws cm::Error naming a broken rule. Rows are per tile, each
-// padded to kTile (tiles may be shorter than kTile anywhere, descriptor.h), so a tile's rows of
-// the workspace start at m * kTile.
+// head_splits, and deterministic for the automatic head splits), checked first; throws cm::Error
+// naming a broken rule. Rows are per tile, each padded to kTile (tiles may be shorter than kTile
+// anywhere, descriptor.h), so a tile's rows of the workspace start at m * kTile.
 WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) {
   const desc::Header& h = check.descriptor(descriptor, kTile);
   check.require(a.batch >= 1 && a.batch <= 65535, "batch must be in [1, 65535]");
@@ -60,7 +60,7 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) 
         host::problem_shape(a, descriptor, host::TileTables::kAlways);
     p.descriptor = descriptor.host;
     const int parts = kTile / sm90::backward_keys_per_item(host::kernel_head_dim(a.head_dim));
-    w.head_splits = sm90::auto_head_splits(p, parts, check.multiprocessors());
+    w.head_splits = sm90::auto_head_splits(p, a.deterministic, parts, check.multiprocessors());
   }
   w.rows_padded = int64_t{h.num_q_tiles} * kTile;
   w.k_rows_padded = int64_t{h.num_k_tiles} * kTile;

@@ -68,6 +68,16 @@ Args sizes(int batch, int heads_q, int heads_kv, int head_dim, int splits,
   return args;
 }
 
+// The arguments that the backward's size queries read: sizes' and the mode, whose dispatch
+// order the automatic head splits replay.
+cm::cuda::BackwardArgs backward_sizes(int batch, int heads_q, int heads_kv, int head_dim,
+                                      int head_splits, int deterministic) {
+  auto args =
+      sizes(batch, heads_q, heads_kv, head_dim, head_splits, &cm::cuda::BackwardArgs::head_splits);
+  args.deterministic = deterministic != 0;
+  return args;
+}
+
 // call(), or 0 when it throws: the answer of a size query for what the entry point would reject.
 template <typename Call>
 auto zero_on_error(Call&& call) -> decltype(call()) {
@@ -105,9 +115,11 @@ extern "C" {
 // K/V arguments (`page_table` to `num_pages`) after `num_splits` in cm_cuda_forward; 5 added
 // `write_rows_outside` after `total_k` in cm_cuda_forward and cm_cuda_backward, `head_splits`
 // after `deterministic` in cm_cuda_backward, `heads_kv` and `head_splits` to
-// cm_cuda_backward_workspace_bytes_for, and cm_cuda_backward_head_splits.
+// cm_cuda_backward_workspace_bytes_for, and cm_cuda_backward_head_splits; 6 added
+// `deterministic` after `head_splits` in cm_cuda_backward_workspace_bytes_for and
+// cm_cuda_backward_head_splits (the automatic count replays the mode's dispatch order).
 int cm_cuda_abi_version(void) {
-  return 5;
+  return 6;
 }
 
 // Workspace bytes for cm_cuda_forward with this descriptor, problem size and num_splits, or 0
@@ -169,27 +181,29 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
       error, error_len);
 }
 
-// Workspace bytes for cm_cuda_backward with this descriptor, problem size and head_splits, or 0
-// for descriptors and sizes it would reject.
+// Workspace bytes for cm_cuda_backward with this descriptor, problem size, head_splits and
+// deterministic, or 0 for descriptors and sizes it would reject.
 size_t cm_cuda_backward_workspace_bytes_for(const void* descriptor_host,
                                             const void* descriptor_device, int batch, int heads_q,
-                                            int heads_kv, int head_dim, int head_splits) {
+                                            int heads_kv, int head_dim, int head_splits,
+                                            int deterministic) {
   return zero_on_error([&] {
-    return cm::cuda::backward_workspace_bytes({descriptor_host, descriptor_device},
-                                              sizes(batch, heads_q, heads_kv, head_dim, head_splits,
-                                                    &cm::cuda::BackwardArgs::head_splits));
+    return cm::cuda::backward_workspace_bytes(
+        {descriptor_host, descriptor_device},
+        backward_sizes(batch, heads_q, heads_kv, head_dim, head_splits, deterministic));
   });
 }
 
-// The head splits cm_cuda_backward uses for this descriptor, problem size and head_splits on the
-// current device (cm::cuda::backward_head_splits), or 0 for what it would reject.
+// The head splits cm_cuda_backward uses for this descriptor, problem size, head_splits and
+// deterministic on the current device (cm::cuda::backward_head_splits), or 0 for what it would
+// reject.
 int cm_cuda_backward_head_splits(const void* descriptor_host, const void* descriptor_device,
                                  int batch, int heads_q, int heads_kv, int head_dim,
-                                 int head_splits) {
+                                 int head_splits, int deterministic) {
   return zero_on_error([&] {
-    return cm::cuda::backward_head_splits({descriptor_host, descriptor_device},
-                                          sizes(batch, heads_q, heads_kv, head_dim, head_splits,
-                                                &cm::cuda::BackwardArgs::head_splits));
+    return cm::cuda::backward_head_splits(
+        {descriptor_host, descriptor_device},
+        backward_sizes(batch, heads_q, heads_kv, head_dim, head_splits, deterministic));
   });
 }
 

@@ -92,7 +92,7 @@ void backward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims
               float softcap, const std::array<Strided, 8>& tensors, uintptr_t lse,
               std::array<int64_t, 2> lse_strides, uintptr_t dlse, uintptr_t q_offsets,
               uintptr_t k_offsets, int64_t total_q, int64_t total_k, bool deterministic,
-              uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
+              int32_t head_splits, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
   cm::cuda::BackwardArgs args;
   set_common(args, dims, scale, softcap, {q_offsets, k_offsets, total_q, total_k});
   cm::cuda::TensorRef* targets[8] = {&args.q,    &args.k,  &args.v,  &args.out,
@@ -105,8 +105,18 @@ void backward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims
   args.lse_stride_h = lse_strides[1];
   args.dlse = pointer<const float>(dlse);
   args.deterministic = deterministic;
+  args.head_splits = head_splits;
   cm::cuda::backward(descriptor(descriptor_host, descriptor_device), args, pointer<void>(workspace),
                      workspace_bytes, pointer<CUstream_st>(stream));
+}
+
+// The arguments the backward's size queries read (cm::cuda::backward_head_splits).
+cm::cuda::BackwardArgs backward_sizes(const Dims& dims, int32_t head_splits, bool deterministic) {
+  cm::cuda::BackwardArgs args;
+  set_common(args, dims, 0.f, 0.f, {0, 0, 0, 0});
+  args.head_splits = head_splits;
+  args.deterministic = deterministic;
+  return args;
 }
 
 // Row s of dst is row order[s] of src, for tensors of `dims` = (batch, heads, rows, head_dim).
@@ -144,20 +154,32 @@ NB_MODULE(_cuda, m) {
         nb::arg("k_offsets"), nb::arg("total_q"), nb::arg("total_k"), nb::arg("num_splits"),
         nb::arg("page_table"), nb::arg("page_table_stride"), nb::arg("page_size"),
         nb::arg("num_pages"), nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("stream"));
+  // head_splits: 0 automatic, else that many parts (cm::cuda::BackwardArgs). The automatic count
+  // replays the grid's dispatch (up to about 60 us of host time), so the operator asks for it
+  // once and passes the answer to the workspace query and the launch.
+  m.def(
+      "backward_head_splits",
+      [](uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims,
+         int32_t head_splits, bool deterministic) {
+        return cm::cuda::backward_head_splits(descriptor(descriptor_host, descriptor_device),
+                                              backward_sizes(dims, head_splits, deterministic));
+      },
+      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("dims"),
+      nb::arg("head_splits"), nb::arg("deterministic"));
   m.def(
       "backward_workspace_bytes",
-      [](uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims) {
-        cm::cuda::BackwardArgs args;  // head_splits as backward() leaves it
-        set_common(args, dims, 0.f, 0.f, {0, 0, 0, 0});
+      [](uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims,
+         int32_t head_splits, bool deterministic) {
         return cm::cuda::backward_workspace_bytes(descriptor(descriptor_host, descriptor_device),
-                                                  args);
+                                                  backward_sizes(dims, head_splits, deterministic));
       },
-      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("dims"));
+      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("dims"),
+      nb::arg("head_splits"), nb::arg("deterministic"));
   m.def("backward", &backward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
         nb::arg("dims"), nb::arg("scale"), nb::arg("softcap"), nb::arg("tensors"), nb::arg("lse"),
         nb::arg("lse_strides"), nb::arg("dlse"), nb::arg("q_offsets"), nb::arg("k_offsets"),
-        nb::arg("total_q"), nb::arg("total_k"), nb::arg("deterministic"), nb::arg("workspace"),
-        nb::arg("workspace_bytes"), nb::arg("stream"));
+        nb::arg("total_q"), nb::arg("total_k"), nb::arg("deterministic"), nb::arg("head_splits"),
+        nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("stream"));
   m.def("permute_rows", &permute_rows, nb::arg("src"), nb::arg("src_strides"), nb::arg("dst"),
         nb::arg("dst_strides"), nb::arg("dims"), nb::arg("order"), nb::arg("stream"));
 }

@@ -55,6 +55,14 @@ if wants cli; then
     "${CLI}" run "${ROOT}/examples/causal.mask" --nq 1 --nk 5000 --batch 3 --heads 8 \
       --heads-kv 2 --dim 128 --pages 16 --gpu
     echo "exit $?"
+    echo "== cli_test's GPU cases (--softcap, --splits, --head-splits, --pages against the reference)"
+    if ninja -C "${BUILD}" -j 16 cli_test > "${LOGS}/cli_test_build.log" 2>&1; then
+      "${BUILD}/tests/cli/cli_test" --gtest_filter='*Gpu*' > "${LOGS}/cli_test.log" 2>&1
+      echo "exit $?"
+      grep -E "PASSED|FAILED|Failure" "${LOGS}/cli_test.log"
+    else
+      echo "exit 1: cli_test did not build (${LOGS}/cli_test_build.log)"
+    fi
   } > "${LOGS}/cli.txt" 2>&1
 fi
 

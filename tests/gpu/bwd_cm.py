@@ -27,34 +27,40 @@ class Backward:
         p, i, i64, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
         self.logit_types = logit_types(self.lib)
         # Builds before ABI version 5 have no write_rows_outside (after total_k) and head_splits
-        # (after deterministic), and size the workspace by (batch, heads_q, head_dim) alone.
+        # (after deterministic), and size the workspace by (batch, heads_q, head_dim) alone;
+        # before 6, the size queries do not take deterministic (after head_splits).
         self.has_splits = abi_version(self.lib) >= 5
+        self.has_mode_query = abi_version(self.lib) >= 6
         f.argtypes = ([p, p, i, i, i, i, i, i, i, *self.logit_types]
                       + [p, i64p] * 5 + [p, i64p, p] + [p, i64p] * 3
                       + [p, p, i64, i64, *([i] * self.has_splits), i, *([i] * self.has_splits),
                          p, ctypes.c_size_t, p, ctypes.c_char_p, ctypes.c_size_t])
         f.restype = ctypes.c_int
         w = self.lib.cm_cuda_backward_workspace_bytes_for
-        w.argtypes = [p, p, i, i, i, i, i] if self.has_splits else [p, p, i, i, i]
+        w.argtypes = [p, p, *([i] * len(self._sizes(1, 1, 1, 64, 0, False)))]
         w.restype = ctypes.c_size_t
         self._workspace_bytes = w
         if self.has_splits:
-            self.lib.cm_cuda_backward_head_splits.argtypes = [p, p, i, i, i, i, i]
+            self.lib.cm_cuda_backward_head_splits.argtypes = w.argtypes
         self._workspace = {}
 
-    def _sizes(self, batch, heads_q, heads_kv, head_dim, head_splits):
+    def _sizes(self, batch, heads_q, heads_kv, head_dim, head_splits, deterministic):
         """The size arguments of the workspace query (and of head_splits) in this build."""
+        if self.has_mode_query:
+            return [batch, heads_q, heads_kv, head_dim, head_splits, int(deterministic)]
         if self.has_splits:
             return [batch, heads_q, heads_kv, head_dim, head_splits]
         if head_splits > 1:
             raise KernelError("this build of the library has no head splits (ABI version < 5)")
         return [batch, heads_q, head_dim]
 
-    def head_splits(self, desc, batch, heads_q, heads_kv, head_dim, head_splits=0):
-        """The head splits a backward call with head_splits uses (0: automatic) on this device."""
+    def head_splits(self, desc, batch, heads_q, heads_kv, head_dim, head_splits=0,
+                    deterministic=False):
+        """The head splits a backward call with head_splits (0: automatic) and deterministic
+        uses on this device."""
         splits = self.lib.cm_cuda_backward_head_splits(
-            desc.host_ptr(), desc.device.data_ptr(), batch, heads_q, heads_kv, head_dim,
-            head_splits)
+            desc.host_ptr(), desc.device.data_ptr(),
+            *self._sizes(batch, heads_q, heads_kv, head_dim, head_splits, deterministic))
         if splits == 0:
             raise KernelError("cm_cuda_backward_head_splits rejected the problem")
         return splits
@@ -83,7 +89,8 @@ class Backward:
                               "(cm_cuda_abi_version < 5)")
         st = {name: int64_array(strides_bsh(t, layout))
               for name, t in dict(q=q, k=k, v=v, out=out, dout=dout, dq=dq, dk=dk, dv=dv).items()}
-        ws = self.workspace(desc, *self._sizes(batch, heads_q, heads_kv, head_dim, head_splits))
+        ws = self.workspace(
+            desc, *self._sizes(batch, heads_q, heads_kv, head_dim, head_splits, deterministic))
         call_checked(
             self.lib.cm_cuda_backward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,

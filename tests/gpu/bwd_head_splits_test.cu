@@ -1,9 +1,11 @@
 // The backward's automatic head splits (kernels/sm90/bwd_head_splits.h) on the host:
 //   * estimated_bwd_steps, over the bundled examples' descriptors and random masks
-//     (kernel_cases.h): with an SM for every CTA it is the costliest CTA's cost, and with one SM
-//     the sum of all, where a CTA costs kBwdItemCostSteps plus two steps per query tile that
-//     holds a visible pair with its key tile, for each query head of its split, counted on the
-//     dense masks; with head splits the kv postprocess's cost is added.
+//     (kernel_cases.h), in both modes: with an SM for every CTA it is the costliest CTA's cost,
+//     and with one SM the sum of all, where a CTA costs kBwdItemCostSteps plus two steps per
+//     query tile that holds a visible pair with its key tile, for each query head of its split,
+//     counted on the dense masks; with head splits the kv postprocess's cost is added. On a few
+//     SMs, deterministic mode's estimate is the CTAs' greedy schedule in the order its grid
+//     documents (bwd_item_at: key tiles ascending, then batch, kv head and split).
 //   * auto_head_splits: on the causal shapes that run 242 timed at every count, it picks the
 //     count measured fastest; none when the kv group is one head or the key tiles' CTAs make
 //     kBwdSplitWaves waves.
@@ -50,6 +52,18 @@ bool holds_visible_pair(const KernelCase& c, int b, int h, int m, int n) {
   return false;
 }
 
+// The end of CTAs of these costs started in this order, each on the first of `sms` SMs to free.
+int64_t greedy_schedule_end(const std::vector<int64_t>& costs_in_order, int sms) {
+  std::vector<int64_t> free_at(static_cast<size_t>(sms), 0);
+  int64_t end = 0;
+  for (const int64_t cost : costs_in_order) {
+    int64_t& sm = *std::min_element(free_at.begin(), free_at.end());
+    sm += cost;
+    end = std::max(end, sm);
+  }
+  return end;
+}
+
 // The case with a kv group of several heads: its own heads on one kv head, or, for a case of
 // one mask per batch entry, four query heads on two.
 void check_estimate(const KernelCase& c) {
@@ -76,28 +90,42 @@ void check_estimate(const KernelCase& c) {
       SCOPED_TRACE(c.name + ", head splits " + std::to_string(splits) + ", parts " +
                    std::to_string(parts));
       const BwdMainParams p = params_for(c.descriptor(), c.batch, heads_q, heads_kv, splits);
-      int64_t costliest = 0, sum = 0, ctas = 0;
-      for (int b = 0; b < c.batch; ++b) {
-        for (int hk = 0; hk < heads_kv; ++hk) {
-          for (int n = 0; n < header.num_k_tiles; ++n) {
-            for (int split = 0; split < splits; ++split) {
-              const TileRange heads = split_range(group, split, splits);
-              int64_t cost = kBwdItemCostSteps;
-              for (int j = heads.begin; j < heads.begin + heads.count; ++j) {
-                const int h = hk * group + j;
-                cost += head_steps[(static_cast<size_t>(b) * heads_q + h) * header.num_k_tiles + n];
+      // The CTAs' costs in deterministic mode's dispatch order: key tile, its part, batch, kv
+      // head, split.
+      std::vector<int64_t> deterministic_order;
+      for (int n = 0; n < header.num_k_tiles; ++n) {
+        for (int part = 0; part < parts; ++part) {
+          for (int b = 0; b < c.batch; ++b) {
+            for (int hk = 0; hk < heads_kv; ++hk) {
+              for (int split = 0; split < splits; ++split) {
+                const TileRange heads = split_range(group, split, splits);
+                int64_t cost = kBwdItemCostSteps;
+                for (int j = heads.begin; j < heads.begin + heads.count; ++j) {
+                  const int h = hk * group + j;
+                  cost +=
+                      head_steps[(static_cast<size_t>(b) * heads_q + h) * header.num_k_tiles + n];
+                }
+                deterministic_order.push_back(cost);
               }
-              costliest = std::max(costliest, cost);
-              sum += parts * cost;
-              ctas += parts;
             }
           }
         }
       }
+      const int64_t costliest =
+          *std::max_element(deterministic_order.begin(), deterministic_order.end());
+      const auto ctas = static_cast<int>(deterministic_order.size());
       const int64_t post = estimated_kv_postprocess_steps(p.shape);
-      EXPECT_EQ(estimated_bwd_steps(p, parts, static_cast<int>(ctas), tile_steps),
-                costliest + post);
-      EXPECT_EQ(estimated_bwd_steps(p, parts, 1, tile_steps), sum + post);
+      for (const bool deterministic : {false, true}) {
+        SCOPED_TRACE(deterministic ? "deterministic" : "default");
+        EXPECT_EQ(estimated_bwd_steps(p, deterministic, parts, ctas, tile_steps), costliest + post);
+        EXPECT_EQ(estimated_bwd_steps(p, deterministic, parts, 1, tile_steps),
+                  greedy_schedule_end(deterministic_order, 1) + post);
+      }
+      for (const int sms : {2, 3, 7}) {
+        EXPECT_EQ(estimated_bwd_steps(p, true, parts, sms, tile_steps),
+                  greedy_schedule_end(deterministic_order, sms) + post)
+            << sms << " SMs";
+      }
     }
   }
 }
@@ -118,12 +146,13 @@ TEST(BwdHeadSplits, EstimateOfRandomMasks) {
 
 // auto_head_splits on a causal mask of n rows for (batch, heads_q, heads_kv), on 132 SMs (the
 // H200), one CTA per key tile.
-int causal_head_splits(int64_t n, int batch, int heads_q, int heads_kv) {
+int causal_head_splits(int64_t n, int batch, int heads_q, int heads_kv,
+                       bool deterministic = false) {
   CompileResult compiled = compile(testing::example_source("causal"), "causal.mask");
   EXPECT_TRUE(compiled);
   const Plan plan = compiled.mask->specialize({}, {.nq = n, .nk = n}, kernel_test::kKernelTiling);
   const BwdMainParams p = params_for(plan.blob(), batch, heads_q, heads_kv, 0);
-  return auto_head_splits(p, 1, 132);
+  return auto_head_splits(p, deterministic, 1, 132);
 }
 
 TEST(BwdHeadSplits, AutomaticCountIsTheFastestMeasured) {
@@ -141,10 +170,13 @@ TEST(BwdHeadSplits, AutomaticCountIsTheFastestMeasured) {
 }
 
 TEST(BwdHeadSplits, NoSplitsWithoutAGroupOrWithFourWaves) {
-  EXPECT_EQ(causal_head_splits(256, 1, 8, 8), 1);        // a kv group of one head
-  EXPECT_EQ(causal_head_splits(32768, 1, 32, 8), 1);     // 2048 key-tile CTAs
-  EXPECT_EQ(causal_head_splits(4096, 16, 16, 16), 1);    // the benchmarks' shape at 4K
-  EXPECT_EQ(causal_head_splits(66 * 128, 1, 16, 8), 1);  // 528 CTAs: 4 waves
+  for (const bool deterministic : {false, true}) {
+    SCOPED_TRACE(deterministic ? "deterministic" : "default");
+    EXPECT_EQ(causal_head_splits(256, 1, 8, 8, deterministic), 1);        // a kv group of one head
+    EXPECT_EQ(causal_head_splits(32768, 1, 32, 8, deterministic), 1);     // 2048 key-tile CTAs
+    EXPECT_EQ(causal_head_splits(4096, 16, 16, 16, deterministic), 1);    // the benchmarks' 4K
+    EXPECT_EQ(causal_head_splits(66 * 128, 1, 16, 8, deterministic), 1);  // 528 CTAs: 4 waves
+  }
 }
 
 }  // namespace

@@ -43,10 +43,11 @@ class Problem {
  public:
   static constexpr int kBatch = 2;
 
-  // head_splits: BackwardArgs::head_splits (0: automatic).
-  explicit Problem(const Case& c, int gap = 0, int head_splits = 0)
+  // deterministic and head_splits: BackwardArgs's (head splits 0: automatic, for the mode).
+  explicit Problem(const Case& c, bool deterministic, int gap = 0, int head_splits = 0)
       : c_(c),
         gap_(gap),
+        deterministic_(deterministic),
         head_splits_(head_splits),
         plan_(make_plan(c.example, c.params, c.nq, c.nk, kBatch, c.heads_q)),
         descriptor_(plan_.blob()),
@@ -123,7 +124,7 @@ class Problem {
     ASSERT_EQ(cudaMemset(workspace_.ptr, 0xff, workspace_bytes_), cudaSuccess);
   }
 
-  cm::cuda::BackwardArgs args(bool deterministic) const {
+  cm::cuda::BackwardArgs args() const {
     const int q_rows = c_.nq + gap_, k_rows = c_.nk + gap_, d = c_.head_dim;
     cm::cuda::BackwardArgs a;
     static_cast<cm::cuda::Problem&>(a) = cm::cuda::dense_problem(
@@ -134,7 +135,7 @@ class Problem {
     a.dq = dense_bhsd(dq_.ptr, c_.heads_q, q_rows, d);
     a.dk = dense_bhsd(dk_.ptr, c_.heads_kv, k_rows, d);
     a.dv = dense_bhsd(dv_.ptr, c_.heads_kv, k_rows, d);
-    a.deterministic = deterministic;
+    a.deterministic = deterministic_;
     a.head_splits = head_splits_;
     if (gap_ > 0) {
       a.q = dense_bhsd(q_.ptr, c_.heads_q, q_rows, d);
@@ -151,9 +152,8 @@ class Problem {
     return a;
   }
 
-  void run(bool deterministic, cudaStream_t stream) const {
-    cm::cuda::backward(descriptor_.view(), args(deterministic), workspace_.ptr, workspace_bytes_,
-                       stream);
+  void run(cudaStream_t stream) const {
+    cm::cuda::backward(descriptor_.view(), args(), workspace_.ptr, workspace_bytes_, stream);
   }
 
   // The 16-bit results dq, dk, dv as [B, H, S, D]; with gaps, checks that the gap rows still
@@ -216,19 +216,21 @@ class Problem {
               cudaSuccess);
   }
 
-  // The sizes backward_workspace_bytes reads.
+  // The sizes and mode backward_workspace_bytes reads.
   cm::cuda::BackwardArgs sizes() const {
     cm::cuda::BackwardArgs a;
     a.batch = kBatch;
     a.heads_q = c_.heads_q;
     a.heads_kv = c_.heads_kv;
     a.head_dim = c_.head_dim;
+    a.deterministic = deterministic_;
     a.head_splits = head_splits_;
     return a;
   }
 
   Case c_;
   int gap_;
+  bool deterministic_;
   int head_splits_;
   cm::Plan plan_;
   cm::cuda::DeviceDescriptor descriptor_;
@@ -257,10 +259,10 @@ void expect_close(const std::vector<uint16_t>& got, const std::vector<float>& re
 // head_splits as BackwardArgs's.
 void check_gradients(const Case& c, bool deterministic, bool lse_gradient, int gap = 0,
                      int head_splits = 0) {
-  Problem problem(c, gap, head_splits);
+  Problem problem(c, deterministic, gap, head_splits);
   problem.prepare(static_cast<unsigned>(std::hash<std::string>{}(c.example) + c.nq), lse_gradient);
   problem.poison();
-  problem.run(deterministic, nullptr);
+  problem.run(nullptr);
   CUDA_OK(cudaDeviceSynchronize());
   const auto r = problem.results();
   expect_close(r[0], problem.ref_dq, c.dtype, "dq");
@@ -389,16 +391,16 @@ class BackwardDeterminism : public testing::TestWithParam<int> {};
 
 TEST_P(BackwardDeterminism, BitwiseOverRunsAndGraphReplays) {
   SKIP_WITHOUT_HOPPER();
-  Problem problem({"causal", {}, 1000, 1000, GetParam(), 4, 2, DType::kBFloat16});
+  Problem problem({"causal", {}, 1000, 1000, GetParam(), 4, 2, DType::kBFloat16}, true);
   problem.prepare(7);
   problem.poison();
-  problem.run(true, nullptr);
+  problem.run(nullptr);
   CUDA_OK(cudaDeviceSynchronize());
   const auto first = problem.results();
   expect_close(first[0], problem.ref_dq, DType::kBFloat16, "dq");
   for (int run = 1; run < 10; ++run) {
     problem.poison();
-    problem.run(true, nullptr);
+    problem.run(nullptr);
     CUDA_OK(cudaDeviceSynchronize());
     ASSERT_EQ(problem.results(), first) << "run " << run << " differs";
   }
@@ -406,7 +408,7 @@ TEST_P(BackwardDeterminism, BitwiseOverRunsAndGraphReplays) {
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  problem.run(true, stream);
+  problem.run(stream);
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec;
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
