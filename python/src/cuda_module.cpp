@@ -154,27 +154,23 @@ NB_MODULE(_cuda, m) {
         nb::arg("k_offsets"), nb::arg("total_q"), nb::arg("total_k"), nb::arg("num_splits"),
         nb::arg("page_table"), nb::arg("page_table_stride"), nb::arg("page_size"),
         nb::arg("num_pages"), nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("stream"));
-  // head_splits: 0 automatic, else that many parts (cm::cuda::BackwardArgs). The automatic count
-  // replays the grid's dispatch (up to about 60 us of host time), so the operator asks for it
-  // once and passes the answer to the workspace query and the launch.
-  m.def(
-      "backward_head_splits",
-      [](uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims,
-         int32_t head_splits, bool deterministic) {
-        return cm::cuda::backward_head_splits(descriptor(descriptor_host, descriptor_device),
-                                              backward_sizes(dims, head_splits, deterministic));
-      },
-      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("dims"),
-      nb::arg("head_splits"), nb::arg("deterministic"));
-  m.def(
-      "backward_workspace_bytes",
-      [](uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims,
-         int32_t head_splits, bool deterministic) {
-        return cm::cuda::backward_workspace_bytes(descriptor(descriptor_host, descriptor_device),
-                                                  backward_sizes(dims, head_splits, deterministic));
-      },
-      nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("dims"),
-      nb::arg("head_splits"), nb::arg("deterministic"));
+  // The backward's size queries: head_splits 0 automatic, else that many parts
+  // (cm::cuda::BackwardArgs). The automatic count replays the grid's dispatch (up to about 60 us
+  // of host time), so the operator asks for it once and passes the answer to the workspace query
+  // and the launch.
+  const auto def_backward_query = [&m](const char* name, auto query) {
+    m.def(
+        name,
+        [query](uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims,
+                int32_t head_splits, bool deterministic) {
+          return query(descriptor(descriptor_host, descriptor_device),
+                       backward_sizes(dims, head_splits, deterministic));
+        },
+        nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("dims"),
+        nb::arg("head_splits"), nb::arg("deterministic"));
+  };
+  def_backward_query("backward_head_splits", &cm::cuda::backward_head_splits);
+  def_backward_query("backward_workspace_bytes", &cm::cuda::backward_workspace_bytes);
   m.def("backward", &backward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
         nb::arg("dims"), nb::arg("scale"), nb::arg("softcap"), nb::arg("tensors"), nb::arg("lse"),
         nb::arg("lse_strides"), nb::arg("dlse"), nb::arg("q_offsets"), nb::arg("k_offsets"),
