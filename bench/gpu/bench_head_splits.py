@@ -12,10 +12,12 @@ waves over the H200's 132 SMs.
 Needs the compilemask package (its plans) and the kernel library of the CMake build.
 
 Usage: bench_head_splits.py --lib BUILD/kernels/libcompilemask_cuda.so --out OUTDIR
-                            [--deterministic]
+                            [--deterministic] [--lib-a BUILD_A/kernels/libcompilemask_cuda.so]
 Writes OUTDIR/bench_head_splits.md (bench_head_splits_deterministic.md with --deterministic:
 every backward, ours, in deterministic mode, whose automatic count replays its own dispatch
-order).
+order). With --lib-a, only an A/B of the automatic backward instead: library A (before a
+change to the schedule) against --lib (B, after it), on the same inputs in alternating rounds,
+their gradients compared; writes OUTDIR/bench_head_splits_ab.md.
 """
 import argparse
 import os
@@ -44,16 +46,22 @@ SHAPES = [  # (B, N, heads_q, heads_kv)
 ]
 
 
-def kernel_rows(forward, backward, desc, b, n, hq, hkv, deterministic):
-    """(the automatic count, {count: ms} for 1 to the group size, max |difference| from 1, the
-    main kernel's µs with 1 and automatic, the kv postprocess's µs) of the backward kernels; the
-    µs per call from torch.profiler (bench_common.kernel_totals_us)."""
+def backward_inputs(forward, desc, b, n, hq, hkv):
+    """Random q, k, v and dO of one shape, with out and LSE from `forward` (a Kernel)."""
     q = torch.randn(b, hq, n, D, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, hkv, n, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     dout = torch.randn_like(q)
     out = torch.empty_like(q)
     lse = torch.empty(b, hq, n, device="cuda", dtype=torch.float32)
     forward.forward(desc, q, k, v, out, lse, layout="bhsd")
+    return q, k, v, dout, out, lse
+
+
+def kernel_rows(forward, backward, desc, b, n, hq, hkv, deterministic):
+    """(the automatic count, {count: ms} for 1 to the group size, max |difference| from 1, the
+    main kernel's µs with 1 and automatic, the kv postprocess's µs) of the backward kernels; the
+    µs per call from torch.profiler (bench_common.kernel_totals_us)."""
+    q, k, v, dout, out, lse = backward_inputs(forward, desc, b, n, hq, hkv)
     counts = range(1, hq // hkv + 1)
     grads = {s: (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
              for s in (0, *counts)}
@@ -80,6 +88,52 @@ def kernel_rows(forward, backward, desc, b, n, hq, hkv, deterministic):
                for s in (1, 0)}
     kv_post_us = sum(us for name, us in totals[0].items() if "bwd_kv_postprocess" in name)
     return splits, ms, diff, main_us[1], main_us[0], kv_post_us
+
+
+def ab_row(forward, backwards, desc, b, n, hq, hkv, deterministic):
+    """{lib: (automatic head splits, ms)} of the automatic backward of each library (a dict of
+    Backward), and the largest |B - A| of their gradients, which differ only by the float32 sums'
+    rounding when the head splits differ."""
+    q, k, v, dout, out, lse = backward_inputs(forward, desc, b, n, hq, hkv)
+    grads = {lib: (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
+             for lib in backwards}
+
+    def run(lib):
+        return lambda: backwards[lib].backward(desc, q, k, v, out, dout, lse, *grads[lib],
+                                               layout="bhsd", head_splits=0,
+                                               deterministic=deterministic)
+
+    ms = interleaved_median_ms({lib: run(lib) for lib in backwards})
+    for lib in backwards:
+        run(lib)()
+    torch.cuda.synchronize()
+    diff = max((x.float() - y.float()).abs().max().item()
+               for x, y in zip(grads["A"], grads["B"]))
+    largest = max(x.float().abs().max().item() for x in grads["A"])
+    if not diff <= 1e-2 * largest:
+        sys.exit(f"B={b} N={n} {hq}/{hkv}: B's gradients differ from A's by {diff} "
+                 f"(largest {largest})")
+    splits = {lib: backwards[lib].head_splits(desc, b, hq, hkv, D, deterministic=deterministic)
+              for lib in backwards}
+    return {lib: (splits[lib], ms[lib]) for lib in backwards}, diff
+
+
+def ab_report(a, forward, backwards):
+    """The lines of bench_head_splits_ab.md."""
+    import compilemask as cm
+    mode = ", deterministic" if a.deterministic else ""
+    lines = [f"The automatic backward (head_splits = 0{mode}) of library A ({a.lib_a}) and B "
+             f"({a.lib}), bf16, head dim 128, causal, "
+             "[B, H, N, D], in alternating rounds on the same inputs; B/A above 1: B is faster.",
+             "", "| B | N | heads q / kv | head splits A / B | ms A | ms B | B/A | max diff |",
+             "|---|---|---|---|---|---|---|---|"]
+    for b, n, hq, hkv in SHAPES:
+        desc = Descriptor(cm.masks.causal().specialize(nq=n).descriptor.tobytes())
+        row, diff = ab_row(forward, backwards, desc, b, n, hq, hkv, a.deterministic)
+        (splits_a, ms_a), (splits_b, ms_b) = row["A"], row["B"]
+        lines.append(f"| {b} | {n} | {hq} / {hkv} | {splits_a} / {splits_b} | {ms_a:.3f} | "
+                     f"{ms_b:.3f} | {ms_a / ms_b:.3f} | {diff:.1e} |")
+    return lines
 
 
 def training_ms(flex, forward, backward, desc, b, n, hq, hkv, deterministic):
@@ -113,9 +167,15 @@ def main():
     p.add_argument("--out", required=True, help="folder for bench_head_splits.md")
     p.add_argument("--deterministic", action="store_true",
                    help="our backward in deterministic mode (dQ adds ordered by key tile)")
+    p.add_argument("--lib-a", help="library A: an A/B of the automatic backward against --lib")
     a = p.parse_args()
     import compilemask as cm
     torch.manual_seed(0)
+    if a.lib_a:
+        backwards = {"A": Backward(a.lib_a), "B": Backward(a.lib)}
+        lines = ab_report(a, Kernel(a.lib), backwards)
+        write_report(a.out, "bench_head_splits_ab.md", "\n".join(lines) + "\n")
+        return
     forward, backward, flex = Kernel(a.lib), Backward(a.lib), compiled_flex()
     lines = ["bf16, head dim 128, causal, [B, H, N, D], through the C entry points. Backward "
              "kernels: the group's heads in one CTA (1), the automatic head splits, and the "
