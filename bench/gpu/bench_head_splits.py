@@ -15,9 +15,10 @@ Usage: bench_head_splits.py --lib BUILD/kernels/libcompilemask_cuda.so --out OUT
                             [--deterministic] [--lib-a BUILD_A/kernels/libcompilemask_cuda.so]
 Writes OUTDIR/bench_head_splits.md (bench_head_splits_deterministic.md with --deterministic:
 every backward, ours, in deterministic mode, whose automatic count replays its own dispatch
-order). With --lib-a, only an A/B of the automatic backward instead: library A (before a
-change to the schedule) against --lib (B, after it), on the same inputs in alternating rounds,
-their gradients compared; writes OUTDIR/bench_head_splits_ab.md.
+order). With --lib-a, only an A/B of the automatic backward instead, as bench/gpu/ab.py's at
+32K: library A (an experiment's, /tmp/cm-ab/NAME-build of scripts/gpu/ab_checks.sh) against
+--lib (B, the working tree's), on the same inputs in alternating rounds, their gradients
+compared; writes OUTDIR/bench_head_splits_ab.md.
 """
 import argparse
 import os
@@ -124,7 +125,8 @@ def ab_report(a, forward, backwards):
     mode = ", deterministic" if a.deterministic else ""
     lines = [f"The automatic backward (head_splits = 0{mode}) of library A ({a.lib_a}) and B "
              f"({a.lib}), bf16, head dim 128, causal, "
-             "[B, H, N, D], in alternating rounds on the same inputs; B/A above 1: B is faster.",
+             "[B, H, N, D], in alternating rounds on the same inputs; B/A: B's time over A's "
+             "(as ab.py's: above 1, A is faster).",
              "", "| B | N | heads q / kv | head splits A / B | ms A | ms B | B/A | max diff |",
              "|---|---|---|---|---|---|---|---|"]
     for b, n, hq, hkv in SHAPES:
@@ -132,7 +134,7 @@ def ab_report(a, forward, backwards):
         row, diff = ab_row(forward, backwards, desc, b, n, hq, hkv, a.deterministic)
         (splits_a, ms_a), (splits_b, ms_b) = row["A"], row["B"]
         lines.append(f"| {b} | {n} | {hq} / {hkv} | {splits_a} / {splits_b} | {ms_a:.3f} | "
-                     f"{ms_b:.3f} | {ms_a / ms_b:.3f} | {diff:.1e} |")
+                     f"{ms_b:.3f} | {ms_b / ms_a:.3f} | {diff:.1e} |")
     return lines
 
 
