@@ -367,13 +367,17 @@ TEST(Cli, RunOnGpuOrExplainsWhyNot) {
     expect_gpu_errors_near_rounding(expect_ok({"run", example("causal"), "-n", "300", "--heads",
                                                "2", "--backward", "--gpu", "--softcap", "0.3"}));
     // Few query rows against many keys, the keys in five parts merged by their LSEs.
-    expect_gpu_errors_near_rounding(
+    const CliResult split_keys =
         expect_ok({"run", example("causal"), "--nq", "16", "--nk", "3000", "--heads", "2",
-                   "--backward", "--gpu", "--splits", "5"}));
+                   "--backward", "--gpu", "--splits", "5"});
+    EXPECT_TRUE(contains(split_keys.out, "[key splits 5, head splits 1]")) << split_keys.out;
+    expect_gpu_errors_near_rounding(split_keys);
     // The kv group's four query heads over three CTAs per key tile (parts of 1, 1 and 2 heads).
-    expect_gpu_errors_near_rounding(
+    const CliResult split_heads =
         expect_ok({"run", example("causal"), "-n", "300", "--heads", "4", "--heads-kv", "1",
-                   "--backward", "--gpu", "--head-splits", "3"}));
+                   "--backward", "--gpu", "--head-splits", "3"});
+    EXPECT_TRUE(contains(split_heads.out, ", head splits 3]")) << split_heads.out;
+    expect_gpu_errors_near_rounding(split_heads);
     // K and V in a shuffled pool of 16-row pages, NaN in every slot without a key.
     const CliResult paged =
         expect_ok({"run", example("causal"), "--nq", "16", "--nk", "3000", "--heads", "8",

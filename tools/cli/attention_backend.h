@@ -27,6 +27,9 @@ struct AttentionResult {
   std::vector<float> dq, dk, dv;  // empty unless the backward pass is run
   double forward_seconds = 0;
   double backward_seconds = 0;
+  // How the backend cut its work, for the timing line: the GPU's key splits and head splits
+  // (automatic or asked for); empty for the CPU reference.
+  std::string schedule;
 };
 
 struct BackendOptions {

@@ -138,6 +138,7 @@ void print_timing(const AttentionBackend& backend, const AttentionResult& r, boo
     std::printf(", ");
     print_phase("backward", r.backward_seconds, 2.5 * forward_flops);
   }
+  if (!r.schedule.empty()) std::printf(" [%s]", r.schedule.c_str());
   std::printf("\n");
 }
 

@@ -202,11 +202,15 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
     f.paged = {static_cast<const int32_t*>(page_table->get()), pages.pages_per_sequence,
                options.page_size, pages.num_pages};
   }
+  // The count that num_splits gives, asked once (forward() would estimate again for 0) and
+  // reported.
+  f.num_splits = cuda::forward_num_splits(descriptor.view(), f);
   const DeviceBuffer forward_workspace(cuda::forward_workspace_bytes(descriptor.view(), f),
                                        "the forward workspace");
   forward_workspace.poison();  // forward() needs no initialised workspace
 
   AttentionResult r;
+  r.schedule = "key splits " + std::to_string(f.num_splits);
   if (options.on_phase) options.on_phase("forward");
   r.forward_seconds = median_seconds(
       [&] {
@@ -226,7 +230,9 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
   b.dq = cuda::dense_bhsd(dq.get(), s.heads_q, s.nq, s.head_dim);
   b.dk = cuda::dense_bhsd(dk.get(), s.heads_kv, s.nk, s.head_dim);
   b.dv = cuda::dense_bhsd(dv.get(), s.heads_kv, s.nk, s.head_dim);
-  b.head_splits = options.head_splits;
+  b.head_splits = options.head_splits;  // then the count it gives, asked once as num_splits was
+  b.head_splits = cuda::backward_head_splits(descriptor.view(), b);
+  r.schedule += ", head splits " + std::to_string(b.head_splits);
   const DeviceBuffer backward_workspace(cuda::backward_workspace_bytes(descriptor.view(), b),
                                         "the backward workspace");
   dout.upload(p.dout);

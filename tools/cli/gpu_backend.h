@@ -18,7 +18,9 @@ enum class GpuDType { kBFloat16, kFloat16 };
 // BackendOptions::page_size, K and V in shuffled pools of pages [pages, H, page_size, D] whose
 // slots without a key hold NaN); fills the outputs with NaN so that unwritten elements show;
 // runs forward() (then backward() on the forward's own O and LSE) once to warm up and five more
-// times; reports the median time by CUDA events; returns the outputs converted to float. Its
+// times; reports the median time by CUDA events and the key and head splits it ran with
+// (AttentionResult::schedule: BackendOptions' counts, or the automatic ones for 0); returns the
+// outputs converted to float. Its
 // round_to_storage rounds to `dtype`. Preconditions (checked by `run` before):
 // head_dim_supported(head_dim) (cuda_limits.h), the descriptor's tiles are 128x128, and no
 // backward with pages.
