@@ -1,4 +1,6 @@
-"""Python access to the CompileMask sm90 forward kernel, for the GPU tests and benchmarks.
+"""Python access to the CompileMask sm90 forward kernel, for the GPU tests and benchmarks,
+through the C entry points of libcompilemask_cuda.so (include/compilemask/cuda_c.h documents
+their arguments; the argtypes here follow its signatures, per ABI version).
 
   kernel = Kernel("build/kernels/libcompilemask_cuda.so")
   desc = compile_descriptor("build/tools/cli/compilemask", "examples/causal.mask", {}, nq=n, nk=n)

@@ -1,9 +1,8 @@
-// C entry points to the forward and backward kernels and the row gather of token orders for foreign
-// callers (Python ctypes with torch tensors' data pointers, in the same process as other attention
-// kernels). Errors come back as a nonzero return code and a message, never as an exception crossing
-// the C boundary.
+// The C entry points (include/compilemask/cuda_c.h, which documents them): each converts its
+// arguments to the C++ API's and its exceptions to return codes and messages.
 #include <compilemask/cuda.h>
 #include <compilemask/cuda_backward.h>
+#include <compilemask/cuda_c.h>
 #include <compilemask/cuda_token_order.h>
 
 #include <cstring>
@@ -108,22 +107,10 @@ int return_code(Call&& call, char* error, size_t error_len) {
 
 extern "C" {
 
-// The version of the entry points' signatures: 2 added `softcap` after `scale` in
-// cm_cuda_forward and cm_cuda_backward (builds without this function are version 1); 3 added
-// `num_splits` after `mainloop` in cm_cuda_forward, cm_cuda_forward_workspace_bytes_for in place
-// of cm_cuda_forward_workspace_bytes(void), and cm_cuda_forward_num_splits; 4 added the paged
-// K/V arguments (`page_table` to `num_pages`) after `num_splits` in cm_cuda_forward; 5 added
-// `write_rows_outside` after `total_k` in cm_cuda_forward and cm_cuda_backward, `head_splits`
-// after `deterministic` in cm_cuda_backward, `heads_kv` and `head_splits` to
-// cm_cuda_backward_workspace_bytes_for, and cm_cuda_backward_head_splits; 6 added
-// `deterministic` after `head_splits` in cm_cuda_backward_workspace_bytes_for and
-// cm_cuda_backward_head_splits (the automatic count replays the mode's dispatch order).
 int cm_cuda_abi_version(void) {
-  return 6;
+  return CM_CUDA_ABI_VERSION;
 }
 
-// Workspace bytes for cm_cuda_forward with this descriptor, problem size and num_splits, or 0
-// for descriptors and sizes it would reject.
 size_t cm_cuda_forward_workspace_bytes_for(const void* descriptor_host,
                                            const void* descriptor_device, int batch, int heads_q,
                                            int heads_kv, int head_dim, int num_splits) {
@@ -134,8 +121,6 @@ size_t cm_cuda_forward_workspace_bytes_for(const void* descriptor_host,
   });
 }
 
-// The key parts cm_cuda_forward uses for this descriptor, problem size and num_splits on the
-// current device (cm::cuda::forward_num_splits), or 0 for what it would reject.
 int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descriptor_device,
                                int batch, int heads_q, int heads_kv, int head_dim, int num_splits) {
   return zero_on_error([&] {
@@ -145,16 +130,6 @@ int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descript
   });
 }
 
-// Strides are element strides {batch, row, head} for q, k, v and out, {batch, head} for lse.
-// dtype: 0 bf16, 1 fp16. scale: 0 means 1/sqrt(head_dim); softcap: 0 means no logit cap
-// (cm::cuda::Problem). mainloop: 0 auto, 1 serial, 2 pingpong (cm::cuda::Mainloop). num_splits:
-// 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs). page_table: null, or
-// device int32 page indices for K and V in pages (cm::cuda::PagedKV: k and v are then pools of
-// num_pages pages of page_size rows, their strides {page, row, head}).
-// q_offsets/k_offsets: null, or device int32[batch] (packed layout; a sequence outside its
-// tensors gets NaN rows, and the rows outside every sequence are left as they are, or, with
-// write_rows_outside 1, written as rows that see no key: cm::cuda::Problem).
-// Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA failure.
 int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, int dtype,
                     int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim, float scale,
                     float softcap, int mainloop, int num_splits, const int32_t* page_table,
@@ -181,8 +156,6 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
       error, error_len);
 }
 
-// Workspace bytes for cm_cuda_backward with this descriptor, problem size, head_splits and
-// deterministic, or 0 for descriptors and sizes it would reject.
 size_t cm_cuda_backward_workspace_bytes_for(const void* descriptor_host,
                                             const void* descriptor_device, int batch, int heads_q,
                                             int heads_kv, int head_dim, int head_splits,
@@ -194,9 +167,6 @@ size_t cm_cuda_backward_workspace_bytes_for(const void* descriptor_host,
   });
 }
 
-// The head splits cm_cuda_backward uses for this descriptor, problem size, head_splits and
-// deterministic on the current device (cm::cuda::backward_head_splits), or 0 for what it would
-// reject.
 int cm_cuda_backward_head_splits(const void* descriptor_host, const void* descriptor_device,
                                  int batch, int heads_q, int heads_kv, int head_dim,
                                  int head_splits, int deterministic) {
@@ -207,12 +177,6 @@ int cm_cuda_backward_head_splits(const void* descriptor_host, const void* descri
   });
 }
 
-// Strides are element strides {batch, row, head} for the tensors, {batch, head} for lse, as
-// in cm_cuda_forward, and so are scale and softcap. dtype: 0 bf16, 1 fp16. dlse: null, or the LSE's
-// gradient in the LSE's layout. q_offsets/k_offsets and write_rows_outside as in cm_cuda_forward.
-// deterministic: 0 or 1. head_splits: 0 automatic, 1 none, else that many parts of each kv group
-// (cm::cuda::BackwardArgs). Returns 0 on success, 1 for a rejected problem (cm::Error), 2 for a
-// CUDA failure.
 int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device, int dtype,
                      int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim,
                      float scale, float softcap, const void* q, const int64_t* q_strides,
@@ -244,9 +208,6 @@ int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device,
       error, error_len);
 }
 
-// Row s of dst is row order[s] of src (cm::cuda::permute_rows): strides are element strides
-// {batch, row, head}; order is device int32[rows]. Returns 0 on success, 1 for rejected sizes
-// or strides (cm::Error), 2 for a CUDA failure.
 int cm_cuda_permute_rows(const void* src, const int64_t* src_strides, void* dst,
                          const int64_t* dst_strides, int batch, int heads, int rows, int head_dim,
                          const int32_t* order, void* stream, char* error, size_t error_len) {
