@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what CompileMask needs on a Debian/Ubuntu machine: compilers, CMake, Ninja, GoogleTest,
-# Google Benchmark, zlib, libpng, Python with numpy, and the pinned CUTLASS headers for the GPU
-# kernels. Idempotent: a second run installs nothing and needs no network.
+# Google Benchmark, zlib, libpng, Python with numpy and the pinned nanobind, and the pinned
+# CUTLASS headers for the GPU kernels. Idempotent: a second run installs nothing and needs no network.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,6 +32,16 @@ else
   # A Debian-managed Python refuses plain pip installs (PEP 668); fall back to the override.
   python3 -m pip install --quiet numpy ||
     python3 -m pip install --quiet --break-system-packages numpy
+fi
+
+# nanobind, pinned as pyproject.toml pins it: the dev preset builds the Python modules with it
+# (CM_BUILD_PYTHON=AUTO), so that CI compiles the kernels' binding too.
+if python3 -c "import nanobind, sys; sys.exit(nanobind.__version__ != '3.1.0')" 2>/dev/null; then
+  echo "setup: nanobind 3.1.0 present"
+else
+  echo "setup: installing nanobind 3.1.0"
+  python3 -m pip install --quiet nanobind==3.1.0 ||
+    python3 -m pip install --quiet --break-system-packages nanobind==3.1.0
 fi
 
 if [[ -f "$root/scripts/fetch_cutlass.sh" ]]; then

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command (README, CI): builds and tests three configurations.
-#   1. dev preset: everything (GPU kernels compile and link when nvcc exists); all tests except
-#      the fuzz label (gpu tests skip with a message on machines without a Hopper GPU).
-#   1b. the Python package, built with pip into a venv, and its CPU tests.
+#   1. dev preset: everything (GPU kernels compile and link when nvcc exists, and the Python
+#      modules when nanobind does); all tests except the fuzz label (gpu tests skip with a
+#      message on machines without a Hopper GPU).
+#   1b. the Python package, built with pip into a venv, and its CPU tests, which also load the
+#      dev build's kernel binding (tests/python/test_dev_modules.py).
 #   2. fuzz preset (clang): the libFuzzer targets (mask parser, descriptor reader, specialize
 #      against the brute-force oracle), each run for a bounded time (label fuzz).
 #   3. asan-ubsan preset: the host code under sanitizers; labels unit and error.
@@ -24,7 +26,7 @@ python3 -m venv build/python-venv
 build/python-venv/bin/python -m pip install --quiet --upgrade pip
 build/python-venv/bin/python -m pip install --quiet numpy pytest
 build/python-venv/bin/python -m pip install --quiet . -C cmake.define.CM_CUDA=OFF -C build-dir=build/python
-build/python-venv/bin/python -m pytest -q tests/python
+CM_DEV_MODULES="$PWD/build/dev/python" build/python-venv/bin/python -m pytest -q tests/python
 
 stage "fuzz: configure and build the fuzzers"
 cmake --preset fuzz
