@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <bit>
 #include <functional>
 #include <queue>
 #include <vector>
@@ -46,16 +47,23 @@ inline int64_t estimated_kv_postprocess_steps(const BwdShape& s) {
                  kKvPostprocessRowsPerStep;
 }
 
-// One query head's steps on each key tile of each descriptor instance: two 64-row steps per
-// query tile listed in the key tile's row, steps[instance * num_k_tiles + n].
+// One query head's steps on each key tile of each descriptor instance, as StepCursor walks
+// them: the 64-row halves of the query tiles listed in the key tile's row (walked_halves: those
+// inside the tile, less those its pattern marks empty), steps[instance * num_k_tiles + n].
 struct TileSteps {
   explicit TileSteps(const void* descriptor) : num_k_tiles(desc::header(descriptor).num_k_tiles) {
     const desc::Header& h = desc::header(descriptor);
+    BwdMainParams host{};  // what walked_halves reads: the descriptor and the query tiles' spans
+    host.descriptor = descriptor;
+    host.shape.q_starts = desc::at<int32_t>(descriptor, h.q_starts_offset);
     steps.reserve(static_cast<size_t>(h.num_instances) * num_k_tiles);
     for (int i = 0; i < h.num_instances; ++i) {
       const desc::Instance& inst = desc::instance(descriptor, i);
       for (int n = 0; n < num_k_tiles; ++n) {
-        steps.push_back(2 * desc::listed_tiles(descriptor, desc::k_tile(descriptor, inst, n)));
+        QueryTileCursor tiles(descriptor, desc::k_tile(descriptor, inst, n));
+        int m = 0, pattern = 0, count = 0;
+        while (tiles.next(m, pattern)) count += std::popcount(walked_halves(host, m, pattern));
+        steps.push_back(count);
       }
     }
   }

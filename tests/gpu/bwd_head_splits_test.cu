@@ -1,9 +1,9 @@
 // The backward's automatic head splits (kernels/sm90/bwd_head_splits.h) on the host:
 //   * estimated_bwd_steps, over the bundled examples' descriptors and random masks
 //     (kernel_cases.h), in both modes: with an SM for every CTA it is the costliest CTA's cost,
-//     and with one SM the sum of all, where a CTA costs kBwdItemCostSteps plus two steps per
-//     query tile that holds a visible pair with its key tile, for each query head of its split,
-//     counted on the dense masks; with head splits the kv postprocess's cost is added. On a few
+//     and with one SM the sum of all, where a CTA costs kBwdItemCostSteps plus the steps that
+//     StepCursor walks for each query head of its split alone (kernel_walk_test holds that walk
+//     to the dense masks); with head splits the kv postprocess's cost is added. On a few
 //     SMs, deterministic mode's estimate is the CTAs' greedy schedule in the order its grid
 //     documents (bwd_item_at: key tiles ascending, then batch, kv head and split).
 //   * auto_head_splits: on the causal shapes that run 242 timed at every count, it picks the
@@ -40,18 +40,6 @@ BwdMainParams params_for(const void* descriptor, int batch, int heads_q, int hea
   return p;
 }
 
-// Whether query tile m and key tile n of mask (b, h) of the case hold a visible pair.
-bool holds_visible_pair(const KernelCase& c, int b, int h, int m, int n) {
-  const desc::TileSpan rows = desc::q_tile_span(c.descriptor(), m);
-  const desc::TileSpan keys = desc::k_tile_span(c.descriptor(), n);
-  for (int q = rows.begin; q < rows.end; ++q) {
-    for (int k = keys.begin; k < keys.end; ++k) {
-      if (c.visible(b, h, q, k)) return true;
-    }
-  }
-  return false;
-}
-
 // The end of CTAs of these costs started in this order, each on the first of `sms` SMs to free.
 int64_t greedy_schedule_end(const std::vector<int64_t>& costs_in_order, int sms) {
   std::vector<int64_t> free_at(static_cast<size_t>(sms), 0);
@@ -71,15 +59,16 @@ void check_estimate(const KernelCase& c) {
   const int heads_kv = c.heads > 1 ? 1 : 2;
   const int group = heads_q / heads_kv;
   const desc::Header& header = desc::header(c.descriptor());
-  // One query head's steps on each (b, h, key tile), from the dense masks.
+  // One query head's steps on each (b, h, key tile): what StepCursor walks for an item of that
+  // head alone (kernel_walk_test holds its walk to the dense masks).
   std::vector<int64_t> head_steps;
+  const BwdMainParams one_head = params_for(c.descriptor(), c.batch, heads_q, heads_kv, group);
   for (int b = 0; b < c.batch; ++b) {
     for (int h = 0; h < heads_q; ++h) {
       for (int n = 0; n < header.num_k_tiles; ++n) {
+        StepCursor walk(one_head, BwdItem{b, h / group, n, 0, h % group, 0}, group);
         int64_t steps = 0;
-        for (int m = 0; m < header.num_q_tiles; ++m) {
-          steps += 2 * holds_visible_pair(c, b, c.heads > 1 ? h : 0, m, n);
-        }
+        for (BwdStep step; walk.next(step);) ++steps;
         head_steps.push_back(steps);
       }
     }
