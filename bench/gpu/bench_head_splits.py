@@ -7,8 +7,9 @@ forward + backward (the automatic count) against SDPA's and compiled FlexAttenti
 enable_gqa and through autograd (ours without: the C entry points); each group of functions in
 alternating rounds (bench_common.interleaved_median_ms).
 
-Shapes: bf16, head dim 128, causal, [B, H, N, D]; the last one's 256 key-tile CTAs make two
-waves over the H200's 132 SMs.
+Shapes: bf16, head dim 128, causal, [B, H, N, D]; (1, 4096, 32 / 8)'s 256 key-tile CTAs make
+two waves over the H200's 132 SMs, and (1, 4096, 16 / 16)'s 512 nearly four, with no kv group to
+split.
 Needs the compilemask package (its plans) and the kernel library of the CMake build.
 
 Usage: bench_head_splits.py --lib BUILD/kernels/libcompilemask_cuda.so --out OUTDIR
@@ -44,6 +45,7 @@ SHAPES = [  # (B, N, heads_q, heads_kv)
     (1, 2048, 32, 8),
     (1, 4096, 16, 2),
     (1, 4096, 32, 8),
+    (1, 4096, 16, 16),  # no group: only the order of the kv slices can change
 ]
 
 
