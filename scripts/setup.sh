@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what CompileMask needs on a Debian/Ubuntu machine: compilers, CMake, Ninja, GoogleTest,
 # Google Benchmark, zlib, libpng, Python with numpy and the pinned nanobind, and the pinned
-# CUTLASS headers for the GPU kernels. Idempotent: a second run installs nothing and needs no network.
+# CUTLASS headers for the GPU kernels. Idempotent: a second run installs nothing and needs no
+# network.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -20,10 +20,9 @@ enum class GpuDType { kBFloat16, kFloat16 };
 // runs forward() (then backward() on the forward's own O and LSE) once to warm up and five more
 // times; reports the median time by CUDA events and the key and head splits it ran with
 // (AttentionResult::schedule: BackendOptions' counts, or the automatic ones for 0); returns the
-// outputs converted to float. Its
-// round_to_storage rounds to `dtype`. Preconditions (checked by `run` before):
-// head_dim_supported(head_dim) (cuda_limits.h), the descriptor's tiles are 128x128, and no
-// backward with pages.
+// outputs converted to float. Its round_to_storage rounds to `dtype`. Preconditions (checked by
+// `run` before): head_dim_supported(head_dim) (cuda_limits.h), the descriptor's tiles are
+// 128x128, and no backward with pages.
 AttentionBackend gpu_backend(GpuDType dtype);
 
 }  // namespace cm::cli
