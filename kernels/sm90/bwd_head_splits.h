@@ -33,6 +33,9 @@ inline constexpr int64_t kBwdItemCostSteps = 3;
 // sums (head splits x kv slices x padded key rows; run 242 measured 12 us for 4 x 2 x 4096 rows
 // at head dim 128, with a 64-row step about 2.6 us), plus one for the launch.
 inline constexpr int64_t kKvPostprocessRowsPerStep = 8192;
+// The preprocess's zeroing of dq_accum: one step's time per this many rows (a row holds half the
+// bytes of a kv postprocess row, kHeadDim floats against 2 kHeadDim, and is only written).
+inline constexpr int64_t kPrepZeroedRowsPerStep = 2 * kKvPostprocessRowsPerStep;
 // Key tiles whose CTAs make this many waves or more are not split (the estimate gained under 1%
 // from there on), and no count is tried whose CTAs make twice as many: the replay's host time.
 inline constexpr int kBwdSplitWaves = 4;
@@ -45,6 +48,27 @@ inline int64_t estimated_kv_postprocess_steps(const BwdShape& s) {
   if (s.head_splits == 1) return 0;
   return 1 + int64_t{s.head_splits} * s.batch * s.heads_kv * s.num_k_tiles * kBwdTile /
                  kKvPostprocessRowsPerStep;
+}
+
+// The main kernel's schedule: its head splits (BwdShape::head_splits) and, in the default mode,
+// whether its dispatch interleaves all the kv slices instead of pairs (BwdShape::slice_group).
+struct BwdSchedule {
+  int head_splits;
+  bool interleave_slices;
+  bool operator==(const BwdSchedule&) const = default;
+};
+
+// BwdShape::slice_group for a schedule: all the kv slices in deterministic mode and when
+// interleaved, else pairs.
+inline int slice_group(const BwdShape& s, bool deterministic, const BwdSchedule& schedule) {
+  return deterministic || schedule.interleave_slices ? s.batch * s.heads_kv : kPairedInstances;
+}
+
+// The preprocess's estimated time, in steps, zeroing the dq_accum of the first s.slice_group kv
+// slices (the default mode's CTAs zero the others in idle warps, bwd_zeroing.cuh).
+inline int64_t estimated_prep_zeroing_steps(const BwdShape& s) {
+  const int64_t slices = std::min(s.slice_group, s.batch * s.heads_kv);
+  return slices * (s.heads_q / s.heads_kv) * s.num_q_tiles * kBwdTile / kPrepZeroedRowsPerStep;
 }
 
 // One query head's steps on each key tile of each descriptor instance, as StepCursor walks
@@ -71,14 +95,15 @@ struct TileSteps {
   std::vector<int32_t> steps;
 };
 
-// The estimated time, in steps, of the backward's main kernel and kv postprocess for
-// p.shape.head_splits, with `parts` CTAs per key tile, on `sms` SMs (one CTA each). The main
-// kernel's CTAs start in the dispatch order of the mode (bwd_item_at), each on the SM that frees
-// first, and each costs its query heads' steps on its key tile (tile_steps) plus
-// kBwdItemCostSteps. In deterministic mode an item's ordered dQ adds may also wait for the
-// earlier items of its heads; the estimate leaves those waits out. Preconditions: sms >= 1,
-// p.descriptor is host memory, and p.shape holds the sizes (batch, heads, num_k_tiles, desc_batch,
-// desc_heads) whose (b, h) the descriptor's instance map covers.
+// The estimated time, in steps, of the backward's main kernel, kv postprocess and the
+// preprocess's zeroing of dq_accum for p.shape.head_splits and p.shape.slice_group, with
+// `parts` CTAs per key tile, on `sms` SMs (one CTA each). The main kernel's CTAs start in the
+// dispatch order of the mode (bwd_item_at), each on the SM that frees first, and each costs its
+// query heads' steps on its key tile (tile_steps) plus kBwdItemCostSteps. In deterministic mode an
+// item's ordered dQ adds may also wait for the earlier items of its heads; the estimate leaves
+// those waits out. Preconditions: sms >= 1, p.descriptor is host memory, p.shape holds the
+// sizes (batch, heads, num_k_tiles, desc_batch, desc_heads) whose (b, h) the descriptor's instance
+// map covers, and its head_splits and slice_group are set.
 inline int64_t estimated_bwd_steps(const BwdMainParams& p, bool deterministic, int parts, int sms,
                                    const TileSteps& tile_steps) {
   const BwdShape& s = p.shape;
@@ -106,32 +131,42 @@ inline int64_t estimated_bwd_steps(const BwdMainParams& p, bool deterministic, i
     free_at.push(start + cost);
     end = std::max(end, start + cost);
   }
-  return end + estimated_kv_postprocess_steps(s);
+  return end + estimated_kv_postprocess_steps(s) + estimated_prep_zeroing_steps(s);
 }
 
-// BwdShape::head_splits for BackwardArgs::head_splits = 0: of the counts 1 to the kv group's
-// size, the one with the least estimated_bwd_steps, more parts only when faster by more than
-// 1 / kBwdSplitGain. Tried: for each size of the largest part (ceil(group / count)), its fewest
-// count (more would add CTAs, not shorten the longest), while the CTAs make at most 2 x
-// kBwdSplitWaves waves; none when the key tiles' CTAs alone make kBwdSplitWaves (and then the
-// descriptor is not read). Each count is estimated in the dispatch order of the mode
-// (deterministic). Preconditions: as estimated_bwd_steps'.
-inline int auto_head_splits(BwdMainParams p, bool deterministic, int parts, int sms) {
+// The schedule for BackwardArgs::head_splits = 0: of the counts 1 to the kv group's size, and in
+// the default mode of the paired and the interleaved order, the one with the least
+// estimated_bwd_steps; a later candidate (more parts, or the interleaved order of as many) only
+// when faster by more than 1 / kBwdSplitGain. Tried: for each size of the largest part
+// (ceil(group / count)), its fewest count (more would add CTAs, not shorten the longest), while
+// the CTAs make at most 2 x kBwdSplitWaves waves. {1, paired} without reading the descriptor
+// when the key tiles' CTAs alone make kBwdSplitWaves (the paired order keeps the dQ rows in L2
+// at 32K), or when the kv group is one head and there is one order to take. Preconditions: as
+// estimated_bwd_steps'.
+inline BwdSchedule auto_bwd_schedule(BwdMainParams p, bool deterministic, int parts, int sms) {
   const int group = p.shape.heads_q / p.shape.heads_kv;
   const int64_t items = int64_t{p.shape.batch} * p.shape.heads_kv * p.shape.num_k_tiles * parts;
   const int64_t wave = sms;
-  if (group < 2 || items >= kBwdSplitWaves * wave) return 1;
+  const int slices = p.shape.batch * p.shape.heads_kv;
+  BwdSchedule best{1, false};
+  const bool one_order = deterministic || slices <= kPairedInstances;
+  if ((group < 2 && one_order) || items >= kBwdSplitWaves * wave) return best;
   const TileSteps tile_steps(p.descriptor);
-  p.shape.head_splits = 1;
-  int best = 1;
-  int64_t best_steps = estimated_bwd_steps(p, deterministic, parts, sms, tile_steps);
-  for (int splits = 2; splits <= group && items * splits <= 2 * kBwdSplitWaves * wave; ++splits) {
-    if ((group + splits - 1) / splits == (group + splits - 2) / (splits - 1)) continue;
-    p.shape.head_splits = splits;
-    const int64_t steps = estimated_bwd_steps(p, deterministic, parts, sms, tile_steps);
-    if (steps * kBwdSplitGain < best_steps * (kBwdSplitGain - 1)) {
-      best = splits;
-      best_steps = steps;
+  int64_t best_steps = -1;
+  for (int splits = 1; splits <= group && items * splits <= 2 * kBwdSplitWaves * wave; ++splits) {
+    if (splits > 1 && (group + splits - 1) / splits == (group + splits - 2) / (splits - 1)) {
+      continue;
+    }
+    for (const bool interleave : {false, true}) {
+      // Deterministic mode has its own order, and two slices interleave as a pair.
+      if (interleave && one_order) continue;
+      p.shape.head_splits = splits;
+      p.shape.slice_group = slice_group(p.shape, deterministic, {splits, interleave});
+      const int64_t steps = estimated_bwd_steps(p, deterministic, parts, sms, tile_steps);
+      if (best_steps < 0 || steps * kBwdSplitGain < best_steps * (kBwdSplitGain - 1)) {
+        best = {splits, interleave};
+        best_steps = steps;
+      }
     }
   }
   return best;

@@ -26,19 +26,22 @@ int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
 
-// How backward() lays out its work and workspace (bwd_params.h) for a problem's sizes: the head
-// splits, then the byte offsets of the workspace sections and the total size.
+// How backward() lays out its work and workspace (bwd_params.h) for a problem's sizes: the main
+// kernel's schedule (head splits, dispatch order), then the byte offsets of the workspace
+// sections and the total size.
 struct WorkLayout {
-  int head_splits;
+  sm90::BwdSchedule schedule;
   int64_t rows_padded, k_rows_padded;
   size_t lse_log2, dsum, dq_accum, semaphores, zeroed, dkv_parts, total;
 };
 
 // The layout for the sizes of `a` that it reads (batch, heads_q, heads_kv, head_dim,
-// head_splits, and deterministic for the automatic head splits), checked first; throws cm::Error
+// head_splits, and deterministic for the automatic schedule), checked first; throws cm::Error
 // naming a broken rule. Rows are per tile, each padded to kTile (tiles may be shorter than kTile
-// anywhere, descriptor.h), so a tile's rows of the workspace start at m * kTile.
-WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) {
+// anywhere, descriptor.h), so a tile's rows of the workspace start at m * kTile. The dispatch
+// order of a kv group of one head changes no size, so it is estimated only when `launching`
+// (the size queries then need no device for it).
+WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a, bool launching) {
   const desc::Header& h = check.descriptor(descriptor, kTile);
   check.require(a.batch >= 1 && a.batch <= 65535, "batch must be in [1, 65535]");
   check.require(a.heads_q >= 1 && a.heads_q <= 65535, "heads_q must be in [1, 65535]");
@@ -52,15 +55,15 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) 
                 "heads_kv = " +
                     std::to_string(group));
   WorkLayout w{};
-  w.head_splits = group == 1 ? 1 : a.head_splits;
-  if (w.head_splits == 0) {
+  w.schedule = {group == 1 ? 1 : a.head_splits, false};
+  if (a.head_splits == 0 && (group > 1 || launching)) {
     check.fits_header(h, kTile, a.batch, a.heads_q, h.nq, h.nk);  // the estimate reads (b, h)
     sm90::BwdMainParams p{};
     static_cast<sm90::ProblemShape&>(p.shape) =
         host::problem_shape(a, descriptor, host::TileTables::kAlways);
     p.descriptor = descriptor.host;
     const int parts = kTile / sm90::backward_keys_per_item(host::kernel_head_dim(a.head_dim));
-    w.head_splits = sm90::auto_head_splits(p, a.deterministic, parts, check.multiprocessors());
+    w.schedule = sm90::auto_bwd_schedule(p, a.deterministic, parts, check.multiprocessors());
   }
   w.rows_padded = int64_t{h.num_q_tiles} * kTile;
   w.k_rows_padded = int64_t{h.num_k_tiles} * kTile;
@@ -76,7 +79,7 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) 
   w.semaphores = w.dq_accum + section(rows * row_floats * 4);
   w.zeroed = w.semaphores + section(rows / sm90::kBwdStepRows * 4);
   w.dkv_parts = w.zeroed + section(slices * 4);
-  const int64_t parts = w.head_splits > 1 ? w.head_splits : 0;
+  const int64_t parts = w.schedule.head_splits > 1 ? w.schedule.head_splits : 0;
   w.total = w.dkv_parts + section(parts * slices * w.k_rows_padded * 2 * row_floats * 4);
   return w;
 }
@@ -113,17 +116,17 @@ cudaError_t dispatch_head_dim(int head_dim, const sm90::BwdPrepParams& prep,
 }  // namespace
 
 int backward_head_splits(const DescriptorView& descriptor, const BackwardArgs& args) {
-  return work_layout(descriptor, args).head_splits;
+  return work_layout(descriptor, args, false).schedule.head_splits;
 }
 
 size_t backward_workspace_bytes(const DescriptorView& descriptor, const BackwardArgs& args) {
-  return work_layout(descriptor, args).total;
+  return work_layout(descriptor, args, false).total;
 }
 
 void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* workspace,
               size_t workspace_bytes, cudaStream_t stream) {
   validate(descriptor, args);
-  const WorkLayout layout = work_layout(descriptor, args);
+  const WorkLayout layout = work_layout(descriptor, args, true);
   check.require(workspace != nullptr && workspace_bytes >= layout.total,
                 "workspace must hold backward_workspace_bytes() = " + std::to_string(layout.total) +
                     " bytes");
@@ -138,7 +141,8 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
       host::problem_shape(args, descriptor, host::TileTables::kAlways);
   shape.rows_padded = static_cast<int32_t>(layout.rows_padded);
   shape.k_rows_padded = static_cast<int32_t>(layout.k_rows_padded);
-  shape.head_splits = layout.head_splits;
+  shape.head_splits = layout.schedule.head_splits;
+  shape.slice_group = sm90::slice_group(shape, args.deterministic, layout.schedule);
   sm90::BwdWorkspace ws{};
   ws.lse_log2 = reinterpret_cast<float*>(base + layout.lse_log2);
   ws.dsum = reinterpret_cast<float*>(base + layout.dsum);
@@ -146,7 +150,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   ws.semaphores = reinterpret_cast<int32_t*>(base + layout.semaphores);
   ws.zeroed = reinterpret_cast<int32_t*>(base + layout.zeroed);
   ws.dkv_parts =
-      layout.head_splits > 1 ? reinterpret_cast<float*>(base + layout.dkv_parts) : nullptr;
+      layout.schedule.head_splits > 1 ? reinterpret_cast<float*>(base + layout.dkv_parts) : nullptr;
   const float scale = host::softmax_scale(args);
   const auto batch_stride = [&](const TensorRef& t) { return packed ? 0 : t.stride_b; };
   const auto gradient = [&](const TensorRef& t) {  // written: its data pointer cast writable
@@ -168,7 +172,6 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   prep.lse_stride_h = args.lse_stride_h;
   prep.dlse = args.dlse;
   prep.ws = ws;
-  prep.zeroed_slices = args.deterministic ? args.batch * args.heads_kv : sm90::kPrepZeroedSlices;
 
   sm90::BwdMainParams main{};
   main.shape = shape;

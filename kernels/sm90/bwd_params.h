@@ -30,11 +30,6 @@ namespace cm::sm90 {
 
 inline constexpr int kBwdTile = kKernelTile;  // descriptor tile_m and tile_n
 inline constexpr int kBwdStepRows = 64;       // query rows per main-loop step (half a query tile)
-// Default mode: the kv slices whose dq_accum the preprocess zeroes; the main kernel's CTAs zero
-// the others, this many slices ahead. It is one pair of the paired dispatch order (bwd_work.cuh),
-// so that a slice's zeroing is done by CTAs of the pair before, all dispatched before its own
-// (bwd_zeroing.cuh): the wait for it cannot hang.
-inline constexpr int kPrepZeroedSlices = kPairedInstances;
 
 // Column chunk (8 floats) where dq_accum stores logical column chunk `chunk` of row `row`.
 __host__ __device__ __forceinline__ int dq_chunk_swizzle(int row, int chunk) {
@@ -62,6 +57,11 @@ struct BwdShape : ProblemShape {
   // ws.dkv_parts and the kv postprocess adds them up in split order (so deterministic mode stays
   // bitwise reproducible).
   int32_t head_splits;
+  // The kv slices of a dispatch group (bwd_item_at, grouped_unit): kPairedInstances, or all of
+  // them for a grid of a few waves (bwd_head_splits.h) and in deterministic mode (whose grid
+  // has its own order). The preprocess zeroes the dq_accum of the first group, and the default
+  // mode's CTAs zero each later group's from the group before (bwd_zeroing.cuh).
+  int32_t slice_group;
 };
 
 // The kv slice of sequence b and kv head hk: its number in the main kernel's dispatch order
@@ -80,7 +80,7 @@ __host__ __device__ inline int64_t dkv_part_row(const BwdShape& s, int split, in
 }
 
 // preprocess: dsum and lse_log2 from O, dO, the LSE and its gradient; zeroes the semaphores, the
-// zeroed counts and the dq_accum of the first `zeroed_slices` kv slices (b * heads_kv + hk).
+// zeroed counts and the dq_accum of the first shape.slice_group kv slices (b * heads_kv + hk).
 struct BwdPrepParams {
   BwdShape shape;
   const void* out;
@@ -91,7 +91,6 @@ struct BwdPrepParams {
   int64_t lse_stride_b, lse_stride_h;
   const float* dlse;  // the LSE's gradient in the LSE's layout, or null for none
   BwdWorkspace ws;
-  int32_t zeroed_slices;  // all in deterministic mode, else kPrepZeroedSlices
 };
 
 // A gradient tensor the kernels write, addressed by element strides (stride_b 0 for the packed

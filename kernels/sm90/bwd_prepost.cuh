@@ -3,8 +3,8 @@
 //                    with +inf for rows that see no key (LSE = -inf) and for the padding rows
 //                    of each query tile (bwd_params.h); zeroes, per 64 rows, the deterministic
 //                    semaphore, per kv slice the zeroed count, and the row's dq_accum if its kv
-//                    slice is one of the first BwdPrepParams::zeroed_slices (the main kernel zeroes
-//                    the others, bwd_zeroing.cuh).
+//                    slice is one of the first BwdShape::slice_group (the main kernel zeroes the
+//                    others, bwd_zeroing.cuh).
 //   bwd_postprocess  dQ = scale * dq_accum in the element type, for the query tiles' rows
 //                    (not their padding) and the first head_dim columns, except those of a
 //                    packed sequence that does not fit its tensors (packed_rows.cu writes
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kPrepostThreads)
   const int group = s.heads_q / s.heads_kv;
   const int slice = kv_slice(s, b, h / group);
   if (padded == 0 && lane == 0 && h % group == 0) p.ws.zeroed[slice] = 0;
-  if (slice >= p.zeroed_slices) return;
+  if (slice >= s.slice_group) return;
   float4* dq = reinterpret_cast<float4*>(p.ws.dq_accum + at * kHeadDim);
   for (int c = lane; c < kHeadDim / 4; c += kRowThreads) dq[c] = make_float4(0.f, 0.f, 0.f, 0.f);
 }

@@ -44,14 +44,15 @@ __host__ __device__ inline dim3 bwd_main_grid(const BwdShape& s, bool determinis
 // The item of the CTA at `block` of bwd_main_grid `grid`, for `head_splits` (head_splits_of).
 // CTAs are dispatched in block index order, x fastest, and each key tile is `parts` x
 // head_splits items, its parts in turn, each part's head splits in turn.
-// Default: the linear block index is an item of a kv slice (b, hk) in paired order
-// (paired_unit, problem_shape.h), each slice's key tiles in the descriptor's longest-first
-// order of the group's first head. The CTAs running at once then share two or three (b, hk),
-// so the dQ accumulator rows, Q and dO they all touch stay in L2 instead of streaming from
-// DRAM (perf-notes). Deterministic: x is hk * head_splits + split, y is b, z the item in
-// ascending key order. An item's ordered dQ adds wait for the lower items of its head (all of
-// its head split), which were all dispatched before it, and the CTAs running at once belong to
-// different heads and so do not wait for each other.
+// Default: the linear block index is an item of a kv slice (b, hk) in groups of
+// BwdShape::slice_group slices (grouped_unit, problem_shape.h), each slice's key tiles in the
+// descriptor's longest-first order of the group's first head. In pairs, the CTAs running at once
+// share two or three (b, hk), so the dQ accumulator rows, Q and dO they all touch stay in L2
+// instead of streaming from DRAM (perf-notes); a group of all the slices starts the grid's
+// longest items first, for grids of a few waves. Deterministic: x is hk * head_splits + split, y is
+// b, z the item in ascending key order. An item's ordered dQ adds wait for the lower items of its
+// head (all of its head split), which were all dispatched before it, and the CTAs running at once
+// belong to different heads and so do not wait for each other.
 __host__ __device__ inline BwdItem bwd_item_at(const BwdMainParams& p, bool deterministic,
                                                int parts, int head_splits, dim3 block, dim3 grid) {
   const BwdShape& s = p.shape;
@@ -60,8 +61,8 @@ __host__ __device__ inline BwdItem bwd_item_at(const BwdMainParams& p, bool dete
     return {static_cast<int>(block.y), x / head_splits, z / parts, z % parts, x % head_splits, z};
   }
   const int index = static_cast<int>(block.x + grid.x * (block.y + grid.y * block.z));
-  const PairedUnit unit =
-      paired_unit(index, bwd_slice_items(s, parts, head_splits), s.batch * s.heads_kv);
+  const GroupedUnit unit = grouped_unit(index, bwd_slice_items(s, parts, head_splits),
+                                        s.batch * s.heads_kv, s.slice_group);
   const int b = unit.instance / s.heads_kv;  // the kv slice, kv_slice (bwd_params.h)
   const int hk = unit.instance - b * s.heads_kv;
   const desc::Instance& inst = instance_for(p.descriptor, s, b, hk * (s.heads_q / s.heads_kv));

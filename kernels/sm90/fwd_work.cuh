@@ -13,13 +13,14 @@
 namespace cm::sm90 {
 
 // Work item `index`: items come in groups of num_splits consecutive indices, the parts of one
-// query tile, and the groups in paired order (paired_unit) over the instances (b, group of
+// query tile, and the groups in paired order (grouped_unit) over the instances (b, group of
 // heads_per_item query heads). The item's h is the group's first query head.
 __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
   const int split = index % p.num_splits;
   const int unit_index = index / p.num_splits;
   const int units = p.total_items / p.num_splits;
-  const PairedUnit unit = paired_unit(unit_index, p.num_q_tiles, units / p.num_q_tiles);
+  const GroupedUnit unit =
+      grouped_unit(unit_index, p.num_q_tiles, units / p.num_q_tiles, kPairedInstances);
   const int bh = unit.instance;
   const int rank = unit.rank;
   const int head_groups = p.heads_q / p.heads_per_item;

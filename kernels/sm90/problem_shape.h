@@ -62,22 +62,23 @@ CM_HD bool sequence_fits(const ProblemShape& s, int b) {
 }
 
 // Both kernels take their work units (the forward's query tiles, the backward's key tiles) in
-// pairs of instances (the forward's (b, h), the backward's kv slices (b, hk)), one unit of each
-// in turn, each instance's units in their order. So an instance's longest units start while
-// the other instance's work is still left, and the last pair ends on short units from both,
-// instead of the last instance's long units starting at the tail (hstu's forward: 4.3% of the
-// SMs' time idle at the end). Unit `index` of `instances` x `units` is unit `rank` of
-// `instance`.
+// groups of instances (the forward's (b, h), the backward's kv slices (b, hk)), one unit of each
+// instance of the group in turn, each instance's units in their order; the last group may be
+// short. In pairs (kPairedInstances), an instance's longest units start while the other
+// instance's work is still left, and the last pair ends on short units from both, instead of the
+// last instance's long units starting at the tail (hstu's forward: 4.3% of the SMs' time idle at
+// the end). A group of all the instances starts every instance's longest units first, which a
+// grid of a few waves wants (the backward's, bwd_head_splits.h). Unit `index` of `instances` x
+// `units` is unit `rank` of `instance`.
 inline constexpr int kPairedInstances = 2;  // the instances of a pair
-struct PairedUnit {
+struct GroupedUnit {
   int instance, rank;
 };
-CM_HD PairedUnit paired_unit(int index, int units, int instances) {
-  const int pair = index / (kPairedInstances * units);
-  const int in_pair = index - pair * kPairedInstances * units;
-  static_assert(kPairedInstances == 2, "a short last pair holds one instance");
-  const int width = instances - kPairedInstances * pair < kPairedInstances ? 1 : kPairedInstances;
-  return {kPairedInstances * pair + in_pair % width, in_pair / width};
+CM_HD GroupedUnit grouped_unit(int index, int units, int instances, int group) {
+  const int first = index / (group * units) * group;  // the group's first instance
+  const int in_group = index - first * units;
+  const int width = instances - first < group ? instances - first : group;
+  return {first + in_group % width, in_group / width};
 }
 
 // The number of the descriptor instance that masks query head h of sequence b.

@@ -326,6 +326,14 @@ INSTANTIATE_TEST_SUITE_P(HeadDim256, BackwardMatchesReference,
 INSTANTIATE_TEST_SUITE_P(Softcap, BackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::softcap_cases()),
                                           testing::Bool()));
+// The default mode's dispatch over all the kv slices at once (BwdShape::slice_group), which the
+// automatic schedule takes for this grid of a few waves on the H200's 132 SMs
+// (bwd_head_splits_test's AutomaticSchedule); deterministic mode keeps its own order.
+INSTANTIATE_TEST_SUITE_P(InterleavedSlices, BackwardMatchesReference,
+                         testing::Combine(testing::Values(Case{
+                                              "causal", {}, 640, 640, 64, 16, 8, DType::kBFloat16}),
+                                          testing::Bool()));
+
 INSTANTIATE_TEST_SUITE_P(Softcap, LseGradientMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::softcap_cases()),
                                           testing::Bool()));

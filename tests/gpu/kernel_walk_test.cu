@@ -284,9 +284,10 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits)
   }
 }
 
-// The backward main kernel's grid (bwd_main_grid, bwd_item_at) in both modes, with one or two
-// items per key tile: every (b, kv head, key tile, part, head split) is one CTA's item, and by
-// default each kv slice's ranks (the dq_accum zeroing's chunks) are 0 to its items - 1. With
+// The backward main kernel's grid (bwd_main_grid, bwd_item_at) in both modes and both default
+// orders (paired, interleaved), with one or two items per key tile: every (b, kv head, key
+// tile, part, head split) is one CTA's item, and by default each kv slice's ranks (the dq_accum
+// zeroing's chunks) are 0 to its items - 1. With
 // head splits, the rows of dkv_parts that the items write (dkv_part_row, bwd_consumer.cuh) hold
 // every row that bwd_kv_postprocess reads (each split's key rows inside their tiles), once.
 void check_backward_items(const KernelCase& c, int32_t heads_kv, int head_splits) {
@@ -297,11 +298,15 @@ void check_backward_items(const KernelCase& c, int32_t heads_kv, int head_splits
   p.shape.head_splits = head_splits;
   p.descriptor = c.descriptor();
   const int slices = c.batch * heads_kv;
-  for (const bool deterministic : {false, true}) {
+  for (const int order : {0, 1, 2}) {  // paired, interleaved, deterministic
+    const bool deterministic = order == 2;
+    p.shape.slice_group = order == 0 ? kPairedInstances : slices;
     for (const int parts : {1, 2}) {
       SCOPED_TRACE(c.name + " kv heads " + std::to_string(heads_kv) + " head splits " +
                    std::to_string(head_splits) + " parts " + std::to_string(parts) +
-                   (deterministic ? " deterministic" : ""));
+                   (order == 0   ? " paired"
+                    : order == 1 ? " interleaved"
+                                 : " deterministic"));
       const dim3 grid = bwd_main_grid(p.shape, deterministic, parts);
       std::set<std::tuple<int, int, int, int, int>> items;
       std::map<int, std::set<int>> ranks;  // by kv slice
@@ -364,28 +369,34 @@ void check_walks(const KernelCase& c) {
   }
 }
 
-// paired_unit (problem_shape.h), which orders both kernels' work: a bijection of the indices
-// onto (instance, rank) that takes instances in pairs, alternating within a pair, and each
-// instance's units in rank order; an odd last instance runs alone.
-TEST(KernelWalks, PairedOrder) {
+// grouped_unit (problem_shape.h), which orders both kernels' work: a bijection of the indices
+// onto (instance, rank) that takes instances in groups (pairs, three, all of them), visits the
+// group's instances in turn, and each instance's units in rank order; a short last group holds
+// the instances left.
+TEST(KernelWalks, GroupedOrder) {
   for (const int instances : {1, 2, 3, 4, 7}) {
     for (const int units : {1, 2, 5}) {
-      SCOPED_TRACE(std::to_string(instances) + " instances x " + std::to_string(units));
-      std::vector<int> next_rank(instances, 0);
-      int previous = -1;
-      for (int index = 0; index < instances * units; ++index) {
-        const PairedUnit u = paired_unit(index, units, instances);
-        ASSERT_GE(u.instance, 0);
-        ASSERT_LT(u.instance, instances);
-        EXPECT_EQ(u.instance / 2, index / (2 * units)) << "index " << index;
-        EXPECT_EQ(u.rank, next_rank[u.instance]++) << "index " << index;
-        const bool pair_of_two = 2 * (u.instance / 2) + 1 < instances;
-        if (pair_of_two && index % (2 * units) != 0) {
-          EXPECT_NE(u.instance, previous) << "index " << index;
+      for (const int group : {1, kPairedInstances, 3, instances}) {
+        SCOPED_TRACE(std::to_string(instances) + " instances x " + std::to_string(units) +
+                     " in groups of " + std::to_string(group));
+        std::vector<int> next_rank(instances, 0);
+        int previous = -1;
+        for (int index = 0; index < instances * units; ++index) {
+          const GroupedUnit u = grouped_unit(index, units, instances, group);
+          ASSERT_GE(u.instance, 0);
+          ASSERT_LT(u.instance, instances);
+          const int first = index / (group * units) * group;
+          EXPECT_EQ(u.instance / group * group, first) << "index " << index;
+          EXPECT_EQ(u.rank, next_rank[u.instance]++) << "index " << index;
+          if (index % (group * units) != 0) {  // the next instance of the group, in turn
+            const int width = std::min(group, instances - first);
+            EXPECT_EQ(u.instance, previous + 1 == first + width ? first : previous + 1)
+                << "index " << index;
+          }
+          previous = u.instance;
         }
-        previous = u.instance;
+        for (int i = 0; i < instances; ++i) EXPECT_EQ(next_rank[i], units) << "instance " << i;
       }
-      for (int i = 0; i < instances; ++i) EXPECT_EQ(next_rank[i], units) << "instance " << i;
     }
   }
 }
