@@ -185,12 +185,14 @@ def main():
              "kernels: the group's heads in one CTA (1), the automatic head splits, and the "
              "fastest count of 1 to the group size (max diff: the largest between 1 and any "
              "count). Forward + backward: ours (automatic) against SDPA and "
-             "compiled Flex with enable_gqa, through autograd."
+             "compiled Flex with enable_gqa, through autograd. Last, the backward's ms at every "
+             "count (each count in the dispatch order the library estimates faster for it)."
              + (" Our backward in deterministic mode." if a.deterministic else ""), "",
              "| B | N | heads q / kv | key-tile CTAs | head splits | bwd ms, 1 | bwd ms, auto | "
              "1 / auto | fastest: splits, ms | main kernel µs, 1 / auto | kv postprocess µs | "
-             "max diff | fwd+bwd ms: ours | SDPA | Flex | SDPA / ours | Flex / ours |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "max diff | fwd+bwd ms: ours | SDPA | Flex | SDPA / ours | Flex / ours | "
+             "bwd ms by count |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for b, n, hq, hkv in SHAPES:
         desc = Descriptor(cm.masks.causal().specialize(nq=n).descriptor.tobytes())
         splits, ms_of, diff, main_one, main_auto, kv_post = kernel_rows(
@@ -203,7 +205,8 @@ def main():
                      f"{ms_of[fastest]:.3f} | {main_one:.1f} / "
                      f"{main_auto:.1f} | {kv_post:.1f} | {diff:.1e} | "
                      f"{ms['ours']:.3f} | {ms['sdpa']:.3f} | {ms['flex']:.3f} | "
-                     f"{ms['sdpa'] / ms['ours']:.2f} | {ms['flex'] / ms['ours']:.2f} |")
+                     f"{ms['sdpa'] / ms['ours']:.2f} | {ms['flex'] / ms['ours']:.2f} | "
+                     + ", ".join(f"{s}: {t:.3f}" for s, t in sorted(ms_of.items())) + " |")
     name = "bench_head_splits_deterministic.md" if a.deterministic else "bench_head_splits.md"
     write_report(a.out, name, "\n".join(lines) + "\n")
 

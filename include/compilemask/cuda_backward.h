@@ -45,9 +45,10 @@ struct BackwardArgs : Problem {
 // The head splits backward() uses on the current device: head_splits itself when it is not 0;
 // else the count whose work items a replay of the GPU's dispatch onto its SMs, in the order of
 // the mode (deterministic), estimates to finish first (1 when the kv group is one head, or the
-// key tiles alone make four waves). The replay costs up to about 60 us of host time, and
-// backward() repeats it for head_splits = 0: a caller that sets head_splits to this count
-// pays it once.
+// key tiles alone make four waves). In the default mode backward() also replays the count's two
+// dispatch orders of the kv slices, to run the faster. Each replay takes 10-200 us of host time
+// (only where the key tiles make under four waves) and runs once per problem in a process: its
+// result is kept, keyed by the descriptor's bytes and these sizes.
 int backward_head_splits(const DescriptorView& descriptor, const BackwardArgs& args);
 
 // Bytes of device workspace backward() needs for this descriptor (its tiles) and problem size.

@@ -1,6 +1,7 @@
-// The backward's automatic head splits (BackwardArgs::head_splits = 0): the count whose main
-// kernel grid an estimate of the GPU's dispatch finishes first. Host code (bwd_host.cu;
-// tests/gpu/bwd_head_splits_test.cu checks it on the CPU).
+// The backward's schedule: the automatic head splits (BackwardArgs::head_splits = 0) and, in the
+// default mode, the kv slices' dispatch order, those whose main kernel grid an estimate of the
+// GPU's dispatch finishes first. Host code (bwd_host.cu; tests/gpu/bwd_head_splits_test.cu
+// checks it on the CPU).
 //
 // Why an estimate of the dispatch, not a bound: the CTAs start in bwd_item_at's order (by
 // default kv slices in pairs and each slice's key tiles longest first), as SMs free up. Over two or
@@ -8,7 +9,8 @@
 // 8, the 256 key-tile CTAs of a causal mask ran 24% slower than 512 CTAs of two heads each,
 // although the longest CTA and the SMs' share of the steps both favour the 256 (run 242,
 // docs/perf-notes.md "Head splits"). A greedy replay of the order picked the fastest count
-// measured on all seven shapes of that run.
+// measured on all seven shapes of that run, and the interleaved order where run 245 measured it
+// 8-17% faster.
 #pragma once
 
 #include "bwd_work.cuh"
@@ -18,8 +20,8 @@
 #include <stdint.h>
 
 #include <algorithm>
-#include <bit>
 #include <functional>
+#include <limits>
 #include <queue>
 #include <vector>
 
@@ -71,9 +73,11 @@ inline int64_t estimated_prep_zeroing_steps(const BwdShape& s) {
   return slices * (s.heads_q / s.heads_kv) * s.num_q_tiles * kBwdTile / kPrepZeroedRowsPerStep;
 }
 
-// One query head's steps on each key tile of each descriptor instance, as StepCursor walks
-// them: the 64-row halves of the query tiles listed in the key tile's row (walked_halves: those
-// inside the tile, less those its pattern marks empty), steps[instance * num_k_tiles + n].
+// One query head's walk on each key tile of each descriptor instance, as StepCursor walks it:
+// its steps, the 64-row halves of the query tiles listed in the key tile's row (walked_halves:
+// those inside the tile, less those its pattern marks empty); and its tail, the steps after the
+// last half that a lower key tile also walks (-1 when none does), whose dQ adds deterministic
+// mode orders after that key tile's. Both at [instance * num_k_tiles + n].
 struct TileSteps {
   explicit TileSteps(const void* descriptor) : num_k_tiles(desc::header(descriptor).num_k_tiles) {
     const desc::Header& h = desc::header(descriptor);
@@ -81,89 +85,153 @@ struct TileSteps {
     host.descriptor = descriptor;
     host.shape.q_starts = desc::at<int32_t>(descriptor, h.q_starts_offset);
     steps.reserve(static_cast<size_t>(h.num_instances) * num_k_tiles);
+    tails.reserve(steps.capacity());
+    std::vector<int32_t> walked_below;  // per query tile, the halves lower key tiles walk
+    std::vector<int32_t> walked;        // this key tile's (m, halves)
     for (int i = 0; i < h.num_instances; ++i) {
       const desc::Instance& inst = desc::instance(descriptor, i);
+      walked_below.assign(static_cast<size_t>(h.num_q_tiles), 0);
       for (int n = 0; n < num_k_tiles; ++n) {
         QueryTileCursor tiles(descriptor, desc::k_tile(descriptor, inst, n));
-        int m = 0, pattern = 0, count = 0;
-        while (tiles.next(m, pattern)) count += std::popcount(walked_halves(host, m, pattern));
+        int m = 0, pattern = 0, count = 0, tail = -1;
+        walked.clear();
+        while (tiles.next(m, pattern)) {
+          const unsigned halves = walked_halves(host, m, pattern);
+          for (int half = 0; half < 2; ++half) {
+            if (((halves >> half) & 1u) == 0) continue;
+            tail = (walked_below[static_cast<size_t>(m)] >> half) & 1 ? 0
+                   : tail < 0                                         ? -1
+                                                                      : tail + 1;
+            ++count;
+          }
+          walked.push_back(m);
+          walked.push_back(static_cast<int32_t>(halves));
+        }
+        for (size_t k = 0; k < walked.size(); k += 2) {
+          walked_below[static_cast<size_t>(walked[k])] |= walked[k + 1];
+        }
         steps.push_back(count);
+        tails.push_back(tail);
       }
     }
   }
   int num_k_tiles;
-  std::vector<int32_t> steps;
+  std::vector<int32_t> steps, tails;
 };
 
 // The estimated time, in steps, of the backward's main kernel, kv postprocess and the
 // preprocess's zeroing of dq_accum for p.shape.head_splits and p.shape.slice_group, with
 // `parts` CTAs per key tile, on `sms` SMs (one CTA each). The main kernel's CTAs start in the
-// dispatch order of the mode (bwd_item_at), each on the SM that frees first, and each costs its
-// query heads' steps on its key tile (tile_steps) plus kBwdItemCostSteps. In deterministic mode an
-// item's ordered dQ adds may also wait for the earlier items of its heads; the estimate leaves
-// those waits out. Preconditions: sms >= 1, p.descriptor is host memory, p.shape holds the
-// sizes (batch, heads, num_k_tiles, desc_batch, desc_heads) whose (b, h) the descriptor's instance
-// map covers, and its head_splits and slice_group are set.
+// dispatch order of the mode (bwd_item_at), each on the SM that frees first, and each costs
+// kBwdItemCostSteps plus its query heads' steps on its key tile (tile_steps). In deterministic
+// mode an item's dQ adds to rows that lower key tiles (or its key tile's lower parts) also walk
+// wait for theirs (dq_rank), so its walk of a head ends no earlier than the previous item's
+// walk of that head ended plus the walk's tail. Those waits hold a short item on its SM while
+// the long items of lower key tiles pass its rows (run 244: with one part, (1, 4096, 32 / 8)
+// took 2.4 times the default mode's time). Against a replay of every step's wait, this per-head
+// bound came out equal on 669 of 678 cases (the bundled examples on 3, 20 and 132 SMs, causal
+// shapes to 32K), at most 30% above, for a per-step replay's fraction of the host time.
+// Preconditions: sms >= 1, p.descriptor is host memory,
+// p.shape holds the sizes (batch, heads, num_k_tiles, desc_batch, desc_heads) whose (b, h) the
+// descriptor's instance map covers, and its head_splits and slice_group are set. Returns early,
+// with a value of at least stop_at, once the estimate reaches stop_at (a candidate that cannot
+// win).
 inline int64_t estimated_bwd_steps(const BwdMainParams& p, bool deterministic, int parts, int sms,
-                                   const TileSteps& tile_steps) {
+                                   const TileSteps& tile_steps,
+                                   int64_t stop_at = std::numeric_limits<int64_t>::max()) {
   const BwdShape& s = p.shape;
+  const int64_t rest = estimated_kv_postprocess_steps(s) + estimated_prep_zeroing_steps(s);
   const int group = s.heads_q / s.heads_kv;
   const dim3 grid = bwd_main_grid(s, deterministic, parts);
-  const int64_t ctas = int64_t{grid.x} * grid.y * grid.z;
+  // Where each (b, query head)'s instance starts in tile_steps.
+  std::vector<size_t> head_tiles(static_cast<size_t>(s.batch) * s.heads_q);
+  for (int b = 0; b < s.batch; ++b) {
+    for (int h = 0; h < s.heads_q; ++h) {
+      head_tiles[static_cast<size_t>(b) * s.heads_q + h] =
+          static_cast<size_t>(instance_index(p.descriptor, s, b, h)) * tile_steps.num_k_tiles;
+    }
+  }
+  // Deterministic mode: when the latest item's walk of each (b, query head) ended.
+  std::vector<int64_t> walk_end(deterministic ? head_tiles.size() : 0, 0);
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> free_at;  // the busy SMs
   int64_t end = 0;
-  for (int64_t i = 0; i < ctas; ++i) {
-    const auto x = static_cast<unsigned>(i % grid.x);
-    const auto y = static_cast<unsigned>(i / grid.x % grid.y);
-    const auto z = static_cast<unsigned>(i / (int64_t{grid.x} * grid.y));
-    const BwdItem item = bwd_item_at(p, deterministic, parts, s.head_splits, dim3(x, y, z), grid);
-    const TileRange heads = split_range(group, item.split, s.head_splits);
-    int64_t cost = kBwdItemCostSteps;
-    for (int j = heads.begin; j < heads.begin + heads.count; ++j) {
-      const int instance = instance_index(p.descriptor, s, item.b, item.hk * group + j);
-      cost += tile_steps.steps[static_cast<size_t>(instance) * tile_steps.num_k_tiles + item.n];
+  // The CTAs in block index order, x fastest (bwd_item_at).
+  for (unsigned z = 0; z < grid.z; ++z) {
+    for (unsigned y = 0; y < grid.y; ++y) {
+      for (unsigned x = 0; x < grid.x; ++x) {
+        const BwdItem item =
+            bwd_item_at(p, deterministic, parts, s.head_splits, dim3(x, y, z), grid);
+        int64_t t = 0;  // the CTA's start, then the end of its work so far
+        if (static_cast<int>(free_at.size()) == sms) {
+          t = free_at.top();
+          free_at.pop();
+        }
+        t += kBwdItemCostSteps;
+        const TileRange heads = split_range(group, item.split, s.head_splits);
+        const size_t first_head = static_cast<size_t>(item.b) * s.heads_q + item.hk * group;
+        for (size_t h = first_head + heads.begin; h < first_head + heads.begin + heads.count; ++h) {
+          const size_t at = head_tiles[h] + item.n;
+          t += tile_steps.steps[at];
+          if (!deterministic) continue;
+          // A key tile's later parts walk the rows of its first, all of them.
+          const int32_t tail = item.part > 0 ? 0 : tile_steps.tails[at];
+          if (tail >= 0) t = std::max(t, walk_end[h] + tail);
+          walk_end[h] = t;
+        }
+        free_at.push(t);
+        end = std::max(end, t);
+        if (end + rest >= stop_at) return end + rest;  // the estimate only grows
+      }
     }
-    int64_t start = 0;
-    if (static_cast<int>(free_at.size()) == sms) {
-      start = free_at.top();
-      free_at.pop();
-    }
-    free_at.push(start + cost);
-    end = std::max(end, start + cost);
   }
-  return end + estimated_kv_postprocess_steps(s) + estimated_prep_zeroing_steps(s);
+  return end + rest;
 }
 
-// The schedule for BackwardArgs::head_splits = 0: of the counts 1 to the kv group's size, and in
-// the default mode of the paired and the interleaved order, the one with the least
-// estimated_bwd_steps; a later candidate (more parts, or the interleaved order of as many) only
-// when faster by more than 1 / kBwdSplitGain. Tried: for each size of the largest part
-// (ceil(group / count)), its fewest count (more would add CTAs, not shorten the longest), while
-// the CTAs make at most 2 x kBwdSplitWaves waves. {1, paired} without reading the descriptor
-// when the key tiles' CTAs alone make kBwdSplitWaves (the paired order keeps the dQ rows in L2
-// at 32K), or when the kv group is one head and there is one order to take. Preconditions: as
-// estimated_bwd_steps'.
-inline BwdSchedule auto_bwd_schedule(BwdMainParams p, bool deterministic, int parts, int sms) {
-  const int group = p.shape.heads_q / p.shape.heads_kv;
+// Whether auto_bwd_schedule replays the dispatch for these sizes, mode and head_splits (0:
+// automatic): unless there is one count and one order to take, the key tiles' CTAs alone make
+// kBwdSplitWaves waves (where the paired order keeps the dQ rows in L2, as at 32K), or the
+// given count's CTAs make more than 2 x kBwdSplitWaves.
+inline bool bwd_schedule_replays(const BwdShape& s, bool deterministic, int parts, int sms,
+                                 int head_splits) {
+  const int group = s.heads_q / s.heads_kv;
+  const int64_t items = int64_t{s.batch} * s.heads_kv * s.num_k_tiles * parts;
+  const bool one_order = deterministic || s.batch * s.heads_kv <= kPairedInstances;
+  const bool one_count = head_splits != 0 || group == 1;
+  return !(one_count && one_order) && items < kBwdSplitWaves * int64_t{sms} &&
+         items * std::max(head_splits, 1) <= 2 * kBwdSplitWaves * int64_t{sms};
+}
+
+// The schedule backward() runs for BackwardArgs::head_splits = `head_splits`: of the counts 1 to
+// the kv group's size (or `head_splits` alone when it is not 0), and in the default mode of the
+// paired and the interleaved order, the one with the least estimated_bwd_steps; a later
+// candidate (more parts, or the interleaved order of as many) only when faster by more than
+// 1 / kBwdSplitGain. Counts are tried while their CTAs make at most 2 x kBwdSplitWaves waves.
+// Without a replay (bwd_schedule_replays), the first count (1 for automatic) in the paired order,
+// and the descriptor is not read. Preconditions: as estimated_bwd_steps', and head_splits in
+// [0, group].
+inline BwdSchedule auto_bwd_schedule(BwdMainParams p, bool deterministic, int parts, int sms,
+                                     int head_splits) {
+  const int first = head_splits == 0 ? 1 : head_splits;
+  const int last = head_splits == 0 ? p.shape.heads_q / p.shape.heads_kv : head_splits;
+  BwdSchedule best{first, false};
+  if (!bwd_schedule_replays(p.shape, deterministic, parts, sms, head_splits)) return best;
+  const bool one_order = deterministic || p.shape.batch * p.shape.heads_kv <= kPairedInstances;
   const int64_t items = int64_t{p.shape.batch} * p.shape.heads_kv * p.shape.num_k_tiles * parts;
-  const int64_t wave = sms;
-  const int slices = p.shape.batch * p.shape.heads_kv;
-  BwdSchedule best{1, false};
-  const bool one_order = deterministic || slices <= kPairedInstances;
-  if ((group < 2 && one_order) || items >= kBwdSplitWaves * wave) return best;
   const TileSteps tile_steps(p.descriptor);
   int64_t best_steps = -1;
-  for (int splits = 1; splits <= group && items * splits <= 2 * kBwdSplitWaves * wave; ++splits) {
-    if (splits > 1 && (group + splits - 1) / splits == (group + splits - 2) / (splits - 1)) {
-      continue;
-    }
+  for (int splits = first; splits <= last && items * splits <= 2 * kBwdSplitWaves * int64_t{sms};
+       ++splits) {
     for (const bool interleave : {false, true}) {
       // Deterministic mode has its own order, and two slices interleave as a pair.
       if (interleave && one_order) continue;
       p.shape.head_splits = splits;
       p.shape.slice_group = slice_group(p.shape, deterministic, {splits, interleave});
-      const int64_t steps = estimated_bwd_steps(p, deterministic, parts, sms, tile_steps);
-      if (best_steps < 0 || steps * kBwdSplitGain < best_steps * (kBwdSplitGain - 1)) {
+      // To win, a candidate's steps x kBwdSplitGain must be below best x (kBwdSplitGain - 1).
+      const int64_t to_beat =
+          best_steps < 0 ? std::numeric_limits<int64_t>::max()
+                         : (best_steps * (kBwdSplitGain - 1) + kBwdSplitGain - 1) / kBwdSplitGain;
+      const int64_t steps = estimated_bwd_steps(p, deterministic, parts, sms, tile_steps, to_beat);
+      if (steps < to_beat) {
         best = {splits, interleave};
         best_steps = steps;
       }

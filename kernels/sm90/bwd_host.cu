@@ -4,8 +4,8 @@
 #include <compilemask/cuda_backward.h>
 #include <compilemask/descriptor.h>
 
-#include "bwd_head_splits.h"
 #include "bwd_launch.h"
+#include "bwd_schedule_memo.h"
 #include "bwd_work.cuh"
 #include "host_checks.h"
 #include "packed_rows.h"
@@ -26,11 +26,28 @@ int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
 
+// The schedule auto_bwd_schedule picks for the sizes of `a` and head_splits (0: automatic),
+// replayed once per problem (bwd_schedule_memo.h).
+// Precondition: `a` passed work_layout's checks.
+sm90::BwdSchedule estimated_schedule(const DescriptorView& descriptor, const BackwardArgs& a,
+                                     int head_splits) {
+  const desc::Header& h = desc::header(descriptor.host);
+  check.fits_header(h, kTile, a.batch, a.heads_q, h.nq, h.nk);  // the estimate reads (b, h)
+  sm90::BwdMainParams p{};
+  static_cast<sm90::ProblemShape&>(p.shape) =
+      host::problem_shape(a, descriptor, host::TileTables::kAlways);
+  p.descriptor = descriptor.host;
+  const int parts = kTile / sm90::backward_keys_per_item(host::kernel_head_dim(a.head_dim));
+  return sm90::memoized_bwd_schedule(p, a.deterministic, parts, check.multiprocessors(),
+                                     head_splits);
+}
+
 // How backward() lays out its work and workspace (bwd_params.h) for a problem's sizes: the main
 // kernel's schedule (head splits, dispatch order), then the byte offsets of the workspace
 // sections and the total size.
 struct WorkLayout {
   sm90::BwdSchedule schedule;
+  bool order_estimated;  // else the paired order stands in: the order changes no size
   int64_t rows_padded, k_rows_padded;
   size_t lse_log2, dsum, dq_accum, semaphores, zeroed, dkv_parts, total;
 };
@@ -38,10 +55,10 @@ struct WorkLayout {
 // The layout for the sizes of `a` that it reads (batch, heads_q, heads_kv, head_dim,
 // head_splits, and deterministic for the automatic schedule), checked first; throws cm::Error
 // naming a broken rule. Rows are per tile, each padded to kTile (tiles may be shorter than kTile
-// anywhere, descriptor.h), so a tile's rows of the workspace start at m * kTile. The dispatch
-// order of a kv group of one head changes no size, so it is estimated only when `launching`
-// (the size queries then need no device for it).
-WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a, bool launching) {
+// anywhere, descriptor.h), so a tile's rows of the workspace start at m * kTile. Only the
+// automatic count needs the estimate (and the device's SM count); for a given count the
+// dispatch order is left to backward().
+WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) {
   const desc::Header& h = check.descriptor(descriptor, kTile);
   check.require(a.batch >= 1 && a.batch <= 65535, "batch must be in [1, 65535]");
   check.require(a.heads_q >= 1 && a.heads_q <= 65535, "heads_q must be in [1, 65535]");
@@ -55,16 +72,10 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a, 
                 "heads_kv = " +
                     std::to_string(group));
   WorkLayout w{};
-  w.schedule = {group == 1 ? 1 : a.head_splits, false};
-  if (a.head_splits == 0 && (group > 1 || launching)) {
-    check.fits_header(h, kTile, a.batch, a.heads_q, h.nq, h.nk);  // the estimate reads (b, h)
-    sm90::BwdMainParams p{};
-    static_cast<sm90::ProblemShape&>(p.shape) =
-        host::problem_shape(a, descriptor, host::TileTables::kAlways);
-    p.descriptor = descriptor.host;
-    const int parts = kTile / sm90::backward_keys_per_item(host::kernel_head_dim(a.head_dim));
-    w.schedule = sm90::auto_bwd_schedule(p, a.deterministic, parts, check.multiprocessors());
-  }
+  const int head_splits = group == 1 ? 1 : a.head_splits;
+  w.order_estimated = head_splits == 0;
+  w.schedule = w.order_estimated ? estimated_schedule(descriptor, a, 0)
+                                 : sm90::BwdSchedule{head_splits, false};
   w.rows_padded = int64_t{h.num_q_tiles} * kTile;
   w.k_rows_padded = int64_t{h.num_k_tiles} * kTile;
   const int64_t rows = int64_t{a.batch} * a.heads_q * w.rows_padded;
@@ -116,22 +127,25 @@ cudaError_t dispatch_head_dim(int head_dim, const sm90::BwdPrepParams& prep,
 }  // namespace
 
 int backward_head_splits(const DescriptorView& descriptor, const BackwardArgs& args) {
-  return work_layout(descriptor, args, false).schedule.head_splits;
+  return work_layout(descriptor, args).schedule.head_splits;
 }
 
 size_t backward_workspace_bytes(const DescriptorView& descriptor, const BackwardArgs& args) {
-  return work_layout(descriptor, args, false).total;
+  return work_layout(descriptor, args).total;
 }
 
 void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* workspace,
               size_t workspace_bytes, cudaStream_t stream) {
   validate(descriptor, args);
-  const WorkLayout layout = work_layout(descriptor, args, true);
+  WorkLayout layout = work_layout(descriptor, args);
   check.require(workspace != nullptr && workspace_bytes >= layout.total,
                 "workspace must hold backward_workspace_bytes() = " + std::to_string(layout.total) +
                     " bytes");
   check.require(reinterpret_cast<uintptr_t>(workspace) % kSectionAlign == 0,
                 "workspace must be 256-byte aligned");
+  if (!layout.order_estimated && !args.deterministic) {  // the dispatch order of a given count
+    layout.schedule = estimated_schedule(descriptor, args, layout.schedule.head_splits);
+  }
   const desc::Header& h = desc::header(descriptor.host);
   const bool packed = args.q_offsets != nullptr;
   auto* base = static_cast<unsigned char*>(workspace);

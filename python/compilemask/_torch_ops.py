@@ -217,18 +217,16 @@ def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_of
     tensors = [(x.data_ptr(), _bsh_strides(x, heads_first, packed))
                for x in (q, k, v, out, dout, dq, dk, dv)]
     with torch.cuda.device(q.device):
-        # The automatic count replays the dispatch on this device's SMs: asked once, then passed
-        # to the workspace query and the launch, which would each replay it again.
-        head_splits = _cuda.backward_head_splits(
-            desc_host.data_ptr(), desc_device.data_ptr(), dims, 0, deterministic)
+        # The automatic schedule (head splits 0) replays the dispatch on this device's SMs once
+        # per problem; the workspace query and the launch then find it kept.
         workspace = torch.empty(
-            _cuda.backward_workspace_bytes(desc_host.data_ptr(), desc_device.data_ptr(), dims,
-                                           head_splits, deterministic),
+            _cuda.backward_workspace_bytes(desc_host.data_ptr(), desc_device.data_ptr(), dims, 0,
+                                           deterministic),
             dtype=torch.uint8, device=q.device)
         _cuda.backward(
             desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap, tensors,
             lse.data_ptr(), _lse_strides(lse, packed), 0 if dlse is None else dlse.data_ptr(),
-            *_packing(q, k, q_offsets, k_offsets), deterministic, head_splits,
+            *_packing(q, k, q_offsets, k_offsets), deterministic, 0,
             workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
         )
     return dq, dk, dv
