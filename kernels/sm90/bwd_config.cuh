@@ -132,6 +132,9 @@ struct BwdConfig {
     uint64_t kv_full;
     uint64_t slice_zeroed;  // default mode: this CTA's dq_accum rows are zero (bwd_zeroing.cuh)
     uint64_t step_full[kStages], step_empty[kStages];
+    // Deterministic mode: a dq buffer filled by the consumers, and read by the dQ writer
+    // (bwd_dq_writer.cuh).
+    uint64_t dq_full[kDqBuffers], dq_empty[kDqBuffers];
     // Packed inputs: loads with rows past the sequence's end land here (bwd_tails.cuh).
     uint64_t kv_loaded, step_loaded[kStages];
   };

@@ -162,34 +162,11 @@ struct BwdConsumer {
     }
   }
 
-  // dst += dq after every lower item (key tile, then part) added its part, then signals the next
-  // one.
-  __device__ void add_dq_in_order(float* dst, const float* dq, int32_t* semaphore, int rank) const {
-    if (tid == 0) {
-      while (load_acquire(semaphore) != rank) {
-      }
-    }
-    sync_consumers();
-    const float4* src = reinterpret_cast<const float4*>(dq);
-    float4* out = reinterpret_cast<float4*>(dst);
-    for (int i = tid; i < kBlockM * kHeadDim / 4; i += Config::kConsumerThreads) {
-      float4 a = __ldcg(out + i);
-      const float4 b = src[i];
-      a.x += b.x;
-      a.y += b.y;
-      a.z += b.z;
-      a.w += b.w;
-      __stcg(out + i, a);
-    }
-    __threadfence();
-    sync_consumers();
-    if (tid == 0) atomicAdd(semaphore, 1);
-  }
-
   // Called by every consumer thread once the previous dQ_step in this buffer may be overwritten
-  // (default mode: its reduce-add has read it; thread 0 waits for that before a consumers'
-  // barrier): stores this step's dQ_step fragment (element (e, h, j) is step row row0 + 8h,
-  // column (D / 2) wg + 8j + col0 + e) to buffer dq_buffer and adds it to dq_accum.
+  // (its reduce-add has read it; thread 0 waits for that before a consumers' barrier): stores
+  // this step's dQ_step fragment (element (e, h, j) is step row row0 + 8h, column
+  // (D / 2) wg + 8j + col0 + e) to buffer dq_buffer and adds it to dq_accum (deterministic mode:
+  // hands the buffer to the dQ writer, bwd_dq_writer.cuh).
   template <class TAcc>
   __device__ void add_dq_step(const TAcc& dq_step, const BwdStep& step, int dq_buffer) const {
     float* dq = ss.dq[dq_buffer];
@@ -206,19 +183,15 @@ struct BwdConsumer {
       }
     }
     cutlass::arch::fence_view_async_shared();  // dq is read by the copy engine
-    sync_consumers();
-    const int row = step.m * kBwdTile + step.half * kBwdStepRows;
-    const int64_t bh = int64_t{item.b} * p.shape.heads_q + step.h;
-    float* dst = p.ws.dq_accum + (bh * p.shape.rows_padded + row) * kHeadDim;
+    sync_consumers();  // also: both warpgroups' dQ products are done reading dS
+    if (tid != 0) return;
     if constexpr (kDeterministic) {
-      int32_t* semaphore =
-          p.ws.semaphores + bh * (p.shape.rows_padded / kBwdStepRows) + row / kBwdStepRows;
-      const int rank =
-          tid == 0 ? Config::kKeyParts * dq_rank(p, item, step.h, step.m, step.half) + item.part
-                   : 0;
-      add_dq_in_order(dst, dq, semaphore, rank);
-    } else if (tid == 0) {
-      bulk_reduce_add(dst, dq, Config::kDqBytes);
+      arrive_barrier(ss.dq_full[dq_buffer]);
+    } else {
+      const int row = step.m * kBwdTile + step.half * kBwdStepRows;
+      const int64_t bh = int64_t{item.b} * p.shape.heads_q + step.h;
+      bulk_reduce_add(p.ws.dq_accum + (bh * p.shape.rows_padded + row) * kHeadDim, dq,
+                      Config::kDqBytes);
     }
   }
 
@@ -268,7 +241,7 @@ struct BwdConsumer {
     if (!kDeterministic) wait_barrier(ss.slice_zeroed, 0);  // bwd_zeroing.cuh
 
     PipeState<Config::kStages> st;
-    int dq_buffer = 0;
+    PipeState<Config::kDqBuffers> dq;  // the dq buffer this step fills
     StepCursor steps(p, item, head_splits_of<kHeadSplits>(p.shape));
     BwdStep step;
     const int key_width = desc::k_tile_span(p.descriptor, item.n).size();
@@ -305,7 +278,13 @@ struct BwdConsumer {
       }
       cutlass::arch::fence_view_async_shared();  // dS (and Pᵀ) are read by wgmma (async proxy)
       // The reduce-add that read this dQ buffer, kDqBuffers steps ago, is done reading it.
-      if (!kDeterministic && tid == 0) bulk_wait_read<Config::kDqBuffers - 1>();
+      if (tid == 0) {
+        if constexpr (kDeterministic) {
+          wait_barrier(ss.dq_empty[dq.stage], dq.phase ^ 1u);
+        } else {
+          bulk_wait_read<Config::kDqBuffers - 1>();
+        }
+      }
       sync_consumers();
 
       Tensor tQrdQ = partition_fragment_C(mma_q, Shape<Int<kBlockM>, Int<kHeadDim>>{});
@@ -327,8 +306,8 @@ struct BwdConsumer {
         warpgroup_wait<0>();
       }
       st.advance();
-      add_dq_step(tQrdQ, step, dq_buffer);
-      dq_buffer = (dq_buffer + 1) % Config::kDqBuffers;
+      add_dq_step(tQrdQ, step, dq.stage);
+      dq.advance();
     }
     if (!kDeterministic && tid == 0) bulk_wait_all();
     // dK, dV element (e, h, j): item key key_base + row0 + 8h, column

@@ -22,8 +22,9 @@
 //        with Pᵀ and dS read from shared memory.
 //        dQ_step goes to one of two shared-memory buffers (one at 256), in turn, and is added to
 //        the fp32 dq_accum workspace by one bulk reduce-add (cp.reduce.async.bulk), which may
-//        still read it during the next step; or, in deterministic mode, by ordinary adds ordered
-//        across items with a per-64-row semaphore (ascending key tile, then part).
+//        still read it during the next step; in deterministic mode a dQ writer thread issues
+//        it, ordered across items by a per-64-row semaphore (ascending key tile, then part;
+//        bwd_dq_writer.cuh).
 // dK and dV stay in registers over all steps (so GQA groups are summed inside the CTA) and are
 // written once; when the key tiles alone make few waves, the group's query heads are split over
 // BwdShape::head_splits CTAs, which write float32 sums that bwd_kv_postprocess adds up. Full tiles
@@ -35,6 +36,7 @@
 
 #include "bwd_config.cuh"
 #include "bwd_consumer.cuh"
+#include "bwd_dq_writer.cuh"
 #include "bwd_params.h"
 #include "bwd_producer.cuh"
 #include "bwd_work.cuh"
@@ -70,6 +72,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       Barrier::init(&ss->step_loaded[s], 1);
       Barrier::init(&ss->step_empty[s], Config::kConsumerThreads);
     }
+    for (int b = 0; b < Config::kDqBuffers; ++b) {
+      Barrier::init(&ss->dq_full[b], 1);
+      Barrier::init(&ss->dq_empty[b], 1);
+    }
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
@@ -86,6 +92,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       if (sequence_fits(params.shape, item.b)) {
         run_bwd_producer<Config>(params, *ss, item, head_splits, &tma_q, &tma_k, &tma_v, &tma_dout,
                                  static_cast<int>(threadIdx.x));
+      }
+    } else if (kDeterministic && threadIdx.x == 32) {
+      if (sequence_fits(params.shape, item.b)) {
+        run_bwd_dq_writer<Config>(params, *ss, item, head_splits);
       }
     } else if (!kDeterministic && threadIdx.x == 32) {
       signal_slice_zeroed(params, item, units, ss->slice_zeroed);
