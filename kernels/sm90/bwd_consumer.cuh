@@ -188,9 +188,7 @@ struct BwdConsumer {
     if constexpr (kDeterministic) {
       arrive_barrier(ss.dq_full[dq_buffer]);
     } else {
-      const int row = step.m * kBwdTile + step.half * kBwdStepRows;
-      const int64_t bh = int64_t{item.b} * p.shape.heads_q + step.h;
-      bulk_reduce_add(p.ws.dq_accum + (bh * p.shape.rows_padded + row) * kHeadDim, dq,
+      bulk_reduce_add(p.ws.dq_accum + dq_first_row(p, item.b, step) * kHeadDim, dq,
                       Config::kDqBytes);
     }
   }

@@ -22,11 +22,9 @@ __device__ void run_bwd_dq_writer(const BwdMainParams& p, typename Config::Share
   PipeState<Config::kDqBuffers> buffer;
   StepCursor steps(p, item, head_splits);
   for (BwdStep step; steps.next(step);) {
-    const int row = step.m * kBwdTile + step.half * kBwdStepRows;
-    const int64_t bh = int64_t{item.b} * p.shape.heads_q + step.h;
-    float* dst = p.ws.dq_accum + (bh * p.shape.rows_padded + row) * Config::kHeadDim;
-    int32_t* semaphore =
-        p.ws.semaphores + bh * (p.shape.rows_padded / kBwdStepRows) + row / kBwdStepRows;
+    const int64_t row = dq_first_row(p, item.b, step);
+    float* dst = p.ws.dq_accum + row * Config::kHeadDim;
+    int32_t* semaphore = p.ws.semaphores + row / kBwdStepRows;
     const int rank = Config::kKeyParts * dq_rank(p, item, step.h, step.m, step.half) + item.part;
     wait_barrier(ss.dq_full[buffer.stage], buffer.phase);
     while (load_acquire(semaphore) != rank) {

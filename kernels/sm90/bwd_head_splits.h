@@ -187,18 +187,33 @@ inline int64_t estimated_bwd_steps(const BwdMainParams& p, bool deterministic, i
   return end + rest;
 }
 
+// The main kernel's CTAs without head splits: one per key tile part of each kv slice.
+inline int64_t bwd_key_tile_items(const BwdShape& s, int parts) {
+  return int64_t{s.batch} * s.heads_kv * s.num_k_tiles * parts;
+}
+
+// Whether the mode has a single dispatch order to take: deterministic mode's own, or two kv
+// slices at most, which the paired order already interleaves.
+inline bool bwd_one_order(const BwdShape& s, bool deterministic) {
+  return deterministic || s.batch * s.heads_kv <= kPairedInstances;
+}
+
+// Whether `ctas` CTAs make at most 2 x kBwdSplitWaves waves on `sms` SMs: the counts a replay
+// tries.
+inline bool within_split_waves(int64_t ctas, int sms) {
+  return ctas <= 2 * kBwdSplitWaves * int64_t{sms};
+}
+
 // Whether auto_bwd_schedule replays the dispatch for these sizes, mode and head_splits (0:
 // automatic): unless there is one count and one order to take, the key tiles' CTAs alone make
 // kBwdSplitWaves waves (where the paired order keeps the dQ rows in L2, as at 32K), or the
 // given count's CTAs make more than 2 x kBwdSplitWaves.
 inline bool bwd_schedule_replays(const BwdShape& s, bool deterministic, int parts, int sms,
                                  int head_splits) {
-  const int group = s.heads_q / s.heads_kv;
-  const int64_t items = int64_t{s.batch} * s.heads_kv * s.num_k_tiles * parts;
-  const bool one_order = deterministic || s.batch * s.heads_kv <= kPairedInstances;
-  const bool one_count = head_splits != 0 || group == 1;
-  return !(one_count && one_order) && items < kBwdSplitWaves * int64_t{sms} &&
-         items * std::max(head_splits, 1) <= 2 * kBwdSplitWaves * int64_t{sms};
+  const int64_t items = bwd_key_tile_items(s, parts);
+  const bool one_count = head_splits != 0 || s.heads_q == s.heads_kv;
+  return !(one_count && bwd_one_order(s, deterministic)) && items < kBwdSplitWaves * int64_t{sms} &&
+         within_split_waves(items * std::max(head_splits, 1), sms);
 }
 
 // The schedule backward() runs for BackwardArgs::head_splits = `head_splits`: of the counts 1 to
@@ -215,12 +230,11 @@ inline BwdSchedule auto_bwd_schedule(BwdMainParams p, bool deterministic, int pa
   const int last = head_splits == 0 ? p.shape.heads_q / p.shape.heads_kv : head_splits;
   BwdSchedule best{first, false};
   if (!bwd_schedule_replays(p.shape, deterministic, parts, sms, head_splits)) return best;
-  const bool one_order = deterministic || p.shape.batch * p.shape.heads_kv <= kPairedInstances;
-  const int64_t items = int64_t{p.shape.batch} * p.shape.heads_kv * p.shape.num_k_tiles * parts;
+  const bool one_order = bwd_one_order(p.shape, deterministic);
+  const int64_t items = bwd_key_tile_items(p.shape, parts);
   const TileSteps tile_steps(p.descriptor);
   int64_t best_steps = -1;
-  for (int splits = first; splits <= last && items * splits <= 2 * kBwdSplitWaves * int64_t{sms};
-       ++splits) {
+  for (int splits = first; splits <= last && within_split_waves(items * splits, sms); ++splits) {
     for (const bool interleave : {false, true}) {
       // Deterministic mode has its own order, and two slices interleave as a pair.
       if (interleave && one_order) continue;

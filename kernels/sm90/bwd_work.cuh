@@ -177,6 +177,15 @@ class StepCursor {
   QueryTileCursor tiles_;
 };
 
+// The first of step's kBwdStepRows rows among the (b, query head) rows of the workspace's dQ
+// sections, rows_padded per head: dq_accum holds it at this row times the head dim, and the
+// deterministic semaphore of those rows is number row / kBwdStepRows (bwd_params.h).
+__host__ __device__ inline int64_t dq_first_row(const BwdMainParams& p, int b,
+                                                const BwdStep& step) {
+  return (int64_t{b} * p.shape.heads_q + step.h) * p.shape.rows_padded + step.m * kBwdTile +
+         step.half * kBwdStepRows;
+}
+
 // Deterministic mode: the number of key tiles below item.n whose items add to the dQ of half
 // `half` of query tile m of query head h. Every part of a key tile walks the same steps, so
 // with `parts` items per key tile, parts * dq_rank + item.part dQ adds come before this item's.
