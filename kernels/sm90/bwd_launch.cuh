@@ -23,7 +23,7 @@ cudaError_t launch_bwd_main(const BwdMainParams& params, const CUtensorMap& q, c
   const cudaError_t status = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Config::kSmemBytes));
   if (status != cudaSuccess) return status;
-  const dim3 grid = bwd_main_grid(params.shape, kDeterministic, Config::kKeyParts);
+  const dim3 grid = bwd_main_grid(params.shape, Config::kKeyParts);
   kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params, q, k, v, dout);
   return cudaGetLastError();
 }

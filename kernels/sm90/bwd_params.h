@@ -58,9 +58,9 @@ struct BwdShape : ProblemShape {
   // bitwise reproducible).
   int32_t head_splits;
   // The kv slices of a dispatch group (bwd_item_at, grouped_unit): kPairedInstances, or all of
-  // them for a grid of a few waves (bwd_head_splits.h) and in deterministic mode (whose grid
-  // has its own order). The preprocess zeroes the dq_accum of the first group, and the default
-  // mode's CTAs zero each later group's from the group before (bwd_zeroing.cuh).
+  // them for a grid of a few waves (bwd_head_splits.h) and always in deterministic mode. The
+  // preprocess zeroes the dq_accum of the first group, and the default mode's CTAs zero each
+  // later group's from the group before (bwd_zeroing.cuh).
   int32_t slice_group;
 };
 

@@ -16,7 +16,7 @@ namespace cm::sm90 {
 // BwdShape::head_splits is more).
 struct BwdItem {
   int b, hk, n, part, split;
-  int rank;  // default mode: of the item in its kv slice's order (the zeroing's chunk)
+  int rank;  // of the item in its kv slice's order (the zeroing's chunk)
 };
 
 // The items of one kv slice: key tiles x key parts x head splits.
@@ -33,47 +33,39 @@ __host__ __device__ inline int head_splits_of(const BwdShape& s) {
 }
 
 // The main kernel's grid: one CTA per item, in the dispatch order bwd_item_at decodes.
-__host__ __device__ inline dim3 bwd_main_grid(const BwdShape& s, bool deterministic, int parts) {
-  const auto batch = static_cast<unsigned>(s.batch);
-  return deterministic ? dim3(static_cast<unsigned>(s.heads_kv * s.head_splits), batch,
-                              static_cast<unsigned>(s.num_k_tiles * parts))
-                       : dim3(static_cast<unsigned>(bwd_slice_items(s, parts, s.head_splits)),
-                              static_cast<unsigned>(s.heads_kv), batch);
+__host__ __device__ inline dim3 bwd_main_grid(const BwdShape& s, int parts) {
+  return dim3(static_cast<unsigned>(bwd_slice_items(s, parts, s.head_splits)),
+              static_cast<unsigned>(s.heads_kv), static_cast<unsigned>(s.batch));
 }
 
 // The item of the CTA at `block` of bwd_main_grid `grid`, for `head_splits` (head_splits_of).
-// CTAs are dispatched in block index order, x fastest, and each key tile is `parts` x
-// head_splits items, its parts in turn, each part's head splits in turn.
-// Default: the linear block index is an item of a kv slice (b, hk) in groups of
-// BwdShape::slice_group slices (grouped_unit, problem_shape.h), each slice's key tiles in the
-// descriptor's longest-first order of the group's first head. In pairs, the CTAs running at once
-// share two or three (b, hk), so the dQ accumulator rows, Q and dO they all touch stay in L2
-// instead of streaming from DRAM (perf-notes); a group of all the slices starts the grid's
-// longest items first, for grids of a few waves. Deterministic: x is hk * head_splits + split, y is
-// b, z the item in ascending key order. An item's ordered dQ adds wait for the lower items of its
-// head (all of its head split), which were all dispatched before it, and the CTAs running at once
-// belong to different heads and so do not wait for each other.
+// CTAs are dispatched in block index order, x fastest: the linear block index is an item of a kv
+// slice (b, hk) in groups of BwdShape::slice_group slices (grouped_unit, problem_shape.h), the
+// group's slices in turn. Each key tile is `parts` x head_splits items, its parts in turn, each
+// part's head splits in turn. In pairs, the CTAs running at once share two or three (b, hk), so
+// the dQ accumulator rows, Q and dO they all touch stay in L2 instead of streaming from DRAM
+// (perf-notes); a group of all the slices starts the grid's longest items first, for grids of a
+// few waves. The default mode takes each slice's key tiles in the descriptor's longest-first
+// order of the group's first head. Deterministic mode takes them in ascending order, in a group
+// of all the slices (slice_group, bwd_head_splits.h): an item's ordered dQ adds wait for the
+// lower key tiles' items of its query heads (dq_rank), which were all dispatched before it, so
+// the wait always ends.
 __host__ __device__ inline BwdItem bwd_item_at(const BwdMainParams& p, bool deterministic,
                                                int parts, int head_splits, dim3 block, dim3 grid) {
   const BwdShape& s = p.shape;
-  if (deterministic) {
-    const int x = static_cast<int>(block.x), z = static_cast<int>(block.z);
-    return {static_cast<int>(block.y), x / head_splits, z / parts, z % parts, x % head_splits, z};
-  }
   const int index = static_cast<int>(block.x + grid.x * (block.y + grid.y * block.z));
   const GroupedUnit unit = grouped_unit(index, bwd_slice_items(s, parts, head_splits),
                                         s.batch * s.heads_kv, s.slice_group);
   const int b = unit.instance / s.heads_kv;  // the kv slice, kv_slice (bwd_params.h)
   const int hk = unit.instance - b * s.heads_kv;
-  const desc::Instance& inst = instance_for(p.descriptor, s, b, hk * (s.heads_q / s.heads_kv));
   const int per_tile = parts * head_splits;
   const int in_tile = unit.rank % per_tile;
-  return {b,
-          hk,
-          desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[unit.rank / per_tile],
-          in_tile / head_splits,
-          in_tile % head_splits,
-          unit.rank};
+  int n = unit.rank / per_tile;
+  if (!deterministic) {
+    const desc::Instance& inst = instance_for(p.descriptor, s, b, hk * (s.heads_q / s.heads_kv));
+    n = desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[n];
+  }
+  return {b, hk, n, in_tile / head_splits, in_tile % head_splits, unit.rank};
 }
 
 // This CTA's item.

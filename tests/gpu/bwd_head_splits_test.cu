@@ -8,7 +8,7 @@
 //     preprocess's zeroing are added. On more SMs the paired and interleaved orders' estimate
 //     is the CTAs' greedy schedule in the order bwd_item_at documents (the paired order's at
 //     its extreme, an SM per CTA); deterministic mode's, whose ordered dQ adds wait, lies
-//     between that schedule (key tiles ascending, then batch, kv head and split) and one SM's,
+//     between that schedule (the interleaved order with key tiles ascending) and one SM's,
 //     and a worked case pins the waits.
 //   * auto_bwd_schedule: on the causal shapes that runs 242 and 244 timed at every count, the
 //     count measured fastest; a given count's order; no split and the paired order when the kv
@@ -120,29 +120,20 @@ void check_estimate(const KernelCase& c) {
         }
         return cost;
       };
-      // The CTAs' costs in deterministic mode's dispatch order (key tile, its part, batch, kv
-      // head, split), and in the interleaved order (each rank of the slices' own order, the
-      // descriptor's bwd order of the group's first head, over the slices).
+      // The CTAs' costs in the interleaved order (each rank of the slices' own order over the
+      // slices) of each mode: the key tile of a rank is the default mode's from the
+      // descriptor's bwd order of the group's first head, deterministic mode's ascending.
       std::vector<int64_t> deterministic_order, interleaved_order;
-      for (int n = 0; n < header.num_k_tiles; ++n) {
-        for (int part = 0; part < parts; ++part) {
-          for (int b = 0; b < c.batch; ++b) {
-            for (int hk = 0; hk < heads_kv; ++hk) {
-              for (int split = 0; split < splits; ++split) {
-                deterministic_order.push_back(cta_cost(b, hk, n, split));
-              }
-            }
-          }
-        }
-      }
       for (int rank = 0; rank < header.num_k_tiles * parts * splits; ++rank) {
         for (int b = 0; b < c.batch; ++b) {
           for (int hk = 0; hk < heads_kv; ++hk) {
             const desc::Instance& inst = desc::instance(
                 c.descriptor(), instance_index(c.descriptor(), p.shape, b, hk * group));
-            const int n =
-                desc::at<uint16_t>(c.descriptor(), inst.bwd_order_offset)[rank / (parts * splits)];
-            interleaved_order.push_back(cta_cost(b, hk, n, rank % splits));
+            const int n = rank / (parts * splits);
+            interleaved_order.push_back(
+                cta_cost(b, hk, desc::at<uint16_t>(c.descriptor(), inst.bwd_order_offset)[n],
+                         rank % splits));
+            deterministic_order.push_back(cta_cost(b, hk, n, rank % splits));
           }
         }
       }

@@ -284,10 +284,11 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits)
   }
 }
 
-// The backward main kernel's grid (bwd_main_grid, bwd_item_at) in both modes and both default
-// orders (paired, interleaved), with one or two items per key tile: every (b, kv head, key
-// tile, part, head split) is one CTA's item, and by default each kv slice's ranks (the dq_accum
-// zeroing's chunks) are 0 to its items - 1. With
+// The backward main kernel's grid (bwd_main_grid, bwd_item_at) in both modes and both orders
+// (paired, interleaved), with one or two items per key tile: every (b, kv head, key tile,
+// part, head split) is one CTA's item, each kv slice's ranks (the dq_accum zeroing's chunks) are
+// 0 to its items - 1, and in deterministic mode each (b, kv head, head split) dispatches its key
+// tiles' parts in ascending order, which its ordered dQ adds wait on (dq_rank). With
 // head splits, the rows of dkv_parts that the items write (dkv_part_row, bwd_consumer.cuh) hold
 // every row that bwd_kv_postprocess reads (each split's key rows inside their tiles), once.
 void check_backward_items(const KernelCase& c, int32_t heads_kv, int head_splits) {
@@ -298,19 +299,19 @@ void check_backward_items(const KernelCase& c, int32_t heads_kv, int head_splits
   p.shape.head_splits = head_splits;
   p.descriptor = c.descriptor();
   const int slices = c.batch * heads_kv;
-  for (const int order : {0, 1, 2}) {  // paired, interleaved, deterministic
-    const bool deterministic = order == 2;
-    p.shape.slice_group = order == 0 ? kPairedInstances : slices;
+  for (const int order : {0, 1, 2, 3}) {  // paired, interleaved; default, deterministic
+    const bool deterministic = order >= 2;
+    p.shape.slice_group = order % 2 == 0 ? kPairedInstances : slices;
     for (const int parts : {1, 2}) {
       SCOPED_TRACE(c.name + " kv heads " + std::to_string(heads_kv) + " head splits " +
                    std::to_string(head_splits) + " parts " + std::to_string(parts) +
-                   (order == 0   ? " paired"
-                    : order == 1 ? " interleaved"
-                                 : " deterministic"));
-      const dim3 grid = bwd_main_grid(p.shape, deterministic, parts);
+                   (order % 2 == 0 ? " paired" : " interleaved") +
+                   (deterministic ? " deterministic" : ""));
+      const dim3 grid = bwd_main_grid(p.shape, parts);
       std::set<std::tuple<int, int, int, int, int>> items;
-      std::map<int, std::set<int>> ranks;  // by kv slice
-      std::map<int64_t, int> written;      // dkv_parts rows
+      std::map<std::tuple<int, int, int>, int> last_part;  // deterministic: by (b, hk, split)
+      std::map<int, std::set<int>> ranks;                  // by kv slice
+      std::map<int64_t, int> written;                      // dkv_parts rows
       const int keys = kTile / parts;
       for (unsigned z = 0; z < grid.z; ++z) {
         for (unsigned y = 0; y < grid.y; ++y) {
@@ -324,6 +325,13 @@ void check_backward_items(const KernelCase& c, int32_t heads_kv, int head_splits
                 << "item (" << it.b << ", " << it.hk << ", " << it.n << ", " << it.part << ", "
                 << it.split << ") twice";
             ranks[kv_slice(p.shape, it.b, it.hk)].insert(it.rank);
+            if (deterministic) {
+              const auto [at, first] =
+                  last_part.insert({{it.b, it.hk, it.split}, it.n * parts + it.part});
+              EXPECT_TRUE(first || at->second < it.n * parts + it.part)
+                  << "key tile " << it.n << " part " << it.part << " after a higher one";
+              at->second = it.n * parts + it.part;
+            }
             for (int key = 0; key < keys; ++key) {
               ++written[dkv_part_row<kTile>(p.shape, it.split, kv_slice(p.shape, it.b, it.hk),
                                             it.n * kTile + it.part * keys + key)];
@@ -332,13 +340,11 @@ void check_backward_items(const KernelCase& c, int32_t heads_kv, int head_splits
         }
       }
       EXPECT_EQ(items.size(), size_t(slices) * p.shape.num_k_tiles * parts * head_splits);
-      if (!deterministic) {
-        for (const auto& [slice, got] : ranks) {
-          EXPECT_EQ(got.size(), size_t(bwd_slice_items(p.shape, parts, head_splits)))
-              << "slice " << slice;
-          EXPECT_EQ(*got.rbegin(), bwd_slice_items(p.shape, parts, head_splits) - 1)
-              << "slice " << slice;
-        }
+      for (const auto& [slice, got] : ranks) {
+        EXPECT_EQ(got.size(), size_t(bwd_slice_items(p.shape, parts, head_splits)))
+            << "slice " << slice;
+        EXPECT_EQ(*got.rbegin(), bwd_slice_items(p.shape, parts, head_splits) - 1)
+            << "slice " << slice;
       }
       for (int split = 0; split < head_splits; ++split) {
         for (int slice = 0; slice < slices; ++slice) {
