@@ -68,6 +68,10 @@ struct Dims {
   int32_t heads = 1;  // h ranges over [0, heads) (query heads)
 };
 
+// The most (b, h) pairs a plan covers: its descriptor maps each pair to its mask in an int32
+// array, and specialize evaluates each pair's rows when the mask reads b or h.
+inline constexpr int64_t kMaxBatchHeads = int64_t{1} << 24;
+
 struct Tiling {
   int32_t m = 128;  // query rows per tile
   int32_t n = 128;  // key columns per tile
@@ -155,7 +159,7 @@ class Mask {
  private:
   // The distinct row sets of the (b, h) masks and, per (b, h) (b-major), its index among them.
   struct Instances;
-  Instances evaluate_instances(const Params& params, const Dims& dims) const;
+  Instances evaluate_instances(const Params& params, const Dims& dims, const Tiling& tiling) const;
 
   std::shared_ptr<const ir::Program> program_;
   std::shared_ptr<const MaskCode> code_;

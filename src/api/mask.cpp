@@ -4,6 +4,7 @@
 
 #include "descriptor/build.h"
 #include "descriptor/hash.h"
+#include "descriptor/input_checks.h"
 #include "specialize/bind.h"
 #include "specialize/evaluator.h"
 #include "specialize/rows.h"
@@ -50,8 +51,12 @@ struct Mask::Instances {
   std::vector<int32_t> map;
 };
 
-Mask::Instances Mask::evaluate_instances(const Params& params, const Dims& dims) const {
+Mask::Instances Mask::evaluate_instances(const Params& params, const Dims& dims,
+                                         const Tiling& tiling) const {
   const Bindings bindings = bind(*program_, params, dims);
+  // Before any row is evaluated, so that a shape the descriptor cannot tile fails at once
+  // rather than after O(nq) work and memory per (b, h).
+  descriptor::check_tiling(tiling, static_cast<int32_t>(dims.nq), static_cast<int32_t>(dims.nk));
   const std::vector<RegionCode>& regions = code_->regions;
   // Only the dimensions the mask reads get separate instances.
   const int32_t batches = program_->uses_batch ? dims.batch : 1;
@@ -87,7 +92,7 @@ Mask::Instances Mask::evaluate_instances(const Params& params, const Dims& dims)
 
 Plan Mask::specialize(const Params& params, const Dims& dims, const Tiling& tiling) const {
   const auto started = std::chrono::steady_clock::now();
-  const Instances instances = evaluate_instances(params, dims);
+  const Instances instances = evaluate_instances(params, dims, tiling);
   PlanStats stats;
   std::vector<uint64_t> blob =
       build_descriptor(instances.rows, instances.map, dims.batch, dims.heads, tiling, stats);
@@ -97,7 +102,7 @@ Plan Mask::specialize(const Params& params, const Dims& dims, const Tiling& tili
 }
 
 TileCounts Mask::count_tiles(const Params& params, const Dims& dims, const Tiling& tiling) const {
-  return cm::count_tiles(evaluate_instances(params, dims).rows, tiling);
+  return cm::count_tiles(evaluate_instances(params, dims, tiling).rows, tiling);
 }
 
 }  // namespace cm

@@ -68,6 +68,10 @@ Bindings bind(const ir::Program& program, const Params& params, const Dims& dims
   }
   if (dims.batch < 1) throw Error("batch must be >= 1, got " + std::to_string(dims.batch));
   if (dims.heads < 1) throw Error("heads must be >= 1, got " + std::to_string(dims.heads));
+  if (int64_t{dims.batch} * dims.heads > kMaxBatchHeads) {
+    throw Error("batch * heads must be at most " + std::to_string(kMaxBatchHeads) + ", got " +
+                std::to_string(dims.batch) + " * " + std::to_string(dims.heads));
+  }
   for (const auto& [name, value] : params) {
     bool known = false;
     for (const ir::ParamDecl& d : program.params) known = known || d.name == name;

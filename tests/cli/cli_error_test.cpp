@@ -171,6 +171,12 @@ TEST(CliErrors, Parameters) {
        1,
        {"parameter 'ctx'", "'x'"}},
       {{"compile", kSliding, "-n", "64", "-p", "W=4", "--tile", "8x8"}, 1, {"tile"}},
+      {{"compile", kSliding, "-n", "2147483647", "-p", "W=4"},
+       1,
+       {"16777216 x 16777216 tiles", "at most 65535 per axis"}},
+      {{"compile", kSliding, "-n", "64", "-p", "W=4", "--batch", "70000", "--heads", "70000"},
+       1,
+       {"batch * heads must be at most 16777216, got 70000 * 70000"}},
   };
   for (const BadInput& c : cases) expect_failure(c);
 }

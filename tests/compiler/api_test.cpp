@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -83,6 +84,17 @@ TEST(Api, ParameterErrorsNameTheParameterAndRule) {
   EXPECT_NE(specialize_error(m, good, Dims{8, 8, 0, 1}).find("batch must be >= 1"),
             std::string::npos);
   EXPECT_NE(specialize_error(m, good, dims, Tiling{100, 128}), "no error");
+  // Shapes the descriptor cannot hold fail before any row is evaluated: 2^31 - 1 rows would
+  // otherwise cost minutes and tens of GiB first.
+  const int64_t most_rows = std::numeric_limits<int32_t>::max();
+  const Dims untileable{most_rows, most_rows, 1, 1};
+  EXPECT_NE(specialize_error(m, good, untileable).find("at most 65535 per axis are allowed"),
+            std::string::npos);
+  EXPECT_THROW(m.count_tiles(good, untileable), Error);
+  EXPECT_NE(specialize_error(m, good, Dims{8, 8, 1 << 12, 1 << 13})
+                .find("batch * heads must be at most 16777216, got 4096 * 8192"),
+            std::string::npos);
+  EXPECT_EQ(m.specialize(good, Dims{8, 8, 1 << 12, 1 << 12}).dims().heads, 1 << 12);
   EXPECT_THROW(Segments::from_boundaries({0, 5, 3}), Error);
   EXPECT_THROW(Segments::from_lengths({2, -1}), Error);
 }
