@@ -134,7 +134,8 @@ class Plan {
 
 struct ParamInfo {
   std::string name;
-  std::string type;  // "int", "int[]", "segment", "segments"
+  std::string type;         // "int", "int[]", "segment", "segments"
+  std::string declaration;  // as the program declares it, with its bound: "W: int >= 1"
 };
 
 // A compiled mask program. Cheap to copy; specialize never re-parses or recompiles.

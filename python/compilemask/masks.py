@@ -95,13 +95,11 @@ def padded(lengths: Any, causal: bool = True) -> BoundMask:
     """A right-padded batch: batch row b holds lengths[b] real tokens, then padding. Real rows
     see the real keys (only those up to themselves when `causal`); padding rows see nothing,
     so their output is 0 and they pass no gradient. Specialize with batch=len(lengths) and nq
-    (= nk) the padded length. A negative length raises ValueError."""
+    (= nk) the padded length; there a negative length raises ValueError (the program's bound)."""
     lengths = integer_array("padded", lengths, "lengths")
     if lengths.ndim != 1:
         raise ValueError(f"padded: lengths must hold one length per batch row, got shape "
                          f"{lengths.shape}")
-    if (lengths < 0).any():
-        raise ValueError(f"padded: lengths must not be negative, got {lengths[lengths < 0][0]}")
     return program("padded").bind(lengths=lengths, causal=int(bool(causal))).with_check(
         functools.partial(check_batch, "padded", "lengths", len(lengths)))
 

@@ -41,7 +41,7 @@ const std::string& Mask::name() const {
 std::vector<ParamInfo> Mask::params() const {
   std::vector<ParamInfo> out;
   for (const ir::ParamDecl& p : program_->params) {
-    out.push_back({p.name, ir::param_type_name(p.type)});
+    out.push_back({p.name, ir::param_type_name(p.type), ir::param_text(p)});
   }
   return out;
 }

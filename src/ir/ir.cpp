@@ -19,6 +19,12 @@ const char* param_type_name(ParamType t) {
   return "?";
 }
 
+std::string param_text(const ParamDecl& param) {
+  std::string text = param.name + ": " + param_type_name(param.type);
+  if (param.min) text += " >= " + std::to_string(*param.min);
+  return text;
+}
+
 StripPosition strip_position(ExprPool& x, ExprId rows, ExprId cols, ExprId strip, ExprId p,
                              SourceLoc loc) {
   // Earlier strips are all full width, so p's strip starts at column p / (strip * rows) * strip.
@@ -156,7 +162,7 @@ class Printer {
     std::ostringstream out;
     out << "mask " << p_.name << "(";
     for (size_t i = 0; i < p_.params.size(); ++i) {
-      out << (i ? ", " : "") << p_.params[i].name << ": " << param_type_name(p_.params[i].type);
+      out << (i ? ", " : "") << param_text(p_.params[i]);
     }
     out << ")";
     if (p_.uses_batch || p_.uses_head) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,9 @@ struct ParamDecl {
   std::string name;
   ParamType type = ParamType::kInt;
   SourceLoc loc;
+  // `NAME: int >= min` or `NAME: int[] >= min` (every element): checked when parameters are
+  // bound, so that a value the program has no meaning for is an error, not an empty mask.
+  std::optional<int64_t> min;
 };
 
 struct Program {
@@ -210,6 +214,9 @@ struct Program {
 };
 
 const char* param_type_name(ParamType t);
+
+// A declaration as written in the source: "W: int >= 1".
+std::string param_text(const ParamDecl& param);
 
 // Text form of the program, for --dump-after and golden tests.
 std::string print(const Program& program);

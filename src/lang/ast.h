@@ -102,11 +102,7 @@ struct Expr {
   const void* decl = nullptr;
 };
 
-struct Param {
-  std::string name;
-  ir::ParamType type = ir::ParamType::kInt;
-  SourceLoc loc;
-};
+using Param = ir::ParamDecl;
 
 enum class StmtKind : uint8_t { kLet, kRegion, kFor, kIf };
 

@@ -168,8 +168,7 @@ class AstPrinter {
 std::string print_ast(const MaskDecl& mask) {
   std::string out = "mask " + mask.name + "(";
   for (size_t i = 0; i < mask.params.size(); ++i) {
-    const Param& p = mask.params[i];
-    out += (i ? ", " : "") + p.name + ": " + ir::param_type_name(p.type);
+    out += (i ? ", " : "") + ir::param_text(mask.params[i]);
   }
   out += ")  " + at(mask.loc) + "\n";
   AstPrinter(mask.checked).block(mask.body, 1, out);

@@ -46,7 +46,7 @@ class Lowerer {
 
   void lower_mask(const MaskDecl& mask) {
     p_.name = mask.name;
-    for (const Param& param : mask.params) p_.params.push_back({param.name, param.type, param.loc});
+    p_.params = mask.params;
     p_.slot_names = {"q", "b", "h", "Nq", "Nk"};
     lower_block(mask.body, kNone);
   }

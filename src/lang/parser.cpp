@@ -36,7 +36,7 @@ class Parser : TokenCursor {
   }
 
  private:
-  // param := NAME ':' ('int' ['[' ']'] | 'segment' | 'segments')
+  // param := NAME ':' ('int' ['[' ']'] ['>=' ['-'] INT] | 'segment' | 'segments')
   Param parse_param() {
     Param param;
     const Token& name = expect(TokenKind::kIdent, "a parameter name");
@@ -50,6 +50,7 @@ class Parser : TokenCursor {
         expect(TokenKind::kRBracket, "']' in 'int[]'");
         param.type = ir::ParamType::kIntArray;
       }
+      if (accept(TokenKind::kGe)) param.min = parse_bound();
     } else if (type.kind == TokenKind::kIdent && type.text == "segment") {
       next();
       param.type = ir::ParamType::kSegment;
@@ -59,7 +60,17 @@ class Parser : TokenCursor {
     } else {
       fail(type, "a parameter type (int, int[], segment or segments)");
     }
+    if (peek().kind == TokenKind::kGe) {
+      fail_at(peek().loc, "a lower bound ('>= N') applies to int and int[] parameters only");
+    }
     return param;
+  }
+
+  // The N of a parameter's '>= N': an integer literal, maybe negative.
+  int64_t parse_bound() {
+    const bool negative = accept(TokenKind::kMinus);
+    const int64_t value = expect(TokenKind::kInt, "an integer after '>='").value;
+    return negative ? -value : value;
   }
 
   // block := '{' {NEWLINE | ';' | statement (NEWLINE | ';' | before '}')} '}'

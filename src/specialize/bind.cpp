@@ -14,10 +14,19 @@ std::string signature(const ir::Program& p) {
   std::ostringstream out;
   out << p.name << "(";
   for (size_t i = 0; i < p.params.size(); ++i) {
-    out << (i ? ", " : "") << p.params[i].name << ": " << ir::param_type_name(p.params[i].type);
+    out << (i ? ", " : "") << ir::param_text(p.params[i]);
   }
   out << ")";
   return out.str();
+}
+
+// `what` names the checked part of the value: "" for an int, " element i" for an int[].
+void check_bound(const ir::ParamDecl& decl, int64_t value, const std::string& what) {
+  if (decl.min && value < *decl.min) {
+    throw Error("parameter '" + decl.name + "'" + what +
+                " must be >= " + std::to_string(*decl.min) + ", got " + std::to_string(value) +
+                " (declared '" + ir::param_text(decl) + "')");
+  }
 }
 
 const char* value_kind(const ParamValue& v) {
@@ -98,10 +107,14 @@ Bindings bind(const ir::Program& program, const Params& params, const Dims& dims
       case ir::ParamType::kInt:
         if (!std::holds_alternative<int64_t>(v)) throw wrong_kind("an integer");
         b.ints[i] = std::get<int64_t>(v);
+        check_bound(decl, b.ints[i], "");
         break;
       case ir::ParamType::kIntArray:
         if (!std::holds_alternative<std::vector<int64_t>>(v)) throw wrong_kind("an integer array");
         b.arrays[i] = std::get<std::vector<int64_t>>(v);
+        for (size_t e = 0; e < b.arrays[i].size(); ++e) {
+          check_bound(decl, b.arrays[i][e], " element " + std::to_string(e));
+        }
         break;
       case ir::ParamType::kSegment:
       case ir::ParamType::kSegments:

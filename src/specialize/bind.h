@@ -17,9 +17,10 @@ struct Bindings {
 };
 
 // Throws cm::Error naming the parameter and the rule when: a parameter is missing, unknown or
-// of the wrong kind; a segment list is unsorted, overlapping, has end < start or a negative
-// bound; a `segment` parameter does not hold exactly one segment; dims are negative or exceed
-// int32; batch or heads is below 1, or batch * heads exceeds kMaxBatchHeads.
+// of the wrong kind; an int (an int[] element) is below its declared lower bound; a segment list is
+// unsorted, overlapping, has end < start or a negative bound; a `segment` parameter does not hold
+// exactly one segment; dims are negative or exceed int32; batch or heads is below 1, or batch *
+// heads exceeds kMaxBatchHeads.
 Bindings bind(const ir::Program& program, const Params& params, const Dims& dims);
 
 }  // namespace cm

@@ -65,6 +65,9 @@ TEST(Cli, CheckPrintsTheSignature) {
   const CliResult r = expect_ok({"check", example("shared_prefix")});
   EXPECT_TRUE(contains(r.out, "ok: mask shared_prefix(prompt: segment, responses: segments)"))
       << describe(r);
+  const CliResult bounded = expect_ok({"check", example("sinks_window")});
+  EXPECT_TRUE(contains(bounded.out, "ok: mask sinks_window(S: int >= 0, W: int >= 1)"))
+      << describe(bounded);
 }
 
 TEST(Cli, SegmentSyntaxesAgree) {

@@ -99,6 +99,24 @@ TEST(Api, ParameterErrorsNameTheParameterAndRule) {
   EXPECT_THROW(Segments::from_lengths({2, -1}), Error);
 }
 
+TEST(Api, ParameterBoundsAreChecked) {
+  const Mask m =
+      must_compile("mask m(W: int >= 1, A: int[] >= -2) {\n  q in all: k in (diag - W, diag]\n}\n");
+  const Dims dims{8, 8, 1, 1};
+  const auto params = [](int64_t w, std::vector<int64_t> a) {
+    return Params{{"W", w}, {"A", std::move(a)}};
+  };
+  EXPECT_NO_THROW(m.specialize(params(1, {-2, 5}), dims));
+  // A is never read, yet its bound holds: bounds are checked when parameters are bound.
+  EXPECT_EQ(specialize_error(m, params(0, {}), dims),
+            "parameter 'W' must be >= 1, got 0 (declared 'W: int >= 1')");
+  EXPECT_EQ(specialize_error(m, params(3, {4, -3}), dims),
+            "parameter 'A' element 1 must be >= -2, got -3 (declared 'A: int[] >= -2')");
+  EXPECT_THROW(m.count_tiles(params(0, {}), dims), Error);
+  EXPECT_EQ(m.params()[0].declaration, "W: int >= 1");
+  EXPECT_EQ(m.params()[1].type, "int[]");
+}
+
 TEST(Api, EvaluationErrorsCarryTheSourcePosition) {
   const Mask m = must_compile("mask m(z: int, A: int[]) {\n  q in all: k in [0, q / z]\n}\n");
   const std::string div =

@@ -85,6 +85,23 @@ TEST(Parser, SyntaxErrorsSayWhatWasExpectedAndFound) {
             "  let x = a < b < c\n                ^\n");
 }
 
+TEST(Parser, ParameterBounds) {
+  ir::Program program;
+  std::vector<Diagnostic> diagnostics;
+  std::string dump;
+  ASSERT_TRUE(run_frontend("mask m(W: int >= 1, A: int[] >= -2, n: int, d: segments) {\n}\n",
+                           "t.mask", "parse", &dump, program, diagnostics));
+  EXPECT_EQ(dump.substr(0, dump.find("  @")),
+            "mask m(W: int >= 1, A: int[] >= -2, n: int, d: segments)");
+  ASSERT_EQ(program.params.size(), 4u);
+  EXPECT_EQ(program.params[0].min, 1);
+  EXPECT_EQ(program.params[1].min, -2);
+  EXPECT_FALSE(program.params[2].min.has_value());
+  EXPECT_EQ(parse_body("", "W: int >= x"),
+            "t.mask:1:18: error: expected an integer after '>=', found 'x'\n"
+            "  mask m(W: int >= x) {\n                   ^\n");
+}
+
 TEST(Parser, DeepNestingIsAnErrorNotACrash) {
   const std::string deep = std::string(5000, '(') + "1" + std::string(5000, ')');
   EXPECT_NE(parse_body("let x = " + deep).find("nesting is too deep"), std::string::npos);

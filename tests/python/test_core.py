@@ -186,6 +186,18 @@ def test_segment_errors(docs, error, message):
         cm.compile(REPO / "examples" / "doc_causal.mask").specialize(nq=100, docs=docs)
 
 
+@pytest.mark.parametrize("bound, message", [
+    (lambda: cm.masks.sliding(-1), r"parameter 'W' must be >= 1, got -1"),
+    (lambda: cm.masks.sinks_window(4, 0), r"parameter 'W' must be >= 1, got 0"),
+    (lambda: cm.masks.chunked_causal(-4), r"parameter 'C' must be >= 1, got -4"),
+    (lambda: cm.masks.hstu([0, 8, 16], ctx=[1, -1]), r"parameter 'ctx' element 1 must be >= 0"),
+    (lambda: cm.masks.clear(4, 8, 0, strip=None), r"parameter 'r' must be >= 1, got 0"),
+])
+def test_helper_values_below_the_programs_bounds_are_errors(bound, message):
+    with pytest.raises(ValueError, match=message):
+        bound().specialize(nq=100)
+
+
 def test_segments_helper_errors():
     with pytest.raises(TypeError, match="exactly one of"):
         cm.segments([1, 2], boundaries=[0, 1])
@@ -621,8 +633,8 @@ def test_padded_batches_hide_the_padding_per_batch_row():
         cm.masks.padded(lengths).specialize(nq=300, batch=4)
     with pytest.raises(ValueError, match="so batch must be 3, got 1"):
         cm.masks.padded(lengths).count_tiles(nq=300)
-    with pytest.raises(ValueError, match="must not be negative, got -2"):
-        cm.masks.padded(np.array([5, -2]))
+    with pytest.raises(ValueError, match=r"parameter 'lengths' element 1 must be >= 0, got -2"):
+        cm.masks.padded(np.array([5, -2])).specialize(nq=8, batch=2)
     with pytest.raises(ValueError, match="one length per batch row, got shape"):
         cm.masks.padded(5)
     with pytest.raises(TypeError, match="lengths must be integers"):

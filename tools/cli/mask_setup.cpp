@@ -64,12 +64,7 @@ Mask load_mask(const std::string& path, const CompileOptions& options, std::stri
 }
 
 std::string signature(const Mask& mask) {
-  std::string out = mask.name() + "(";
-  const std::vector<ParamInfo> params = mask.params();
-  for (size_t i = 0; i < params.size(); ++i) {
-    out += (i > 0 ? ", " : "") + params[i].name + ": " + params[i].type;
-  }
-  return out + ")";
+  return mask.name() + "(" + declared_list(mask.params()) + ")";
 }
 
 Tiling parse_tiling(const ParsedArgs& args) {

@@ -140,13 +140,13 @@ ParamValue parse_value(const ParamInfo& param, const std::string& raw) {
   return segment_list(param.name, text);
 }
 
+}  // namespace
+
 std::string declared_list(const std::vector<ParamInfo>& declared) {
   std::string out;
-  for (const ParamInfo& p : declared) out += (out.empty() ? "" : ", ") + p.name + ": " + p.type;
-  return out.empty() ? "none" : out;
+  for (const ParamInfo& p : declared) out += (out.empty() ? "" : ", ") + p.declaration;
+  return out;
 }
-
-}  // namespace
 
 Params parse_params(const std::vector<std::string>& assignments,
                     const std::vector<ParamInfo>& declared, const std::string& mask_name) {
@@ -163,7 +163,8 @@ Params parse_params(const std::vector<std::string>& assignments,
     }
     if (info == nullptr) {
       throw InputError("parameter '" + name + "' is not declared by mask " + mask_name +
-                       " (declared: " + declared_list(declared) + ")");
+                       " (declared: " + (declared.empty() ? "none" : declared_list(declared)) +
+                       ")");
     }
     if (params.count(name) > 0) bad_value(name, "given more than once");
     params.emplace(name, parse_value(*info, assignment.substr(eq + 1)));

@@ -25,4 +25,7 @@ namespace cm::cli {
 Params parse_params(const std::vector<std::string>& assignments,
                     const std::vector<ParamInfo>& declared, const std::string& mask_name);
 
+// The declarations as the program writes them, comma-separated: "W: int >= 1, docs: segments".
+std::string declared_list(const std::vector<ParamInfo>& declared);
+
 }  // namespace cm::cli
