@@ -11,7 +11,8 @@ namespace cm {
 //   k, v, dk, dv:     [batch, heads_kv, nk, head_dim]
 //   lse:              [batch, heads_q,  nq]          (natural log)
 // heads_q must be a multiple of heads_kv (GQA/MQA): query head h reads kv head
-// h / (heads_q / heads_kv). Mask (b, h) is the descriptor's instance for query head h.
+// h / (heads_q / heads_kv). Mask (b, h) is the descriptor's instance for query head h; a
+// descriptor made for batch 1 (heads 1) serves every batch row (head), as in the kernels.
 struct AttentionShape {
   int32_t batch = 1;
   int32_t heads_q = 1;

@@ -47,12 +47,14 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
                                  " must equal the descriptor's nq = " + std::to_string(hd.nq));
   require(shape.nk == hd.nk, "shape." + value_of("nk", shape.nk) +
                                  " must equal the descriptor's nk = " + std::to_string(hd.nk));
-  require(shape.batch == hd.batch,
-          "shape." + value_of("batch", shape.batch) +
-              " must equal the descriptor's batch = " + std::to_string(hd.batch));
-  require(shape.heads_q == hd.heads,
-          "shape." + value_of("heads_q", shape.heads_q) +
-              " must equal the descriptor's heads = " + std::to_string(hd.heads));
+  require(shape.batch > 0, "shape." + value_of("batch", shape.batch) + " must be > 0");
+  require(shape.heads_q > 0, "shape." + value_of("heads_q", shape.heads_q) + " must be > 0");
+  require(hd.batch == 1 || shape.batch == hd.batch,
+          "shape." + value_of("batch", shape.batch) + " must equal the descriptor's batch = " +
+              std::to_string(hd.batch) + " (a descriptor of batch 1 serves any batch)");
+  require(hd.heads == 1 || shape.heads_q == hd.heads,
+          "shape." + value_of("heads_q", shape.heads_q) + " must equal the descriptor's heads = " +
+              std::to_string(hd.heads) + " (a descriptor of heads 1 serves any head count)");
   require(shape.heads_kv > 0, "shape." + value_of("heads_kv", shape.heads_kv) + " must be > 0");
   require(shape.heads_q % shape.heads_kv == 0, "shape." + value_of("heads_q", shape.heads_q) +
                                                    " must be a multiple of shape." +
@@ -74,6 +76,8 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
   p.tile_n = hd.tile_n;
   p.num_q_tiles = hd.num_q_tiles;
   p.num_k_tiles = hd.num_k_tiles;
+  p.one_batch = hd.batch == 1;
+  p.one_head = hd.heads == 1;
   return p;
 }
 

@@ -2,6 +2,7 @@
 // tensor strides, shared by the forward and backward passes.
 #pragma once
 
+#include <compilemask/descriptor.h>
 #include <compilemask/reference.h>
 
 #include <cmath>
@@ -17,6 +18,13 @@ struct Problem {
   int32_t group = 1;   // query heads per kv head
   int32_t tile_n = 0;  // the widest key tile (key tiles restart at block boundaries)
   int32_t num_q_tiles = 0, num_k_tiles = 0;
+  bool one_batch = false, one_head = false;  // the descriptor's batch (heads) is 1: it serves all
+
+  // The mask of (b, h), as the kernels find it: a descriptor made for batch 1 (heads 1) serves
+  // every batch row (head).
+  const desc::Instance& mask(int b, int h) const {
+    return desc::instance(blob, desc::instance_of(blob, one_batch ? 0 : b, one_head ? 0 : h));
+  }
 
   // The logit of a query-key dot product, and its slope: the factor that turns a gradient by
   // the logit into one by scale * q·k. scale * q·k and 1, or with the cap c, c tanh(scale q·k / c)

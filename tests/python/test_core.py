@@ -294,6 +294,21 @@ def test_reference_attention_default_scale_and_forward_only():
     assert got.dq is None and got.dk is None and got.dv is None
 
 
+def test_reference_attention_plan_of_one_head_serves_every_head():
+    # As cm.attention: a plan of batch 1 and heads 1 serves any batch and head count.
+    rng = np.random.default_rng(2)
+    mask = cm.masks.sliding(20)
+    q, k, v = (x.astype(np.float32) for x in random_inputs(rng, 2, 4, 2, 70, 70, 16))
+    dout = rng.standard_normal(q.shape).astype(np.float32)
+    one = cm.reference_attention(q, k, v, mask.specialize(nq=70, tile=(32, 32)), backward=dout)
+    every = cm.reference_attention(q, k, v, mask.specialize(nq=70, batch=2, heads=4,
+                                                            tile=(32, 32)), backward=dout)
+    for name in ("out", "lse", "dq", "dk", "dv"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(every, name), err_msg=name)
+    with pytest.raises(ValueError, match="shape.heads_q = 4 must equal the descriptor's heads = 2"):
+        cm.reference_attention(q, k, v, mask.specialize(nq=70, heads=2, tile=(32, 32)))
+
+
 @pytest.mark.parametrize("change, error, message", [
     (lambda q, k, v: (q.astype(np.int64), k, v), TypeError, "q must hold floating-point"),
     (lambda q, k, v: (q[0], k, v), ValueError, "q must be 4-D"),

@@ -1,5 +1,6 @@
 // Reference attention behaviour beyond the numbers: identical results for any thread count,
-// progress reporting, and a mask with no visible pair at all.
+// progress reporting, a descriptor of one (b, h) serving them all, and a mask with no visible
+// pair at all.
 #include <compilemask/reference.h>
 
 #include "descriptor/build.h"
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -96,6 +98,26 @@ TEST(ReferenceBehaviour, ReportsProgressAtMostTwentyTimesEndingAtOne) {
   }
   EXPECT_EQ(ends, 2);
   EXPECT_EQ(reports.back(), 1.0);
+}
+
+// As in the kernels: a descriptor made for batch 1 and heads 1 serves every (b, h) of the call,
+// with the results of a descriptor that maps each (b, h) to that one mask.
+TEST(ReferenceBehaviour, ADescriptorOfOneMaskServesEveryBatchRowAndHead) {
+  const Fixture f = make_fixture(MaskKind::kMixed);
+  const InstanceRows& mask = f.set.instances.front();
+  PlanStats stats;
+  const std::vector<uint64_t> one = build_descriptor({mask}, {0}, 1, 1, {16, 32}, stats);
+  const std::vector<uint64_t> all = build_descriptor(
+      {mask}, std::vector<int32_t>(static_cast<size_t>(kShape.batch * kShape.heads_q), 0),
+      kShape.batch, kShape.heads_q, {16, 32}, stats);
+  const Results a = run(one.data(), f, {});
+  const Results b = run(all.data(), f, {});
+  EXPECT_TRUE(bitwise_equal(a.out, b.out));
+  EXPECT_TRUE(bitwise_equal(a.lse, b.lse));
+  EXPECT_TRUE(bitwise_equal(a.dq, b.dq));
+  EXPECT_TRUE(bitwise_equal(a.dk, b.dk));
+  EXPECT_TRUE(bitwise_equal(a.dv, b.dv));
+  EXPECT_TRUE(std::none_of(a.out.begin(), a.out.end(), [](float x) { return std::isnan(x); }));
 }
 
 TEST(ReferenceBehaviour, MaskWithNoVisiblePairGivesZerosAndMinusInfinity) {

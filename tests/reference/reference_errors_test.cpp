@@ -60,6 +60,9 @@ TEST_F(ReferenceErrors, ShapeMustMatchTheDescriptor) {
   s = kGood;
   s.heads_q = 2;
   expect_rejected(s, "shape.heads_q = 2 must equal the descriptor's heads = 4");
+  s = kGood;
+  s.batch = 0;
+  expect_rejected(s, "shape.batch = 0 must be > 0");
 }
 
 TEST_F(ReferenceErrors, HeadsAndHeadDimMustBeValid) {
