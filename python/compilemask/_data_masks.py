@@ -42,8 +42,9 @@ def from_dense(visible: Any) -> BoundMask:
     dense = visible if xp is not np else np.asarray(visible)
     if str(dense.dtype) not in ("bool", "torch.bool") or dense.ndim not in (2, 3) or \
             0 in dense.shape:
-        raise ValueError(f"from_dense: expected a boolean array [nq, nk] or [batch, nq, nk], "
-                         f"got dtype {dense.dtype} and shape {tuple(dense.shape)}")
+        raise ValueError(f"from_dense: expected a boolean array [nq, nk] or [batch, nq, nk] "
+                         f"with no empty axis, got dtype {dense.dtype} and shape "
+                         f"{tuple(dense.shape)}")
     nk = dense.shape[-1]
     rows = dense.reshape(-1, nk)
     # Numpy: a few million cells at a time, so that the temporaries stay in cache; torch: large

@@ -747,6 +747,8 @@ def test_from_dense_names_what_it_cannot_take():
         cm.masks.from_dense(dense.astype(np.int8))
     with pytest.raises(ValueError, match="expected a boolean array"):
         cm.masks.from_dense(dense[0, 0])
+    with pytest.raises(ValueError, match=r"with no empty axis, got dtype bool and shape \(0, 50\)"):
+        cm.masks.from_dense(dense[0, :0])
     bound = cm.masks.from_dense(dense[0])
     with pytest.raises(ValueError, match="the mask has 50 keys, so nk must be 50, got 40"):
         bound.specialize(nq=40)
