@@ -240,7 +240,7 @@ struct BwdConsumer {
 
     PipeState<Config::kStages> st;
     PipeState<Config::kDqBuffers> dq;  // the dq buffer this step fills
-    StepCursor steps(p, item, head_splits_of<kHeadSplits>(p.shape));
+    StepCursor<kDeterministic> steps(p, item, head_splits_of<kHeadSplits>(p.shape));
     BwdStep step;
     const int key_width = desc::k_tile_span(p.descriptor, item.n).size();
     while (steps.next(step)) {

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <functional>
 #include <limits>
 #include <queue>
@@ -78,48 +79,66 @@ inline int64_t estimated_prep_zeroing_steps(const BwdShape& s) {
 
 // One query head's walk on each key tile of each descriptor instance, as StepCursor walks it:
 // its steps, the 64-row halves of the query tiles listed in the key tile's row (walked_halves:
-// those inside the tile, less those its pattern marks empty); and its tail, the steps after the
-// last half that a lower key tile also walks (-1 when none does), whose dQ adds deterministic
-// mode orders after that key tile's. Both at [instance * num_k_tiles + n].
+// those inside the tile, less those its pattern marks empty); and what its dQ adds wait for in
+// deterministic mode, whose walk descends (StepCursor<true>): a half's adds go in ascending key
+// tile order (dq_rank), so each half that a lower key tile walked waits for the highest such
+// tile's add. A Wait per such tile: this walk must start `offset` steps or more after that
+// tile's walk started, the largest over the halves it waits there for of the lower walk's
+// position of the half plus one, less this walk's. The steps of key tile n of instance i at
+// index i * num_k_tiles + n, and that walk's waits at [wait_begin[index], wait_begin[index + 1])
+// of `waits`.
 struct TileSteps {
+  struct Wait {
+    int32_t tile, offset;
+  };
+
   explicit TileSteps(const void* descriptor) : num_k_tiles(desc::header(descriptor).num_k_tiles) {
     const desc::Header& h = desc::header(descriptor);
     BwdMainParams host{};  // what walked_halves reads: the descriptor and the query tiles' spans
     host.descriptor = descriptor;
     host.shape.q_starts = desc::at<int32_t>(descriptor, h.q_starts_offset);
     steps.reserve(static_cast<size_t>(h.num_instances) * num_k_tiles);
-    tails.reserve(steps.capacity());
-    std::vector<int32_t> walked_below;  // per query tile, the halves lower key tiles walk
-    std::vector<int32_t> walked;        // this key tile's (m, halves)
+    wait_begin.reserve(steps.capacity() + 1);
+    wait_begin.push_back(0);
+    // Per 64-row half (2 m + half): the highest key tile so far that walks it, and where.
+    struct Walked {
+      int32_t tile, position;
+    };
+    std::vector<Walked> last_walk;
     for (int i = 0; i < h.num_instances; ++i) {
       const desc::Instance& inst = desc::instance(descriptor, i);
-      walked_below.assign(static_cast<size_t>(h.num_q_tiles), 0);
+      last_walk.assign(2 * static_cast<size_t>(h.num_q_tiles), Walked{-1, 0});
       for (int n = 0; n < num_k_tiles; ++n) {
-        QueryTileCursor tiles(descriptor, desc::k_tile(descriptor, inst, n));
-        int m = 0, pattern = 0, count = 0, tail = -1;
-        walked.clear();
+        QueryTileCursor<true> tiles(descriptor, desc::k_tile(descriptor, inst, n));
+        const auto first_wait = static_cast<std::ptrdiff_t>(waits.size());
+        int m = 0, pattern = 0, position = 0;
         while (tiles.next(m, pattern)) {
           const unsigned halves = walked_halves(host, m, pattern);
           for (int half = 0; half < 2; ++half) {
             if (((halves >> half) & 1u) == 0) continue;
-            tail = (walked_below[static_cast<size_t>(m)] >> half) & 1 ? 0
-                   : tail < 0                                         ? -1
-                                                                      : tail + 1;
-            ++count;
+            Walked& last = last_walk[2 * static_cast<size_t>(m) + half];
+            if (last.tile >= 0) {
+              const int32_t offset = last.position + 1 - position;
+              const auto same_tile =
+                  std::find_if(waits.begin() + first_wait, waits.end(),
+                               [&](const Wait& w) { return w.tile == last.tile; });
+              if (same_tile == waits.end()) {
+                waits.push_back({last.tile, offset});
+              } else {
+                same_tile->offset = std::max(same_tile->offset, offset);
+              }
+            }
+            last = {n, position++};
           }
-          walked.push_back(m);
-          walked.push_back(static_cast<int32_t>(halves));
         }
-        for (size_t k = 0; k < walked.size(); k += 2) {
-          walked_below[static_cast<size_t>(walked[k])] |= walked[k + 1];
-        }
-        steps.push_back(count);
-        tails.push_back(tail);
+        steps.push_back(position);
+        wait_begin.push_back(static_cast<int32_t>(waits.size()));
       }
     }
   }
   int num_k_tiles;
-  std::vector<int32_t> steps, tails;
+  std::vector<int32_t> steps, wait_begin;
+  std::vector<Wait> waits;
 };
 
 // The estimated time, in steps, of the backward's main kernel, kv postprocess and the
@@ -128,12 +147,12 @@ struct TileSteps {
 // dispatch order of the mode (bwd_item_at), each on the SM that frees first, and each costs
 // kBwdItemCostSteps plus its query heads' steps on its key tile (tile_steps). In deterministic
 // mode an item's dQ adds to rows that lower key tiles (or its key tile's lower parts) also walk
-// wait for theirs (dq_rank), so its walk of a head ends no earlier than the previous item's
-// walk of that head ended plus the walk's tail. Those waits hold a short item on its SM while
-// the long items of lower key tiles pass its rows (run 244: with one part, (1, 4096, 32 / 8)
-// took 2.4 times the default mode's time). Against a replay of every step's wait, this per-head
-// bound came out equal on 669 of 678 cases (the bundled examples on 3, 20 and 132 SMs, causal
-// shapes to 32K), at most 30% above, for a per-step replay's fraction of the host time.
+// wait for theirs (dq_rank), so its walk of a head starts no earlier than each such tile's walk
+// of that head started plus the wait's offset (TileSteps), and a later part's no earlier than
+// the part before's plus one: each walk runs at one step per step once started, and starts
+// late by what its most demanding shared half needs. Those waits hold a short item on its SM
+// while the items of lower key tiles pass its rows (run 244: with one part, (1, 4096, 32 / 8)
+// took 2.4 times the default mode's time).
 // Preconditions: sms >= 1, p.descriptor is host memory,
 // p.shape holds the sizes (batch, heads, num_k_tiles, desc_batch, desc_heads) whose (b, h) the
 // descriptor's instance map covers, and its head_splits and slice_group are set. Returns early,
@@ -154,8 +173,10 @@ inline int64_t estimated_bwd_steps(const BwdMainParams& p, bool deterministic, i
           static_cast<size_t>(instance_index(p.descriptor, s, b, h)) * tile_steps.num_k_tiles;
     }
   }
-  // Deterministic mode: when the latest item's walk of each (b, query head) ended.
-  std::vector<int64_t> walk_end(deterministic ? head_tiles.size() : 0, 0);
+  // Deterministic mode: when each (b, query head)'s walk of each key tile started (its last
+  // part's), at [head * num_k_tiles + n].
+  const auto tiles = static_cast<size_t>(tile_steps.num_k_tiles);
+  std::vector<int64_t> walk_start(deterministic ? head_tiles.size() * tiles : 0, 0);
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> free_at;  // the busy SMs
   int64_t end = 0;
   // The CTAs in block index order, x fastest (bwd_item_at).
@@ -174,12 +195,20 @@ inline int64_t estimated_bwd_steps(const BwdMainParams& p, bool deterministic, i
         const size_t first_head = static_cast<size_t>(item.b) * s.heads_q + item.hk * group;
         for (size_t h = first_head + heads.begin; h < first_head + heads.begin + heads.count; ++h) {
           const size_t at = head_tiles[h] + item.n;
+          if (deterministic && tile_steps.steps[at] > 0) {
+            int64_t& start = walk_start[h * tiles + item.n];
+            if (item.part > 0) {  // the part before walked the same halves in the same order
+              t = std::max(t, start + 1);
+            } else {
+              for (int32_t w = tile_steps.wait_begin[at]; w < tile_steps.wait_begin[at + 1]; ++w) {
+                const TileSteps::Wait& wait = tile_steps.waits[static_cast<size_t>(w)];
+                t = std::max(t,
+                             walk_start[h * tiles + static_cast<size_t>(wait.tile)] + wait.offset);
+              }
+            }
+            start = t;
+          }
           t += tile_steps.steps[at];
-          if (!deterministic) continue;
-          // A key tile's later parts walk the rows of its first, all of them.
-          const int32_t tail = item.part > 0 ? 0 : tile_steps.tails[at];
-          if (tail >= 0) t = std::max(t, walk_end[h] + tail);
-          walk_end[h] = t;
         }
         free_at.push(t);
         end = std::max(end, t);

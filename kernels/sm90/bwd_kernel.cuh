@@ -4,12 +4,12 @@
 // One CTA per item: (batch, kv head, key tile of 128 keys), or at head dim 256 half of a key
 // tile (64 keys; BwdConfig describes the two designs). Three warpgroups:
 //   WG0  producer (bwd_producer.cuh): warp 0 TMA-loads K and V once, then, for every query
-//        head of the kv group and every query tile the descriptor lists for this key tile, Q,
-//        dO, lse_log2 and dsum of 64 query rows at a time (a "step", bwd_work.cuh) into a
-//        2-stage mbarrier ring (1 stage at head dim 256); with packed inputs it zeroes the
-//        loaded rows past the sequence's end (bwd_tails.cuh). In the default mode warps 2-3
-//        zero a share of the dq_accum of the kv slice a pair ahead, and warp 1 waits until this
-//        CTA's slice is zero (bwd_zeroing.cuh).
+//        head of the kv group and every query tile the descriptor lists for this key tile
+//        (descending in deterministic mode), Q, dO, lse_log2 and dsum of 64 query rows at a
+//        time (a "step", bwd_work.cuh) into a 2-stage mbarrier ring (1 stage at head dim 256);
+//        with packed inputs it zeroes the loaded rows past the sequence's end (bwd_tails.cuh).
+//        In the default mode warps 2-3 zero a share of the dq_accum of the kv slice a pair
+//        ahead, and warp 1 waits until this CTA's slice is zero (bwd_zeroing.cuh).
 //   WG1, WG2  consumers (bwd_consumer.cuh). Per step, by wgmma:
 //          Sᵀ = K Qᵀ, dPᵀ = V dOᵀ                       (keys x 64 rows, from shared memory)
 //          Pᵀ = exp2(Sᵀ scale_log2 - lse_log2), dSᵀ = Pᵀ (dPᵀ - dsum)   (in registers)
@@ -22,9 +22,9 @@
 //        with Pᵀ and dS read from shared memory.
 //        dQ_step goes to one of two shared-memory buffers (one at 256), in turn, and is added to
 //        the fp32 dq_accum workspace by one bulk reduce-add (cp.reduce.async.bulk), which may
-//        still read it during the next step; in deterministic mode a dQ writer thread issues
-//        it, ordered across items by a per-64-row semaphore (ascending key tile, then part;
-//        bwd_dq_writer.cuh).
+//        still read it during the next step; in deterministic mode a dQ writer thread per
+//        buffer (lane 0 of warps 1 and 2) issues it, ordered across items by a per-64-row
+//        semaphore (ascending key tile, then part; bwd_dq_writer.cuh).
 // dK and dV stay in registers over all steps (so GQA groups are summed inside the CTA) and are
 // written once; when the key tiles alone make few waves, the group's query heads are split over
 // BwdShape::head_splits CTAs, which write float32 sums that bwd_kv_postprocess adds up. Full tiles
@@ -90,12 +90,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
     if (warp == 0) {
       if (sequence_fits(params.shape, item.b)) {
-        run_bwd_producer<Config>(params, *ss, item, head_splits, &tma_q, &tma_k, &tma_v, &tma_dout,
+        run_bwd_producer<Config, kDeterministic>(params, *ss, item, head_splits, &tma_q, &tma_k, &tma_v, &tma_dout,
                                  static_cast<int>(threadIdx.x));
       }
-    } else if (kDeterministic && threadIdx.x == 32) {
+    } else if (kDeterministic && warp <= Config::kDqBuffers && threadIdx.x % 32 == 0) {
       if (sequence_fits(params.shape, item.b)) {
-        run_bwd_dq_writer<Config>(params, *ss, item, head_splits);
+        run_bwd_dq_writer<Config>(params, *ss, item, head_splits, warp - 1);
       }
     } else if (!kDeterministic && threadIdx.x == 32) {
       signal_slice_zeroed(params, item, units, ss->slice_zeroed);

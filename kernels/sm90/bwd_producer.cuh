@@ -14,7 +14,7 @@
 
 namespace cm::sm90 {
 
-template <class Config>
+template <class Config, bool kDeterministic>
 __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::SharedStorage& ss,
                                  const BwdItem& item, int head_splits, const CUtensorMap* tma_q,
                                  const CUtensorMap* tma_k, const CUtensorMap* tma_v,
@@ -48,7 +48,7 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   // Bit s: the parity of stage s's next load that lands on step_loaded. The next such load into
   // the stage cannot be issued before this warp has completed the stage's step_full.
   uint32_t loaded_phase = 0;
-  StepCursor steps(p, item, head_splits);
+  StepCursor<kDeterministic> steps(p, item, head_splits);
   BwdStep step;
   while (steps.next(step)) {
     const int row = desc::tile_span(p.shape.q_starts, step.m).begin + step.half * kBwdStepRows;

@@ -80,7 +80,11 @@ struct BwdStep {
   int h, m, half, pattern;
 };
 
-// The query tiles of one key tile's row in the transposed form: partial runs, then full runs.
+// The query tiles of one key tile's row in the transposed form. Ascending (the default mode):
+// the partial runs, then the full runs, each run from its first tile up. Descending
+// (deterministic mode): all the listed tiles from the highest down, the two lists merged (each is
+// sorted by first, and their runs are disjoint, docs/descriptor.md).
+template <bool kDescending>
 class QueryTileCursor {
  public:
   QueryTileCursor() = default;
@@ -88,34 +92,54 @@ class QueryTileCursor {
       : partial_(desc::partial_runs(blob, row)),
         full_(desc::full_runs(blob, row)),
         partial_count_(row.partial_count),
-        full_count_(row.full_count) {}
+        full_count_(row.full_count),
+        partial_next_(kDescending ? row.partial_count : 0),
+        full_next_(kDescending ? row.full_count : 0) {}
 
   // Moves to the next query tile m with its pattern (-1 for a full tile); false at the end.
   __host__ __device__ bool next(int& m, int& pattern) {
-    while (at_ == end_) {
-      if (run_ < partial_count_) {
-        at_ = partial_[run_].first;
-        end_ = at_ + partial_[run_].count;
-        pattern_ = static_cast<int>(partial_[run_].pattern);
-      } else if (run_ < partial_count_ + full_count_) {
-        at_ = full_[run_ - partial_count_].first;
-        end_ = at_ + full_[run_ - partial_count_].count;
-        pattern_ = -1;
-      } else {
-        return false;
-      }
-      ++run_;
+    while (at_ == stop_) {
+      if (!next_run()) return false;
     }
-    m = at_++;
+    m = kDescending ? --at_ : at_++;
     pattern = pattern_;
     return true;
   }
 
  private:
+  // Takes the next run: [at_, stop_) ascending, or [stop_, at_) from at_ - 1 down.
+  __host__ __device__ bool next_run() {
+    bool take_partial;
+    if constexpr (kDescending) {
+      if (partial_next_ == 0 && full_next_ == 0) return false;
+      take_partial = full_next_ == 0 || (partial_next_ > 0 && partial_[partial_next_ - 1].first >
+                                                                  full_[full_next_ - 1].first);
+    } else {
+      if (partial_next_ == partial_count_ && full_next_ == full_count_) return false;
+      take_partial = partial_next_ < partial_count_;
+    }
+    int first, count;
+    if (take_partial) {
+      const desc::PartialRun& run = partial_[kDescending ? --partial_next_ : partial_next_++];
+      first = run.first;
+      count = run.count;
+      pattern_ = static_cast<int>(run.pattern);
+    } else {
+      const desc::FullRun& run = full_[kDescending ? --full_next_ : full_next_++];
+      first = run.first;
+      count = run.count;
+      pattern_ = -1;
+    }
+    at_ = kDescending ? first + count : first;
+    stop_ = kDescending ? first : first + count;
+    return true;
+  }
+
   const desc::PartialRun* partial_ = nullptr;
   const desc::FullRun* full_ = nullptr;
   int partial_count_ = 0, full_count_ = 0;
-  int run_ = 0, at_ = 0, end_ = 0, pattern_ = -1;
+  int partial_next_ = 0, full_next_ = 0;  // descending: one past the next run of each list
+  int at_ = 0, stop_ = 0, pattern_ = -1;
 };
 
 // The 64-row halves of query tile m, masked by `pattern` (-1: full), that a backward step
@@ -129,9 +153,16 @@ __host__ __device__ inline unsigned walked_halves(const BwdMainParams& p, int m,
   return halves;
 }
 
-// Walks the steps of an item in the one order producer and consumers share: the item's query
-// heads of the kv group (its head split's), then the query tiles of the key tile's row in the
-// transposed form, then the walked halves of each (walked_halves).
+// Walks the steps of an item in the one order producer, consumers and dQ writer share: the
+// item's query heads of the kv group (its head split's), then the query tiles of the key tile's
+// row in the transposed form (QueryTileCursor<kDescending>), then the walked halves of each
+// (walked_halves), lowest first. Deterministic mode walks the query tiles descending: its adds to
+// a 64-row block go in ascending key tile order (dq_rank), and where a lower key tile also sees
+// lower query tiles (causal, documents, windows), an ascending walk reaches each shared block
+// later in the lower tile's item than in the next one's, so that every link of the order waited
+// for those extra steps too; descending, the lower tile's item is at each shared block as early
+// in its walk or earlier.
+template <bool kDescending>
 class StepCursor {
  public:
   __host__ __device__ StepCursor(const BwdMainParams& p, const BwdItem& item, int head_splits)
@@ -156,7 +187,7 @@ class StepCursor {
       }
       if (++step_.h == end_) return false;
       const desc::Instance& inst = instance_for(p_.descriptor, p_.shape, b_, step_.h);
-      tiles_ = QueryTileCursor(p_.descriptor, desc::k_tile(p_.descriptor, inst, n_));
+      tiles_ = QueryTileCursor<kDescending>(p_.descriptor, desc::k_tile(p_.descriptor, inst, n_));
     }
   }
 
@@ -166,7 +197,7 @@ class StepCursor {
   int end_;  // one past the item's last query head
   unsigned halves_ = 0;
   BwdStep step_{0, -1, 0, -1};
-  QueryTileCursor tiles_;
+  QueryTileCursor<kDescending> tiles_;
 };
 
 // The first of step's kBwdStepRows rows among the (b, query head) rows of the workspace's dQ

@@ -1,6 +1,6 @@
 // The backward's automatic schedule (kernels/sm90/bwd_head_splits.h) on the host:
-//   * TileSteps counts each key tile's walk, and its tail, as StepCursor walks it, on the
-//     bundled examples' descriptors and random masks (kernel_cases.h).
+//   * TileSteps counts each key tile's walk, and its waits in deterministic mode, as StepCursor
+//     walks it, on the bundled examples' descriptors and random masks (kernel_cases.h).
 //   * estimated_bwd_steps there, in the three dispatch orders (paired, interleaved,
 //     deterministic): with one SM it is the sum of all CTAs' costs, where a CTA costs
 //     kBwdItemCostSteps plus the steps StepCursor walks for each query head of its split
@@ -26,6 +26,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <ostream>
 #include <random>
 #include <string>
@@ -76,31 +77,39 @@ void check_estimate(const KernelCase& c) {
   const desc::Header& header = desc::header(c.descriptor());
   // One query head's steps on each (b, h, key tile): what StepCursor walks for an item of that
   // head alone (kernel_walk_test holds its walk to the dense masks), and TileSteps' count and
-  // tail of that walk (the steps after the last half a lower key tile walked).
+  // waits of that walk in deterministic mode's order: per lower key tile that last walked some
+  // of its halves, the largest of that walk's position of such a half plus one less this one's.
   const TileSteps tile_steps(c.descriptor());
   std::vector<int64_t> head_steps;
   const BwdMainParams one_head = params_for(c.descriptor(), c.batch, heads_q, heads_kv, group);
   for (int b = 0; b < c.batch; ++b) {
     for (int h = 0; h < heads_q; ++h) {
-      std::vector<bool> walked_below(2 * static_cast<size_t>(header.num_q_tiles), false);
+      std::map<int, std::pair<int, int>> last_walk;  // per half 2 m + half: (key tile, position)
       const int instance = instance_index(c.descriptor(), one_head.shape, b, h);
       for (int n = 0; n < header.num_k_tiles; ++n) {
-        StepCursor walk(one_head, BwdItem{b, h / group, n, 0, h % group, 0}, group);
-        std::vector<int> halves;
-        for (BwdStep step; walk.next(step);) halves.push_back(2 * step.m + step.half);
-        int tail = -1;
-        for (size_t k = 0; k < halves.size(); ++k) {
-          if (walked_below[static_cast<size_t>(halves[k])]) {
-            tail = static_cast<int>(halves.size() - 1 - k);
+        StepCursor<true> walk(one_head, BwdItem{b, h / group, n, 0, h % group, 0}, group);
+        std::map<int, int> waits;  // key tile -> offset
+        int position = 0;
+        for (BwdStep step; walk.next(step); ++position) {
+          const int half = 2 * step.m + step.half;
+          if (const auto last = last_walk.find(half); last != last_walk.end()) {
+            const auto [tile, at] = last->second;
+            const auto [wait, added] = waits.insert({tile, at + 1 - position});
+            if (!added) wait->second = std::max(wait->second, at + 1 - position);
           }
+          last_walk[half] = {n, position};
         }
-        for (const int half : halves) walked_below[static_cast<size_t>(half)] = true;
         const size_t at = static_cast<size_t>(instance) * header.num_k_tiles + n;
-        EXPECT_EQ(tile_steps.steps[at], static_cast<int32_t>(halves.size()))
-            << c.name << ": b " << b << ", h " << h << ", key tile " << n;
-        EXPECT_EQ(tile_steps.tails[at], tail)
-            << c.name << ": b " << b << ", h " << h << ", key tile " << n;
-        head_steps.push_back(static_cast<int64_t>(halves.size()));
+        SCOPED_TRACE(c.name + ": b " + std::to_string(b) + ", h " + std::to_string(h) +
+                     ", key tile " + std::to_string(n));
+        EXPECT_EQ(tile_steps.steps[at], position);
+        std::map<int, int> estimated;
+        for (int32_t w = tile_steps.wait_begin[at]; w < tile_steps.wait_begin[at + 1]; ++w) {
+          const TileSteps::Wait& wait = tile_steps.waits[static_cast<size_t>(w)];
+          EXPECT_TRUE(estimated.insert({wait.tile, wait.offset}).second) << "tile " << wait.tile;
+        }
+        EXPECT_EQ(estimated, waits);
+        head_steps.push_back(position);
       }
     }
   }
@@ -204,16 +213,17 @@ BwdSchedule causal_schedule(int64_t n, int batch, int heads_q, int heads_kv,
 
 TEST(BwdHeadSplits, DeterministicAddsWait) {
   // Causal, 256 rows, 4 query heads on 2, one CTA per key tile and kv head, on 3 SMs. Key tile 0
-  // walks query tiles 0 and 1 (both halves each) for each of its 2 heads: 3 + 8 = 11 steps; key
-  // tile 1 walks tile 1: 3 + 4 = 7. (n 0, hk 0), (0, 1) and (1, 0) start at 0; (1, 0)'s adds to
-  // tile 1 wait for (0, 0)'s, which end at 6, 7 (its first head) and 10, 11 (its second), so it
-  // ends at 11 and not 7; (1, 1) starts at 11 and ends at 18 (at 14 without the waits).
+  // walks query tiles 1 and 0 (both halves each, descending) for each of its 2 heads: 3 + 8 = 11
+  // steps; key tile 1 walks tile 1: 3 + 4 = 7. (n 0, hk 0), (0, 1) and (1, 0) start at 0; (1,
+  // 0)'s walk of a head waits a step for (0, 0)'s walk of it, which starts at 3 (its first head)
+  // and 7 (its second): (1, 0) walks 4-6 and 8-10 and ends at 10, not 7. (1, 1) starts on the SM
+  // freed at 10 and ends at 17 (14 without the waits, 18 with an ascending walk's).
   const Plan plan = causal_plan(256);
   BwdMainParams p = params_for(plan.blob(), 1, 4, 2, 1);
   p.shape.slice_group = slice_group(p.shape, true, {1, false});
   const TileSteps tile_steps(plan.blob());
   const int64_t rest = estimated_prep_zeroing_steps(p.shape);
-  EXPECT_EQ(estimated_bwd_steps(p, true, 1, 3, tile_steps), 18 + rest);
+  EXPECT_EQ(estimated_bwd_steps(p, true, 1, 3, tile_steps), 17 + rest);
   EXPECT_EQ(estimated_bwd_steps(p, true, 1, 4, tile_steps), 11 + rest);
 }
 

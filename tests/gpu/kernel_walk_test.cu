@@ -13,9 +13,10 @@
 //     holds for exactly the partial tiles and the key tile that nk cuts.
 //   * backward: StepCursor yields, for a key tile of a kv head and each head split in turn (1,
 //     2, 3 and the group's size), each query head of the group, each query tile holding a
-//     visible pair with that key tile, and every 64-row half of it with a visible pair, once
-//     each and head by head, a split only its split_range of the heads; it skips the halves that a
-//     bands or bitmap pattern marks empty. dq_rank counts, for each step, the lower key tiles whose
+//     visible pair with that key tile (in the transposed form's run order, or descending in
+//     deterministic mode), and every 64-row half of it with a visible pair, once each and head
+//     by head, a split only its split_range of the heads; it skips the halves that a bands or
+//     bitmap pattern marks empty. dq_rank counts, for each step, the lower key tiles whose
 //     walks hold the same step: the dQ adds that deterministic mode orders before it.
 //   * backward items: bwd_main_grid's CTAs decode (bwd_item_at) onto every (b, kv head, key
 //     tile, part, head split) once, and with head splits their dkv_parts rows cover what the kv
@@ -90,19 +91,26 @@ ProblemShape shape_of(const KernelCase& c, int32_t heads_kv) {
   return kernel_test::problem_shape_of(c.descriptor(), c.batch, c.heads, heads_kv);
 }
 
-// The listed key tiles of a query tile, (n, pattern) by ascending n, taken from the runs.
-std::vector<std::pair<int, int>> listed_key_tiles(const void* blob, const desc::TileRow& row) {
+// The tiles a TileRow lists, (tile, pattern; -1 for full), in run order: the partial runs'
+// tiles, then the full runs', each run's ascending.
+std::vector<std::pair<int, int>> run_tiles(const void* blob, const desc::TileRow& row) {
   std::vector<std::pair<int, int>> tiles;
-  const desc::FullRun* full = desc::full_runs(blob, row);
-  for (int i = 0; i < row.full_count; ++i) {
-    for (int n = full[i].first; n < full[i].first + full[i].count; ++n) tiles.push_back({n, -1});
-  }
   const desc::PartialRun* partial = desc::partial_runs(blob, row);
   for (int i = 0; i < row.partial_count; ++i) {
-    for (int n = partial[i].first; n < partial[i].first + partial[i].count; ++n) {
-      tiles.push_back({n, static_cast<int>(partial[i].pattern)});
+    for (int t = partial[i].first; t < partial[i].first + partial[i].count; ++t) {
+      tiles.push_back({t, static_cast<int>(partial[i].pattern)});
     }
   }
+  const desc::FullRun* full = desc::full_runs(blob, row);
+  for (int i = 0; i < row.full_count; ++i) {
+    for (int t = full[i].first; t < full[i].first + full[i].count; ++t) tiles.push_back({t, -1});
+  }
+  return tiles;
+}
+
+// The listed key tiles of a query tile, (n, pattern) by ascending n, taken from the runs.
+std::vector<std::pair<int, int>> listed_key_tiles(const void* blob, const desc::TileRow& row) {
+  std::vector<std::pair<int, int>> tiles = run_tiles(blob, row);
   std::sort(tiles.begin(), tiles.end());
   return tiles;
 }
@@ -198,6 +206,17 @@ void check_forward_walk(const KernelCase& c, int splits, int heads_per_item) {
   }
 }
 
+// The query tiles of a key tile's row in the transposed form in the order each mode walks them:
+// run order (the default mode), or descending (deterministic mode).
+std::vector<int> walk_order(const void* blob, const desc::TileRow& row, bool descending) {
+  std::vector<int> tiles;
+  for (const auto& [m, pattern] : run_tiles(blob, row)) tiles.push_back(m);
+  if (descending) std::sort(tiles.rbegin(), tiles.rend());
+  return tiles;
+}
+
+// StepCursor<kDescending>: the walk of deterministic mode (true) or the default mode's.
+template <bool kDescending>
 void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits) {
   BwdMainParams p{};
   static_cast<ProblemShape&>(p.shape) = shape_of(c, heads_kv);
@@ -210,11 +229,12 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits)
       for (int n = 0; n < p.shape.num_k_tiles; ++n) {
         SCOPED_TRACE(c.name + " kv heads " + std::to_string(heads_kv) + " head splits " +
                      std::to_string(head_splits) + " (b, hk, n) = (" + std::to_string(b) + ", " +
-                     std::to_string(hk) + ", " + std::to_string(n) + ")");
+                     std::to_string(hk) + ", " + std::to_string(n) + ")" +
+                     (kDescending ? " descending" : ""));
         std::vector<std::tuple<int, int, int>> walked;  // (h, m, half), the splits in order
         for (int split = 0; split < head_splits; ++split) {
           const TileRange heads = split_range(group, split, head_splits);
-          StepCursor steps(p, BwdItem{b, hk, n, 0, split, 0}, head_splits);
+          StepCursor<kDescending> steps(p, BwdItem{b, hk, n, 0, split, 0}, head_splits);
           BwdStep step;
           while (steps.next(step)) {
             walked.push_back({step.h, step.m, step.half});
@@ -246,7 +266,7 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits)
             }
             int lower = 0;  // lower key tiles of the kv head whose walks hold this step
             for (int n_lower = 0; n_lower < n; ++n_lower) {
-              StepCursor others(p, BwdItem{b, hk, n_lower, 0, split, 0}, head_splits);
+              StepCursor<kDescending> others(p, BwdItem{b, hk, n_lower, 0, split, 0}, head_splits);
               BwdStep other;
               while (others.next(other)) {
                 lower += other.h == step.h && other.m == step.m && other.half == step.half;
@@ -256,14 +276,31 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits)
                 << "query tile " << step.m << " half " << step.half;
           }
         }
-        // Every half of a query tile with visible pairs must be walked, once; the order of the
-        // query tiles within a head is the transposed form's. Other steps (empty members of
-        // sparse runs, empty halves of partial tiles) add nothing, as the backward masks them.
+        // Every half of a query tile with visible pairs must be walked, once. Other steps
+        // (empty members of sparse runs, empty halves of partial tiles) add nothing, as the
+        // backward masks them. Within a head the query tiles come in the mode's walk_order (less
+        // those with no half walked), each one's halves lowest first.
         std::map<int, std::set<std::pair<int, int>>> got;
+        std::map<int, std::vector<int>> tile_order;  // per head, the query tiles as walked
         std::vector<int> head_order;
-        for (const auto& [h, m, half] : walked) {
+        for (size_t i = 0; i < walked.size(); ++i) {
+          const auto [h, m, half] = walked[i];
           if (head_order.empty() || head_order.back() != h) head_order.push_back(h);
           ASSERT_TRUE(got[h].insert({m, half}).second) << "step walked twice";
+          if (i > 0 && std::get<0>(walked[i - 1]) == h && std::get<1>(walked[i - 1]) == m) {
+            EXPECT_LT(std::get<2>(walked[i - 1]), half) << "query tile " << m << "'s halves";
+          } else {
+            tile_order[h].push_back(m);
+          }
+        }
+        for (const auto& [h, tiles] : tile_order) {
+          const desc::Instance& inst = instance_for(c.descriptor(), p.shape, b, h);
+          std::vector<int> expected;
+          for (const int m :
+               walk_order(c.descriptor(), desc::k_tile(c.descriptor(), inst, n), kDescending)) {
+            if (std::find(tiles.begin(), tiles.end(), m) != tiles.end()) expected.push_back(m);
+          }
+          EXPECT_EQ(tiles, expected) << "head " << h << "'s query tiles out of order";
         }
         for (int g = 0; g < group; ++g) {
           const int h = hk * group + g;
@@ -369,7 +406,8 @@ void check_walks(const KernelCase& c) {
     if (c.heads % heads_kv != 0) continue;
     const int group = c.heads / heads_kv;
     for (const int splits : std::set<int>{1, std::min(2, group), std::min(3, group), group}) {
-      check_backward_walk(c, heads_kv, splits);
+      check_backward_walk<false>(c, heads_kv, splits);
+      check_backward_walk<true>(c, heads_kv, splits);
       check_backward_items(c, heads_kv, splits);
     }
   }
