@@ -90,8 +90,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegs>();
     if (warp == 0) {
       if (sequence_fits(params.shape, item.b)) {
-        run_bwd_producer<Config, kDeterministic>(params, *ss, item, head_splits, &tma_q, &tma_k, &tma_v, &tma_dout,
-                                 static_cast<int>(threadIdx.x));
+        run_bwd_producer<Config, kDeterministic>(params, *ss, item, head_splits, &tma_q, &tma_k,
+                                                 &tma_v, &tma_dout, static_cast<int>(threadIdx.x));
       }
     } else if (kDeterministic && warp <= Config::kDqBuffers && threadIdx.x % 32 == 0) {
       if (sequence_fits(params.shape, item.b)) {

@@ -42,7 +42,7 @@ class TileAxis {
  private:
   std::vector<int32_t> starts_;
   std::vector<int32_t> window_tile_;  // per window [w * size, (w + 1) * size): the tile of w * size
-  desc::Divisor div_;  // by size
+  desc::Divisor div_;                 // by size
 };
 
 struct TileAxes {
