@@ -25,6 +25,12 @@ std::string param_text(const ParamDecl& param) {
   return text;
 }
 
+std::string param_list(const std::vector<ParamDecl>& params) {
+  std::string list;
+  for (const ParamDecl& param : params) list += (list.empty() ? "" : ", ") + param_text(param);
+  return list;
+}
+
 StripPosition strip_position(ExprPool& x, ExprId rows, ExprId cols, ExprId strip, ExprId p,
                              SourceLoc loc) {
   // Earlier strips are all full width, so p's strip starts at column p / (strip * rows) * strip.
@@ -160,11 +166,7 @@ class Printer {
 
   std::string program() const {
     std::ostringstream out;
-    out << "mask " << p_.name << "(";
-    for (size_t i = 0; i < p_.params.size(); ++i) {
-      out << (i ? ", " : "") << param_text(p_.params[i]);
-    }
-    out << ")";
+    out << "mask " << p_.name << "(" << param_list(p_.params) << ")";
     if (p_.uses_batch || p_.uses_head) {
       out << "  [depends on" << (p_.uses_batch ? " b" : "") << (p_.uses_head ? " h" : "") << "]";
     }

@@ -218,6 +218,9 @@ const char* param_type_name(ParamType t);
 // A declaration as written in the source: "W: int >= 1".
 std::string param_text(const ParamDecl& param);
 
+// The declarations comma-separated, as in a mask's signature: "W: int >= 1, docs: segments".
+std::string param_list(const std::vector<ParamDecl>& params);
+
 // Text form of the program, for --dump-after and golden tests.
 std::string print(const Program& program);
 std::string print_expr(const Program& program, ExprId id);

@@ -166,11 +166,8 @@ class AstPrinter {
 }  // namespace
 
 std::string print_ast(const MaskDecl& mask) {
-  std::string out = "mask " + mask.name + "(";
-  for (size_t i = 0; i < mask.params.size(); ++i) {
-    out += (i ? ", " : "") + ir::param_text(mask.params[i]);
-  }
-  out += ")  " + at(mask.loc) + "\n";
+  std::string out =
+      "mask " + mask.name + "(" + ir::param_list(mask.params) + ")  " + at(mask.loc) + "\n";
   AstPrinter(mask.checked).block(mask.body, 1, out);
   return out;
 }

@@ -76,8 +76,6 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
   p.tile_n = hd.tile_n;
   p.num_q_tiles = hd.num_q_tiles;
   p.num_k_tiles = hd.num_k_tiles;
-  p.one_batch = hd.batch == 1;
-  p.one_head = hd.heads == 1;
   return p;
 }
 

@@ -18,12 +18,13 @@ struct Problem {
   int32_t group = 1;   // query heads per kv head
   int32_t tile_n = 0;  // the widest key tile (key tiles restart at block boundaries)
   int32_t num_q_tiles = 0, num_k_tiles = 0;
-  bool one_batch = false, one_head = false;  // the descriptor's batch (heads) is 1: it serves all
 
   // The mask of (b, h), as the kernels find it: a descriptor made for batch 1 (heads 1) serves
   // every batch row (head).
   const desc::Instance& mask(int b, int h) const {
-    return desc::instance(blob, desc::instance_of(blob, one_batch ? 0 : b, one_head ? 0 : h));
+    const desc::Header& hd = desc::header(blob);
+    return desc::instance(blob,
+                          desc::instance_of(blob, hd.batch == 1 ? 0 : b, hd.heads == 1 ? 0 : h));
   }
 
   // The logit of a query-key dot product, and its slope: the factor that turns a gradient by

@@ -2,7 +2,6 @@
 #include "specialize/bind.h"
 
 #include <limits>
-#include <sstream>
 
 namespace cm {
 
@@ -11,13 +10,7 @@ namespace {
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 std::string signature(const ir::Program& p) {
-  std::ostringstream out;
-  out << p.name << "(";
-  for (size_t i = 0; i < p.params.size(); ++i) {
-    out << (i ? ", " : "") << ir::param_text(p.params[i]);
-  }
-  out << ")";
-  return out.str();
+  return p.name + "(" + ir::param_list(p.params) + ")";
 }
 
 // `what` names the checked part of the value: "" for an int, " element i" for an int[].
