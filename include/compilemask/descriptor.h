@@ -235,13 +235,21 @@ CM_HD const Header& header(const void* blob) {
   return *at<Header>(blob, 0);
 }
 
+// The instance that masks head h of batch row b. A descriptor made for batch 1 (heads 1) serves
+// every batch row (head) of the call, so the rule lives here for the kernels, the reference and
+// the tools alike.
 CM_HD int instance_of(const void* blob, int b, int h) {
   const Header& hd = header(blob);
-  return at<int32_t>(blob, hd.instance_map_offset)[b * hd.heads + h];
+  const int row = hd.batch == 1 ? 0 : b, head = hd.heads == 1 ? 0 : h;
+  return at<int32_t>(blob, hd.instance_map_offset)[row * hd.heads + head];
 }
 
 CM_HD const Instance& instance(const void* blob, int index) {
   return at<Instance>(blob, header(blob).instances_offset)[index];
+}
+
+CM_HD const Instance& mask_of(const void* blob, int b, int h) {
+  return instance(blob, instance_of(blob, b, h));
 }
 
 CM_HD const TileRow& q_tile(const void* blob, const Instance& inst, int m) {

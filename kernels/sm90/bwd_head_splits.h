@@ -154,7 +154,7 @@ struct TileSteps {
 // while the items of lower key tiles pass its rows (run 244: with one part, (1, 4096, 32 / 8)
 // took 2.4 times the default mode's time).
 // Preconditions: sms >= 1, p.descriptor is host memory,
-// p.shape holds the sizes (batch, heads, num_k_tiles, desc_batch, desc_heads) whose (b, h) the
+// p.shape holds the sizes (batch, heads, num_k_tiles) whose (b, h) the
 // descriptor's instance map covers, and its head_splits and slice_group are set. Returns early,
 // with a value of at least stop_at, once the estimate reaches stop_at (a candidate that cannot
 // win).
@@ -170,7 +170,7 @@ inline int64_t estimated_bwd_steps(const BwdMainParams& p, bool deterministic, i
   for (int b = 0; b < s.batch; ++b) {
     for (int h = 0; h < s.heads_q; ++h) {
       head_tiles[static_cast<size_t>(b) * s.heads_q + h] =
-          static_cast<size_t>(instance_index(p.descriptor, s, b, h)) * tile_steps.num_k_tiles;
+          static_cast<size_t>(desc::instance_of(p.descriptor, b, h)) * tile_steps.num_k_tiles;
     }
   }
   // Deterministic mode: when each (b, query head)'s walk of each key tile started (its last

@@ -62,7 +62,7 @@ __host__ __device__ inline BwdItem bwd_item_at(const BwdMainParams& p, bool dete
   const int in_tile = unit.rank % per_tile;
   int n = unit.rank / per_tile;
   if (!deterministic) {
-    const desc::Instance& inst = instance_for(p.descriptor, s, b, hk * (s.heads_q / s.heads_kv));
+    const desc::Instance& inst = desc::mask_of(p.descriptor, b, hk * (s.heads_q / s.heads_kv));
     n = desc::at<uint16_t>(p.descriptor, inst.bwd_order_offset)[n];
   }
   return {b, hk, n, in_tile / head_splits, in_tile % head_splits, unit.rank};
@@ -186,7 +186,7 @@ class StepCursor {
         continue;
       }
       if (++step_.h == end_) return false;
-      const desc::Instance& inst = instance_for(p_.descriptor, p_.shape, b_, step_.h);
+      const desc::Instance& inst = desc::mask_of(p_.descriptor, b_, step_.h);
       tiles_ = QueryTileCursor<kDescending>(p_.descriptor, desc::k_tile(p_.descriptor, inst, n_));
     }
   }
@@ -216,7 +216,7 @@ __host__ __device__ inline int64_t dq_first_row(const BwdMainParams& p, int b,
 // run unless its pattern marks the half empty.
 __host__ __device__ inline int dq_rank(const BwdMainParams& p, const BwdItem& item, int h, int m,
                                        int half) {
-  const desc::Instance& inst = instance_for(p.descriptor, p.shape, item.b, h);
+  const desc::Instance& inst = desc::mask_of(p.descriptor, item.b, h);
   const desc::TileRow& row = desc::q_tile(p.descriptor, inst, m);
   const desc::FullRun* full = desc::full_runs(p.descriptor, row);
   const desc::PartialRun* partial = desc::partial_runs(p.descriptor, row);

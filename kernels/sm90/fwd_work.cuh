@@ -26,7 +26,7 @@ __host__ __device__ inline WorkItem decode_item(const FwdParams& p, int index) {
   const int head_groups = p.heads_q / p.heads_per_item;
   const int b = bh / head_groups;
   const int h = (bh - b * head_groups) * p.heads_per_item;
-  const desc::Instance& inst = instance_for(p.descriptor, p, b, h);
+  const desc::Instance& inst = desc::mask_of(p.descriptor, b, h);
   const int m = desc::at<uint16_t>(p.descriptor, inst.fwd_order_offset)[rank];
   const desc::TileRow& row = desc::q_tile(p.descriptor, inst, m);
   const desc::TileSpan rows = query_tile(p, m);

@@ -179,8 +179,6 @@ sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descrip
   s.head_dim = a.head_dim;
   s.num_q_tiles = h.num_q_tiles;
   s.num_k_tiles = h.num_k_tiles;
-  s.desc_batch = h.batch;
-  s.desc_heads = h.heads;
   s.q_offsets = a.q_offsets;
   s.k_offsets = a.k_offsets;
   s.total_q = a.total_q;

@@ -17,7 +17,6 @@ struct ProblemShape {
   // the columns past D as zeros (TMA fills them) and writes only the first D.
   int32_t head_dim;
   int32_t num_q_tiles, num_k_tiles;
-  int32_t desc_batch, desc_heads;  // the descriptor's (b, h) grid: 1 (broadcast) or batch / heads_q
   // Packed layout: sequence b starts at row q_offsets[b] (k_offsets[b]) of the [T, H, D]
   // tensors of total_q (total_k) rows, and the batch strides are unused. The offsets are null
   // for the strided layouts.
@@ -79,17 +78,6 @@ CM_HD GroupedUnit grouped_unit(int index, int units, int instances, int group) {
   const int in_group = index - first * units;
   const int width = instances - first < group ? instances - first : group;
   return {first + in_group % width, in_group / width};
-}
-
-// The number of the descriptor instance that masks query head h of sequence b.
-CM_HD int instance_index(const void* descriptor, const ProblemShape& s, int b, int h) {
-  return desc::instance_of(descriptor, s.desc_batch == 1 ? 0 : b, s.desc_heads == 1 ? 0 : h);
-}
-
-// The descriptor instance that masks query head h of sequence b.
-CM_HD const desc::Instance& instance_for(const void* descriptor, const ProblemShape& s, int b,
-                                         int h) {
-  return desc::instance(descriptor, instance_index(descriptor, s, b, h));
 }
 
 }  // namespace cm::sm90

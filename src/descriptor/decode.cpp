@@ -87,7 +87,7 @@ std::vector<uint8_t> decode_dense(const void* blob, int32_t b, int32_t h, Descri
   }
   std::vector<uint8_t> dense(static_cast<size_t>(elements), 0);
   TilePainter painter(blob, rows.begin, rows.end, dense);
-  const desc::Instance& inst = desc::instance(blob, desc::instance_of(blob, b, h));
+  const desc::Instance& inst = desc::mask_of(blob, b, h);
   const bool forward = form == DescriptorForm::kForward;
   const int32_t num_major = forward ? hd.num_q_tiles : hd.num_k_tiles;
   for (int32_t t = 0; t < num_major; ++t) {

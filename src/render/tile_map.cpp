@@ -34,8 +34,7 @@ std::string summary(const void* blob, int b, int h, const TileGrid& tiles) {
   const desc::Header& hd = desc::header(blob);
   long long counts[3] = {0, 0, 0};
   for (TileClass c : tiles.cells) ++counts[static_cast<int>(c)];
-  const unsigned long long visible =
-      desc::instance(blob, desc::instance_of(blob, b, h)).visible_pairs;
+  const unsigned long long visible = desc::mask_of(blob, b, h).visible_pairs;
   const double total = static_cast<double>(hd.nq) * hd.nk;
   char line[256];
   std::snprintf(line, sizeof line,

@@ -85,7 +85,7 @@ void check_estimate(const KernelCase& c) {
   for (int b = 0; b < c.batch; ++b) {
     for (int h = 0; h < heads_q; ++h) {
       std::map<int, std::pair<int, int>> last_walk;  // per half 2 m + half: (key tile, position)
-      const int instance = instance_index(c.descriptor(), one_head.shape, b, h);
+      const int instance = desc::instance_of(c.descriptor(), b, h);
       for (int n = 0; n < header.num_k_tiles; ++n) {
         StepCursor<true> walk(one_head, BwdItem{b, h / group, n, 0, h % group, 0}, group);
         std::map<int, int> waits;  // key tile -> offset
@@ -136,8 +136,7 @@ void check_estimate(const KernelCase& c) {
       for (int rank = 0; rank < header.num_k_tiles * parts * splits; ++rank) {
         for (int b = 0; b < c.batch; ++b) {
           for (int hk = 0; hk < heads_kv; ++hk) {
-            const desc::Instance& inst = desc::instance(
-                c.descriptor(), instance_index(c.descriptor(), p.shape, b, hk * group));
+            const desc::Instance& inst = desc::mask_of(c.descriptor(), b, hk * group);
             const int n = rank / (parts * splits);
             interleaved_order.push_back(
                 cta_cost(b, hk, desc::at<uint16_t>(c.descriptor(), inst.bwd_order_offset)[n],

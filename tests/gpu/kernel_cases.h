@@ -51,8 +51,6 @@ inline sm90::ProblemShape problem_shape_of(const void* descriptor, int32_t batch
   s.nk = h.nk;
   s.num_q_tiles = h.num_q_tiles;
   s.num_k_tiles = h.num_k_tiles;
-  s.desc_batch = h.batch;
-  s.desc_heads = h.heads;
   s.q_starts = desc::at<int32_t>(descriptor, h.q_starts_offset);
   s.k_starts = desc::at<int32_t>(descriptor, h.k_starts_offset);
   return s;

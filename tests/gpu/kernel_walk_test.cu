@@ -147,7 +147,7 @@ void check_forward_walk(const KernelCase& c, int splits, int heads_per_item) {
       EXPECT_NE(instance, previous_instance) << "a pair's instances alternate";
     }
     previous_instance = instance;
-    const desc::Instance& inst = instance_for(c.descriptor(), p, item.b, item.h);
+    const desc::Instance& inst = desc::mask_of(c.descriptor(), item.b, item.h);
     ASSERT_EQ(item.row, &desc::q_tile(c.descriptor(), inst, item.m));
     const desc::TileSpan rows = desc::q_tile_span(c.descriptor(), item.m);
     ASSERT_EQ(item.q0, rows.begin);
@@ -187,7 +187,7 @@ void check_forward_walk(const KernelCase& c, int splits, int heads_per_item) {
     const auto [b, h, m] = tile;
     SCOPED_TRACE(c.name + " in " + std::to_string(splits) + " parts, (b, h, m) = (" +
                  std::to_string(b) + ", " + std::to_string(h) + ", " + std::to_string(m) + ")");
-    const desc::Instance& inst = instance_for(c.descriptor(), p, b, h);
+    const desc::Instance& inst = desc::mask_of(c.descriptor(), b, h);
     ASSERT_EQ(walked, listed_key_tiles(c.descriptor(), desc::q_tile(c.descriptor(), inst, m)))
         << "the parts, joined in order, are not the listed tiles";
     const auto [fewest, most] =
@@ -244,7 +244,7 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits)
               EXPECT_GT(desc::q_tile_span(c.descriptor(), step.m).size(), kBwdStepRows)
                   << "a second half past the tile's end";
             }
-            const desc::Instance& inst = instance_for(c.descriptor(), p.shape, b, step.h);
+            const desc::Instance& inst = desc::mask_of(c.descriptor(), b, step.h);
             const std::vector<std::pair<int, int>> listed =
                 listed_key_tiles(c.descriptor(), desc::q_tile(c.descriptor(), inst, step.m));
             const auto it =
@@ -294,7 +294,7 @@ void check_backward_walk(const KernelCase& c, int32_t heads_kv, int head_splits)
           }
         }
         for (const auto& [h, tiles] : tile_order) {
-          const desc::Instance& inst = instance_for(c.descriptor(), p.shape, b, h);
+          const desc::Instance& inst = desc::mask_of(c.descriptor(), b, h);
           std::vector<int> expected;
           for (const int m :
                walk_order(c.descriptor(), desc::k_tile(c.descriptor(), inst, n), kDescending)) {
@@ -491,7 +491,6 @@ TEST(KernelWalks, PackedSequencesOutsideTheirTensors) {
   FwdParams p{};
   static_cast<ProblemShape&>(p) = shape_of(c, 1);
   p.batch = kBatch;
-  p.desc_batch = 1;  // one mask for every sequence
   p.q_offsets = q_offsets;
   p.k_offsets = k_offsets;
   p.total_q = total_q;

@@ -88,7 +88,7 @@ class MaskingChecker {
   // backward walks) query tiles per key tile. Empty members of sparse runs are skipped, as the
   // kernels skip them.
   void all_tiles() {
-    const desc::Instance& inst = desc::instance(blob_, desc::instance_of(blob_, b_, h_));
+    const desc::Instance& inst = desc::mask_of(blob_, b_, h_);
     const desc::Header& hd = desc::header(blob_);
     for (const bool forward : {true, false}) {
       const int32_t majors = forward ? hd.num_q_tiles : hd.num_k_tiles;

@@ -109,12 +109,10 @@ AttentionBackend checked_gpu_backend([[maybe_unused]] GpuDType dtype) {
 
 // Visible (q, k) pairs over every (b, h): the work that effective TFLOP/s counts.
 double visible_pairs(const void* blob, const AttentionShape& s) {
-  const desc::Header& h = desc::header(blob);
   double pairs = 0;
   for (int32_t b = 0; b < s.batch; ++b) {
     for (int32_t head = 0; head < s.heads_q; ++head) {
-      const int instance = desc::instance_of(blob, h.batch == 1 ? 0 : b, h.heads == 1 ? 0 : head);
-      pairs += static_cast<double>(desc::instance(blob, instance).visible_pairs);
+      pairs += static_cast<double>(desc::mask_of(blob, b, head).visible_pairs);
     }
   }
   return pairs;
