@@ -29,7 +29,11 @@ def _read_source(source_or_path: str | os.PathLike) -> tuple[str, str]:
 def compile(source_or_path: str | os.PathLike) -> "Mask":  # noqa: A001 (the API's name)
     """Compiles a mask program (source text or a path to a .mask file). Raises MaskError with
     every diagnostic (line, column, caret) if it does not compile."""
-    source, file = _read_source(source_or_path)
+    return compile_text(*_read_source(source_or_path))
+
+
+def compile_text(source: str, file: str) -> "Mask":
+    """compile() of source text whose diagnostics name `file`."""
     core, diagnostics = _core.compile(source, file)
     if core is None:
         raise MaskError([Diagnostic(*d) for d in diagnostics])

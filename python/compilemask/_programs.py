@@ -6,7 +6,7 @@ import atexit
 import functools
 from importlib import resources
 
-from ._mask import Mask, compile
+from ._mask import Mask, compile_text
 
 
 @functools.lru_cache(maxsize=None)
@@ -15,7 +15,7 @@ def program(name: str) -> Mask:
     path = resources.files(__package__) / "programs" / f"{name}.mask"
     if not path.is_file():
         raise ValueError(f"no bundled mask program '{name}' (available: {', '.join(names())})")
-    return compile(path.read_text())
+    return compile_text(path.read_text(), f"{name}.mask")
 
 
 # The compiled programs go at exit, before the extension module: nanobind reports objects that

@@ -24,15 +24,15 @@ uint64_t hash_rows(const InstanceRows& rows) {
 
 }  // namespace
 
-// Flattening the row expressions depends only on the program, so it happens once here and
-// every specialize call reuses it.
+// Flattening the row expressions and requirements depends only on the program, so it happens
+// once here and every specialize call reuses it.
 struct MaskCode {
-  std::vector<RegionCode> regions;
+  ProgramCode code;
 };
 
 Mask::Mask(std::shared_ptr<const ir::Program> program)
     : program_(std::move(program)),
-      code_(std::make_shared<const MaskCode>(MaskCode{compile_regions(*program_)})) {}
+      code_(std::make_shared<const MaskCode>(MaskCode{compile_program(*program_)})) {}
 
 const std::string& Mask::name() const {
   return program_->name;
@@ -57,7 +57,7 @@ Mask::Instances Mask::evaluate_instances(const Params& params, const Dims& dims,
   // Before any row is evaluated, so that a shape the descriptor cannot tile fails at once
   // rather than after O(nq) work and memory per (b, h).
   descriptor::check_tiling(tiling, static_cast<int32_t>(dims.nq), static_cast<int32_t>(dims.nk));
-  const std::vector<RegionCode>& regions = code_->regions;
+  const ProgramCode& code = code_->code;
   // Only the dimensions the mask reads get separate instances.
   const int32_t batches = program_->uses_batch ? dims.batch : 1;
   const int32_t heads = program_->uses_head ? dims.heads : 1;
@@ -66,7 +66,7 @@ Mask::Instances Mask::evaluate_instances(const Params& params, const Dims& dims,
   std::vector<int32_t> distinct(static_cast<size_t>(batches) * static_cast<size_t>(heads));
   for (int32_t b = 0; b < batches; ++b) {
     for (int32_t h = 0; h < heads; ++h) {
-      InstanceRows rows = evaluate_rows(*program_, regions, bindings, dims, b, h);
+      InstanceRows rows = evaluate_rows(*program_, code, bindings, dims, b, h);
       const uint64_t key = hash_rows(rows);
       int32_t index = -1;
       for (auto [it, end] = seen.equal_range(key); it != end && index < 0; ++it) {

@@ -174,10 +174,7 @@ class Printer {
     for (size_t r = 0; r < p_.regions.size(); ++r) {
       const Region& region = p_.regions[r];
       out << "region " << r << " (line " << region.loc.line << ")\n";
-      for (const Loop& loop : region.loops) {
-        out << "  for " << p_.slot_names[static_cast<size_t>(loop.slot)] << " in "
-            << p_.params[static_cast<size_t>(loop.segments_param)].name << "\n";
-      }
+      loops(region.loops, out);
       if (!p_.normalized) {
         out << "  q in " << set(region.query_set) << "\n";
         out << "  k in " << set(region.key_set) << "\n";
@@ -186,10 +183,22 @@ class Printer {
       for (const KeyTerm& t : region.queries) out << "  q term " << term(t) << "\n";
       for (const KeyTerm& t : region.keys) out << "  k term " << term(t) << "\n";
     }
+    for (const Requirement& r : p_.requirements) {
+      out << "require (line " << r.loc.line << ")\n";
+      loops(r.loops, out);
+      out << "  " << expr(r.cond) << "\n";
+    }
     return out.str();
   }
 
  private:
+  void loops(const std::vector<Loop>& loops, std::ostringstream& out) const {
+    for (const Loop& loop : loops) {
+      out << "  for " << p_.slot_names[static_cast<size_t>(loop.slot)] << " in "
+          << p_.params[static_cast<size_t>(loop.segments_param)].name << "\n";
+    }
+  }
+
   const Program& p_;
 };
 

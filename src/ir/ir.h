@@ -182,6 +182,14 @@ struct Region {
   SourceLoc loc;
 };
 
+// `require cond`: specialize fails, naming this statement, for any loop binding and (b, h) where
+// cond is false. cond never depends on q; an enclosing `if`'s condition c makes it !c || cond.
+struct Requirement {
+  std::vector<Loop> loops;  // outermost first
+  ExprId cond = kNone;
+  SourceLoc loc;
+};
+
 enum class ParamType : uint8_t { kInt, kIntArray, kSegment, kSegments };
 
 struct ParamDecl {
@@ -202,6 +210,7 @@ struct Program {
   std::vector<SetNode> sets;
   std::vector<GridNeighbourhood> grids;
   std::vector<Region> regions;
+  std::vector<Requirement> requirements;
   std::vector<std::string> slot_names;  // indexed by slot; includes the fixed slots
   bool normalized = false;
   bool uses_batch = false;  // filled by `classify`: some term depends on b

@@ -104,7 +104,7 @@ struct Expr {
 
 using Param = ir::ParamDecl;
 
-enum class StmtKind : uint8_t { kLet, kRegion, kFor, kIf };
+enum class StmtKind : uint8_t { kLet, kRegion, kFor, kIf, kRequire };
 
 struct Stmt;
 using StmtPtr = std::unique_ptr<Stmt>;
@@ -114,7 +114,8 @@ struct Stmt {
   SourceLoc loc;
   std::string name;  // kLet: the bound name; kFor: the loop variable
   SourceLoc name_loc;
-  ExprPtr value;  // kLet: the value; kRegion: the query set; kFor: the segments; kIf: the condition
+  // kLet: the value; kRegion: the query set; kFor: the segments; kIf, kRequire: the condition
+  ExprPtr value;
   ExprPtr key_set;                 // kRegion
   std::vector<StmtPtr> body;       // kFor, kIf
   std::vector<StmtPtr> else_body;  // kIf

@@ -157,6 +157,9 @@ class AstPrinter {
           block(s.else_body, indent + 1, out);
         }
         return;
+      case StmtKind::kRequire:
+        out += pad + "require " + expr(*s.value) + "  " + at(s.loc) + "\n";
+        return;
     }
   }
 

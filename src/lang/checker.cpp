@@ -94,6 +94,11 @@ class Checker {
         check_block(s.body);
         check_block(s.else_body);
         return;
+      case StmtKind::kRequire:
+        if (expect_type(*s.value, Type::kBool, "a bool condition")) {
+          forbid_q(*s.value, "a 'require' statement's condition");
+        }
+        return;
     }
   }
 

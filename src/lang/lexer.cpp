@@ -19,7 +19,7 @@ constexpr std::array kKeywords = {
     Spelling{"mask", TokenKind::kMask}, Spelling{"let", TokenKind::kLet},
     Spelling{"in", TokenKind::kIn},     Spelling{"for", TokenKind::kFor},
     Spelling{"if", TokenKind::kIf},     Spelling{"then", TokenKind::kThen},
-    Spelling{"else", TokenKind::kElse},
+    Spelling{"else", TokenKind::kElse}, Spelling{"require", TokenKind::kRequire},
 };
 
 // Two-character operators first so that "<=" is not read as "<" then "=".

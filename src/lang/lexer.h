@@ -22,6 +22,7 @@ enum class TokenKind : uint8_t {
   kIf,
   kThen,
   kElse,
+  kRequire,
   // Punctuation.
   kLParen,
   kRParen,

@@ -93,6 +93,14 @@ class Lowerer {
         lower_block(s.else_body, conjoin(cond, p_.exprs.unary(Op::kNot, c, s.loc), s.loc));
         return;
       }
+      case StmtKind::kRequire: {
+        ExprId c = lower(*s.value, Position::kKey).expr;
+        if (cond != kNone) {
+          c = p_.exprs.binary(Op::kOr, p_.exprs.unary(Op::kNot, cond, s.loc), c, s.loc);
+        }
+        p_.requirements.push_back({loops_, c, s.loc});
+        return;
+      }
     }
   }
 

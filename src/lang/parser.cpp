@@ -131,8 +131,11 @@ class Parser : TokenCursor {
       stmt->body = parse_block();
     } else if (accept(TokenKind::kIf)) {
       parse_if_rest(*stmt);
+    } else if (accept(TokenKind::kRequire)) {
+      stmt->kind = StmtKind::kRequire;
+      stmt->value = parse_expr();
     } else {
-      fail(first, "a statement ('let', 'for', 'if' or a region 'q in ...: k in ...')");
+      fail(first, "a statement ('let', 'for', 'if', 'require' or a region 'q in ...: k in ...')");
     }
     return stmt;
   }

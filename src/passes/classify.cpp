@@ -70,6 +70,8 @@ bool classify(ir::Program& program, std::vector<Diagnostic>& diagnostics) {
       }
     }
   }
+  // A requirement that reads b or h is checked for every (b, h), so those get instances too.
+  for (const ir::Requirement& r : program.requirements) note(r.cond);
   program.uses_batch = uses_b;
   program.uses_head = uses_h;
   return true;

@@ -30,6 +30,7 @@ class Simplifier {
       r.query_set = set(r.query_set);
       r.key_set = set(r.key_set);
     }
+    for (ir::Requirement& r : p_.requirements) r.cond = expr(r.cond);
   }
 
  private:

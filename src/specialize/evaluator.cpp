@@ -93,8 +93,8 @@ TermCode compile_term(const ir::KeyTerm& t, Flattener& f) {
 
 }  // namespace
 
-std::vector<RegionCode> compile_regions(const ir::Program& program) {
-  std::vector<RegionCode> out;
+ProgramCode compile_program(const ir::Program& program) {
+  ProgramCode out;
   for (const ir::Region& r : program.regions) {
     RegionCode code;
     code.loops = r.loops;
@@ -113,7 +113,14 @@ std::vector<RegionCode> compile_regions(const ir::Program& program) {
         regs.push_back(f.emit(e, nullptr));
       }
     }
-    out.push_back(std::move(code));
+    out.regions.push_back(std::move(code));
+  }
+  for (const ir::Requirement& r : program.requirements) {
+    // A condition reads neither q nor an iterator, so all of its code is the outer block.
+    RegionCode scope;
+    scope.loops = r.loops;
+    const int32_t cond = Flattener(program, scope).emit(r.cond, nullptr);
+    out.requirements.push_back({r.loops, std::move(scope.outer), cond, r.loc});
   }
   return out;
 }
@@ -216,10 +223,14 @@ void Machine::raise(int32_t reg) const {
   }
   std::string at = " (at";
   for (size_t s = 0; s < slots_.size(); ++s) {
-    if (s == ir::kSlotNq || s == ir::kSlotNk) continue;
-    at += " " + program_.slot_names[s] + "=" + std::to_string(slots_[s]);
+    if (s != ir::kSlotNq && s != ir::kSlotNk) at += slot_text(static_cast<int32_t>(s));
   }
   throw Error(passes::located(program_, e.loc, what + at + ")"));
+}
+
+std::string Machine::slot_text(int32_t slot) const {
+  const auto s = static_cast<size_t>(slot);
+  return " " + program_.slot_names[s] + "=" + std::to_string(slots_[s]);
 }
 
 }  // namespace cm

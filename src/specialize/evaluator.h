@@ -12,6 +12,7 @@
 #include "specialize/bind.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace cm {
@@ -45,8 +46,22 @@ struct RegionCode {
   std::vector<std::vector<int32_t>> grid_params;
 };
 
+// A `require` statement: its loops, and the block (run once per loop binding) that computes its
+// condition into register `cond`.
+struct RequirementCode {
+  std::vector<ir::Loop> loops;
+  Block block;
+  int32_t cond = -1;
+  ir::SourceLoc loc;
+};
+
+struct ProgramCode {
+  std::vector<RegionCode> regions;
+  std::vector<RequirementCode> requirements;
+};
+
 // Preconditions: program.normalized and classified.
-std::vector<RegionCode> compile_regions(const ir::Program& program);
+ProgramCode compile_program(const ir::Program& program);
 
 // Registers, variable slots and the parameter values blocks read.
 class Machine {
@@ -55,6 +70,8 @@ class Machine {
 
   void set_slot(int32_t slot, int64_t v) { slots_[static_cast<size_t>(slot)] = v; }
   void run(const Block& block);
+  // " name=value" of a variable, for error messages.
+  std::string slot_text(int32_t slot) const;
   // The value of a register that feeds a result; throws cm::Error if it is poisoned.
   int64_t result(int32_t reg) const {
     if (poison_[static_cast<size_t>(reg)] != 0) raise(reg);

@@ -1,6 +1,7 @@
 // Row evaluation (see rows.h).
 #include "specialize/rows.h"
 
+#include "passes/diagnostic.h"
 #include "specialize/affine.h"
 
 #include <algorithm>
@@ -169,27 +170,47 @@ class RowEvaluator {
         nk_(static_cast<int32_t>(dims.nk)),
         lister_(nq_, nk_) {}
 
-  InstanceRows run(const std::vector<RegionCode>& regions, int32_t b, int32_t h) {
+  InstanceRows run(const ProgramCode& code, int32_t b, int32_t h) {
     machine_.set_slot(ir::kSlotB, b);
     machine_.set_slot(ir::kSlotH, h);
     machine_.set_slot(ir::kSlotNq, nq_);
     machine_.set_slot(ir::kSlotNk, nk_);
-    for (const RegionCode& r : regions) walk_loops(r, 0);
+    for (const RequirementCode& r : code.requirements) {
+      walk_loops(r.loops, 0, [&] { check(r); });
+    }
+    for (const RegionCode& r : code.regions) {
+      walk_loops(r.loops, 0, [&] { evaluate_binding(r); });
+    }
     return assemble();
   }
 
  private:
-  void walk_loops(const RegionCode& r, size_t depth) {
-    if (depth == r.loops.size()) {
-      evaluate_binding(r);
+  // Calls leaf() for every binding of the loop variables.
+  template <class Leaf>
+  void walk_loops(const std::vector<ir::Loop>& loops, size_t depth, Leaf&& leaf) {
+    if (depth == loops.size()) {
+      leaf();
       return;
     }
-    const ir::Loop& loop = r.loops[depth];
+    const ir::Loop& loop = loops[depth];
     const size_t count = bindings_.segments[static_cast<size_t>(loop.segments_param)].size();
     for (size_t i = 0; i < count; ++i) {
       machine_.set_slot(loop.slot, static_cast<int64_t>(i));
-      walk_loops(r, depth + 1);
+      walk_loops(loops, depth + 1, leaf);
     }
+  }
+
+  // Throws cm::Error naming the statement and the bindings where its condition is false.
+  void check(const RequirementCode& r) {
+    machine_.run(r.block);
+    if (machine_.result(r.cond) != 0) return;
+    std::string at;
+    if (program_.uses_batch) at += machine_.slot_text(ir::kSlotB);
+    if (program_.uses_head) at += machine_.slot_text(ir::kSlotH);
+    for (const ir::Loop& loop : r.loops) at += machine_.slot_text(loop.slot);
+    throw Error(passes::located(program_, r.loc,
+                                "requirement not met: '" + passes::source_from(program_, r.loc) +
+                                    "'" + (at.empty() ? "" : " (at" + at + ")")));
   }
 
   // Calls f(lo, hi) for every assignment of the term's iterators.
@@ -376,9 +397,9 @@ int64_t RowIntervals::visible_pairs() const {
   return total;
 }
 
-InstanceRows evaluate_rows(const ir::Program& program, const std::vector<RegionCode>& regions,
+InstanceRows evaluate_rows(const ir::Program& program, const ProgramCode& code,
                            const Bindings& bindings, const Dims& dims, int32_t b, int32_t h) {
-  return RowEvaluator(program, bindings, dims).run(regions, b, h);
+  return RowEvaluator(program, bindings, dims).run(code, b, h);
 }
 
 }  // namespace cm

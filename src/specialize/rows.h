@@ -8,7 +8,7 @@
 
 namespace cm {
 
-// Preconditions: `regions` compiled from `program` (normalized, classified); `bindings` valid
+// Preconditions: `code` compiled from `program` (normalized, classified); `bindings` valid
 // for `program` and `dims`.
 // Postconditions: for every row q in [0, nq), the result describes exactly the keys in [0, nk)
 // visible to q at (b, h), as row_intervals.h defines: without formulas in `all`; with them
@@ -18,8 +18,9 @@ namespace cm {
 // row is listed explicitly.
 // Cost: O(loop bindings + rows covered + listed intervals) term evaluations; formula rows cost
 // O(1) each.
-// Throws cm::Error for evaluation errors (division by zero, index out of range...).
-InstanceRows evaluate_rows(const ir::Program& program, const std::vector<RegionCode>& regions,
+// Throws cm::Error for evaluation errors (division by zero, index out of range...) and for a
+// `require` statement whose condition is false at (b, h) for some binding of its loops.
+InstanceRows evaluate_rows(const ir::Program& program, const ProgramCode& code,
                            const Bindings& bindings, const Dims& dims, int32_t b, int32_t h);
 
 }  // namespace cm

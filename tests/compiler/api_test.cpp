@@ -117,6 +117,32 @@ TEST(Api, ParameterBoundsAreChecked) {
   EXPECT_EQ(m.params()[1].type, "int[]");
 }
 
+TEST(Api, RequirementsAreCheckedForEveryLoopBindingAndHead) {
+  const Mask m = must_compile(
+      "mask m(D: segments, W: int[]) {\n"
+      "  require W[h] <= Nk  # a window per head\n"
+      "  for d in D {\n"
+      "    if d.len > 1 {\n"
+      "      require d.end <= Nq; q in d: k in [d.start, q]\n"
+      "    }\n"
+      "  }\n"
+      "}\n");
+  const Dims dims{8, 8, 1, 2};
+  const auto params = [](std::vector<int64_t> boundaries, std::vector<int64_t> w) {
+    return Params{{"D", Segments::from_boundaries(boundaries)}, {"W", std::move(w)}};
+  };
+  EXPECT_NO_THROW(m.specialize(params({0, 4, 8}, {8, 1}), dims));
+  // Segment 1 ends past Nq.
+  EXPECT_EQ(specialize_error(m, params({0, 4, 9}, {8, 1}), dims),
+            "test.mask:5:7: requirement not met: 'require d.end <= Nq' (at h=0 d=1)");
+  // The enclosing if guards it: a one-token segment past Nq is not checked.
+  EXPECT_NO_THROW(m.specialize(params({0, 4, 8, 9}, {8, 1}), dims));
+  // Head 1's value breaks the rule; the error names the head.
+  EXPECT_EQ(specialize_error(m, params({0, 4, 8}, {8, 9}), dims),
+            "test.mask:2:3: requirement not met: 'require W[h] <= Nk' (at h=1)");
+  EXPECT_THROW(m.count_tiles(params({0, 4, 9}, {8, 1}), dims), Error);
+}
+
 TEST(Api, EvaluationErrorsCarryTheSourcePosition) {
   const Mask m = must_compile("mask m(z: int, A: int[]) {\n  q in all: k in [0, q / z]\n}\n");
   const std::string div =

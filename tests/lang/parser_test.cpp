@@ -102,6 +102,14 @@ TEST(Parser, ParameterBounds) {
             "  mask m(W: int >= x) {\n                   ^\n");
 }
 
+TEST(Parser, RequireStatements) {
+  EXPECT_EQ(parse_body("require W <= Nk && W > 0\nfor d in D {\n  require d.end <= Nq\n}"),
+            "require (&& (<= W Nk) (> W 0))\nfor d in D\n  require (<= (. d end) Nq)\n");
+  EXPECT_EQ(
+      parse_body("require"),
+      "t.mask:2:8: error: expected an expression, found end of line\n  require\n         ^\n");
+}
+
 TEST(Parser, DeepNestingIsAnErrorNotACrash) {
   const std::string deep = std::string(5000, '(') + "1" + std::string(5000, ')');
   EXPECT_NE(parse_body("let x = " + deep).find("nesting is too deep"), std::string::npos);

@@ -198,6 +198,20 @@ def test_helper_values_below_the_programs_bounds_are_errors(bound, message):
         bound().specialize(nq=100)
 
 
+@pytest.mark.parametrize("make, nq, message", [
+    (lambda: cm.masks.clear(4, 3, 2, strip=None), 12,
+     r"clear.mask:\d+:\d+: requirement not met: 'require text \+ s \* s <= Nq && "),
+    (lambda: cm.masks.doc_causal([0, 50, 120]), 100,
+     r"requirement not met: 'require d.end <= Nq && d.end <= Nk' \(at d=1\)"),
+])
+def test_bundled_programs_reject_lengths_that_do_not_fit_their_parameters(make, nq, message):
+    """clear's image and doc_causal's documents must fit the sequence: a mismatch is the
+    program's `require` error, not a mask silently clipped to the length."""
+    with pytest.raises(ValueError, match=message):
+        make().specialize(nq=nq)
+    make().specialize(nq=13 if nq == 12 else 120)  # a sequence the parameters fit
+
+
 def test_segments_helper_errors():
     with pytest.raises(TypeError, match="exactly one of"):
         cm.segments([1, 2], boundaries=[0, 1])

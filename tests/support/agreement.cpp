@@ -55,11 +55,11 @@ std::string disagreement(const Mask& mask, const Params& params, const Dims& dim
            built.to_json();
   }
   const Bindings bindings = bind(mask.program(), params, dims);
-  const std::vector<RegionCode> regions = compile_regions(mask.program());
+  const ProgramCode code = compile_program(mask.program());
   for (int32_t b = 0; b < dims.batch; ++b) {
     for (int32_t h = 0; h < dims.heads; ++h) {
       const std::vector<uint8_t> want = brute_force_dense(mask, params, dims, b, h);
-      const InstanceRows rows = evaluate_rows(mask.program(), regions, bindings, dims, b, h);
+      const InstanceRows rows = evaluate_rows(mask.program(), code, bindings, dims, b, h);
       std::string d =
           first_difference("row intervals", dense_from_rows(complete_rows(rows)), want, dims, b, h);
       if (d.empty()) {
