@@ -183,7 +183,8 @@ struct Region {
 };
 
 // `require cond`: specialize fails, naming this statement, for any loop binding and (b, h) where
-// cond is false. cond never depends on q; an enclosing `if`'s condition c makes it !c || cond.
+// cond is false. cond never depends on q; an enclosing `if`'s condition c makes it
+// `c ? cond : true`, whose untaken branch raises no evaluation error.
 struct Requirement {
   std::vector<Loop> loops;  // outermost first
   ExprId cond = kNone;

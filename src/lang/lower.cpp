@@ -95,9 +95,8 @@ class Lowerer {
       }
       case StmtKind::kRequire: {
         ExprId c = lower(*s.value, Position::kKey).expr;
-        if (cond != kNone) {
-          c = p_.exprs.binary(Op::kOr, p_.exprs.unary(Op::kNot, cond, s.loc), c, s.loc);
-        }
+        // A select, not !cond || c: evaluation errors in c count only where cond holds.
+        if (cond != kNone) c = p_.exprs.select(cond, c, p_.exprs.constant(1, s.loc), s.loc);
         p_.requirements.push_back({loops_, c, s.loc});
         return;
       }

@@ -23,14 +23,14 @@ inline Diagnostic make_diagnostic(const ir::Program& program, ir::SourceLoc loc,
   return d;
 }
 
-// The source from loc to the end of its statement or line, without a comment or trailing
-// blanks: the text of a statement that fits its line, quoted in errors raised at specialize
-// time.
+// The source from loc to the end of its statement (";" or "}") or line, without a comment or
+// trailing blanks: the text of a statement that fits its line, quoted in errors raised at
+// specialize time.
 inline std::string source_from(const ir::Program& program, ir::SourceLoc loc) {
   if (loc.line < 1 || static_cast<size_t>(loc.line) > program.source_lines.size()) return "";
   std::string text = program.source_lines[static_cast<size_t>(loc.line) - 1];
   text.erase(0, std::min(text.size(), static_cast<size_t>(std::max(loc.column - 1, 0))));
-  text.erase(std::min(text.find_first_of("#;"), text.size()));
+  text.erase(std::min(text.find_first_of("#;}"), text.size()));
   text.erase(text.find_last_not_of(" \t") + 1);
   return text;
 }

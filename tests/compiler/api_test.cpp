@@ -143,6 +143,21 @@ TEST(Api, RequirementsAreCheckedForEveryLoopBindingAndHead) {
   EXPECT_THROW(m.count_tiles(params({0, 4, 9}, {8, 1}), dims), Error);
 }
 
+TEST(Api, RequirementsInAnUntakenBranchRaiseNoEvaluationError) {
+  const Mask m = must_compile(
+      "mask m(D: segments) {\n"
+      "  for d in D {\n"
+      "    if d.len > 0 { require 8 / d.len >= 1 }\n"
+      "  }\n"
+      "  q in all: k in all\n"
+      "}\n");
+  const Dims dims{16, 16, 1, 1};
+  // Segment 1 is empty: its division by zero sits in the branch its if does not take.
+  EXPECT_NO_THROW(m.specialize({{"D", Segments::from_boundaries({0, 4, 4, 12})}}, dims));
+  EXPECT_EQ(specialize_error(m, {{"D", Segments::from_boundaries({0, 4, 4, 13})}}, dims),
+            "test.mask:3:20: requirement not met: 'require 8 / d.len >= 1' (at d=2)");
+}
+
 TEST(Api, EvaluationErrorsCarryTheSourcePosition) {
   const Mask m = must_compile("mask m(z: int, A: int[]) {\n  q in all: k in [0, q / z]\n}\n");
   const std::string div =
