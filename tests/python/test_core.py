@@ -203,10 +203,15 @@ def test_helper_values_below_the_programs_bounds_are_errors(bound, message):
      r"clear.mask:\d+:\d+: requirement not met: 'require text \+ s \* s <= Nq && "),
     (lambda: cm.masks.doc_causal([0, 50, 120]), 100,
      r"requirement not met: 'require d.end <= Nq && d.end <= Nk' \(at d=1\)"),
+    (lambda: cm.masks.hstu([0, 50, 120]), 100,
+     r"hstu.mask:\d+:\d+: requirement not met: 'require s.end <= Nq && s.end <= Nk' \(at s=1\)"),
+    (lambda: cm.masks.shared_prefix(40, [30, 50]), 100,
+     r"requirement not met: 'require r.end <= Nq && r.end <= Nk' \(at r=1\)"),
 ])
 def test_bundled_programs_reject_lengths_that_do_not_fit_their_parameters(make, nq, message):
-    """clear's image and doc_causal's documents must fit the sequence: a mismatch is the
-    program's `require` error, not a mask silently clipped to the length."""
+    """clear's image and the segments of doc_causal, hstu and shared_prefix must fit the
+    sequence: a mismatch is the program's `require` error, not a mask silently clipped to the
+    length."""
     with pytest.raises(ValueError, match=message):
         make().specialize(nq=nq)
     make().specialize(nq=13 if nq == 12 else 120)  # a sequence the parameters fit
