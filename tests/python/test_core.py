@@ -207,14 +207,16 @@ def test_helper_values_below_the_programs_bounds_are_errors(bound, message):
      r"hstu.mask:\d+:\d+: requirement not met: 'require s.end <= Nq && s.end <= Nk' \(at s=1\)"),
     (lambda: cm.masks.shared_prefix(40, [30, 50]), 100,
      r"requirement not met: 'require r.end <= Nq && r.end <= Nk' \(at r=1\)"),
+    (lambda: cm.masks.neighbourhood_2d(9, 11, 2, 3, strip=None), 98,
+     r"neighbourhood_2d.mask:\d+:\d+: requirement not met: 'require rows \* cols <= Nq"),
 ])
 def test_bundled_programs_reject_lengths_that_do_not_fit_their_parameters(make, nq, message):
-    """clear's image and the segments of doc_causal, hstu and shared_prefix must fit the
-    sequence: a mismatch is the program's `require` error, not a mask silently clipped to the
-    length."""
+    """The images of clear and neighbourhood_2d and the segments of doc_causal, hstu and
+    shared_prefix must fit the sequence: a mismatch is the program's `require` error, not a
+    mask silently clipped to the length."""
     with pytest.raises(ValueError, match=message):
         make().specialize(nq=nq)
-    make().specialize(nq=13 if nq == 12 else 120)  # a sequence the parameters fit
+    make().specialize(nq={12: 13, 98: 99}.get(nq, 120))  # a sequence the parameters fit
 
 
 def test_segments_helper_errors():
