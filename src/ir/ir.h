@@ -188,7 +188,7 @@ struct Region {
 struct Requirement {
   std::vector<Loop> loops;  // outermost first
   ExprId cond = kNone;
-  SourceLoc loc;
+  SourceLoc loc, end;  // the statement's source: from `require` to just past the condition
 };
 
 enum class ParamType : uint8_t { kInt, kIntArray, kSegment, kSegments };

@@ -112,6 +112,7 @@ using StmtPtr = std::unique_ptr<Stmt>;
 struct Stmt {
   StmtKind kind = StmtKind::kLet;
   SourceLoc loc;
+  SourceLoc end;     // kRequire: just past the condition
   std::string name;  // kLet: the bound name; kFor: the loop variable
   SourceLoc name_loc;
   // kLet: the value; kRegion: the query set; kFor: the segments; kIf, kRequire: the condition

@@ -97,7 +97,7 @@ class Lowerer {
         ExprId c = lower(*s.value, Position::kKey).expr;
         // A select, not !cond || c: evaluation errors in c count only where cond holds.
         if (cond != kNone) c = p_.exprs.select(cond, c, p_.exprs.constant(1, s.loc), s.loc);
-        p_.requirements.push_back({loops_, c, s.loc});
+        p_.requirements.push_back({loops_, c, s.loc, s.end});
         return;
       }
     }

@@ -134,6 +134,7 @@ class Parser : TokenCursor {
     } else if (accept(TokenKind::kRequire)) {
       stmt->kind = StmtKind::kRequire;
       stmt->value = parse_expr();
+      stmt->end = end_of_previous();
     } else {
       fail(first, "a statement ('let', 'for', 'if', 'require' or a region 'q in ...: k in ...')");
     }

@@ -65,6 +65,11 @@ class TokenCursor {
     if (peek().kind != kind) fail(peek(), what);
     return next();
   }
+  // Just past the last token consumed: where a statement that ends there ends.
+  SourceLoc end_of_previous() const {
+    const Token& t = tokens_[pos_ - 1];
+    return {t.loc.line, t.loc.column + static_cast<int>(t.text.size())};
+  }
   void skip_newlines() {
     while (tokens_[pos_].kind == TokenKind::kNewline) ++pos_;
   }

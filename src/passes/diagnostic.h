@@ -23,15 +23,24 @@ inline Diagnostic make_diagnostic(const ir::Program& program, ir::SourceLoc loc,
   return d;
 }
 
-// The source from loc to the end of its statement (";" or "}") or line, without a comment or
-// trailing blanks: the text of a statement that fits its line, quoted in errors raised at
-// specialize time.
-inline std::string source_from(const ir::Program& program, ir::SourceLoc loc) {
-  if (loc.line < 1 || static_cast<size_t>(loc.line) > program.source_lines.size()) return "";
-  std::string text = program.source_lines[static_cast<size_t>(loc.line) - 1];
-  text.erase(0, std::min(text.size(), static_cast<size_t>(std::max(loc.column - 1, 0))));
-  text.erase(std::min(text.find_first_of("#;}"), text.size()));
-  text.erase(text.find_last_not_of(" \t") + 1);
+// The source from `begin` up to `end` (exclusive), its lines without comments and joined by one
+// space: the text of a statement, quoted in errors raised at specialize time.
+inline std::string source_between(const ir::Program& program, ir::SourceLoc begin,
+                                  ir::SourceLoc end) {
+  std::string text;
+  for (int line = std::max(begin.line, 1);
+       line <= end.line && static_cast<size_t>(line) <= program.source_lines.size(); ++line) {
+    std::string part = program.source_lines[static_cast<size_t>(line) - 1];
+    const auto column = [&](ir::SourceLoc loc) {
+      return std::min(part.size(), static_cast<size_t>(std::max(loc.column - 1, 0)));
+    };
+    if (line == end.line) part.erase(column(end));
+    if (line == begin.line) part.erase(0, column(begin));
+    part.erase(std::min(part.find('#'), part.size()));
+    part.erase(part.find_last_not_of(" \t") + 1);
+    part.erase(0, std::min(part.find_first_not_of(" \t"), part.size()));
+    if (!part.empty()) text += (text.empty() ? "" : " ") + part;
+  }
   return text;
 }
 

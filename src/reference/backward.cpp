@@ -44,7 +44,7 @@ class BackwardWorker {
 
   // Postcondition: rows of query tile m of dQ for (b, h) are written.
   void run_dq(int b, int h, int m) {
-    const desc::Instance& inst = p_.mask(b, h);
+    const desc::Instance& inst = desc::mask_of(p_.blob, b, h);
     const desc::TileRow& tile_row = desc::q_tile(p_.blob, inst, m);
     const auto [q0, q1] = desc::q_tile_span(p_.blob, m);
     for (int q = q0; q < q1; ++q) dq_row(b, h, q, columns_.row(tile_row, m, q));
@@ -56,7 +56,7 @@ class BackwardWorker {
     std::fill(dv_acc_.begin(), dv_acc_.end(), Acc{0});
     const auto [k0, k1] = desc::k_tile_span(p_.blob, n);
     for (int h = hkv * p_.group; h < (hkv + 1) * p_.group; ++h) {
-      const desc::Instance& inst = p_.mask(b, h);
+      const desc::Instance& inst = desc::mask_of(p_.blob, b, h);
       const desc::TileRow& tile_col = desc::k_tile(p_.blob, inst, n);
       const desc::FullRun* full = desc::full_runs(p_.blob, tile_col);
       for (int i = 0; i < tile_col.full_count; ++i) {

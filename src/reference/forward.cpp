@@ -34,7 +34,7 @@ class ForwardWorker {
 
   // Postcondition: rows of query tile m of (b, h) hold their O and LSE.
   void run(int b, int h, int m) {
-    const desc::Instance& inst = p_.mask(b, h);
+    const desc::Instance& inst = desc::mask_of(p_.blob, b, h);
     const desc::TileRow& tile_row = desc::q_tile(p_.blob, inst, m);
     const auto [q0, q1] = desc::q_tile_span(p_.blob, m);
     for (int q = q0; q < q1; ++q) run_row(b, h, q, columns_.row(tile_row, m, q));

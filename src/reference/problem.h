@@ -19,9 +19,6 @@ struct Problem {
   int32_t tile_n = 0;  // the widest key tile (key tiles restart at block boundaries)
   int32_t num_q_tiles = 0, num_k_tiles = 0;
 
-  // The mask of (b, h), found as the kernels find it (desc::instance_of).
-  const desc::Instance& mask(int b, int h) const { return desc::mask_of(blob, b, h); }
-
   // The logit of a query-key dot product, and its slope: the factor that turns a gradient by
   // the logit into one by scale * q·k. scale * q·k and 1, or with the cap c, c tanh(scale q·k / c)
   // and 1 - tanh².

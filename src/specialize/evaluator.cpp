@@ -120,7 +120,7 @@ ProgramCode compile_program(const ir::Program& program) {
     RegionCode scope;
     scope.loops = r.loops;
     const int32_t cond = Flattener(program, scope).emit(r.cond, nullptr);
-    out.requirements.push_back({r.loops, std::move(scope.outer), cond, r.loc});
+    out.requirements.push_back({r.loops, std::move(scope.outer), cond, r.loc, r.end});
   }
   return out;
 }

@@ -52,7 +52,7 @@ struct RequirementCode {
   std::vector<ir::Loop> loops;
   Block block;
   int32_t cond = -1;
-  ir::SourceLoc loc;
+  ir::SourceLoc loc, end;  // as in ir::Requirement
 };
 
 struct ProgramCode {

@@ -209,8 +209,9 @@ class RowEvaluator {
     if (program_.uses_head) at += machine_.slot_text(ir::kSlotH);
     for (const ir::Loop& loop : r.loops) at += machine_.slot_text(loop.slot);
     throw Error(passes::located(program_, r.loc,
-                                "requirement not met: '" + passes::source_from(program_, r.loc) +
-                                    "'" + (at.empty() ? "" : " (at" + at + ")")));
+                                "requirement not met: '" +
+                                    passes::source_between(program_, r.loc, r.end) + "'" +
+                                    (at.empty() ? "" : " (at" + at + ")")));
   }
 
   // Calls f(lo, hi) for every assignment of the term's iterators.

@@ -158,6 +158,18 @@ TEST(Api, RequirementsInAnUntakenBranchRaiseNoEvaluationError) {
             "test.mask:3:20: requirement not met: 'require 8 / d.len >= 1' (at d=2)");
 }
 
+TEST(Api, RequirementsSpanningLinesAreQuotedWhole) {
+  const Mask m = must_compile(
+      "mask m(W: int) {\n"
+      "  require W >= 1 &&  # a comment inside\n"
+      "    (W <= Nq ||\n"
+      "     W <= Nk); q in all: k in [q - W, q]\n"
+      "}\n");
+  EXPECT_NO_THROW(m.specialize({{"W", int64_t{4}}}, Dims{8, 8, 1, 1}));
+  EXPECT_EQ(specialize_error(m, {{"W", int64_t{9}}}, Dims{8, 8, 1, 1}),
+            "test.mask:2:3: requirement not met: 'require W >= 1 && (W <= Nq || W <= Nk)'");
+}
+
 TEST(Api, EvaluationErrorsCarryTheSourcePosition) {
   const Mask m = must_compile("mask m(z: int, A: int[]) {\n  q in all: k in [0, q / z]\n}\n");
   const std::string div =
