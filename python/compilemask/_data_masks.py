@@ -1,14 +1,16 @@
 """Masks that come as data rather than as a formula: one or two intervals of keys per query
-row, from arrays (row_intervals) or read off a dense boolean mask (from_dense). Both bind the
-bundled row_intervals programs; the checks of their arrays are shared with cm.masks.padded."""
+row, from arrays (row_intervals), read off a dense boolean mask (from_dense) or off a
+FlexAttention-style predicate (from_mask_mod). All bind the bundled row_intervals programs; the
+checks of their arrays are shared with cm.masks.padded."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from ._mask import BoundMask
+from ._mask_mod import Indices, check_callable, predicate_rows, rows_per_block, to_numpy
 from ._programs import program
 
 
@@ -38,8 +40,7 @@ def from_dense(visible: Any) -> BoundMask:
     with its nq, nk (and batch). A row that sees three or more runs raises ValueError naming
     it: such masks need a program (docs/language.md)."""
     # A torch tensor stays on its device: only the bounds come to the host.
-    xp = sys.modules["torch"] if hasattr(visible, "cpu") else np
-    dense = visible if xp is not np else np.asarray(visible)
+    dense = visible if hasattr(visible, "cpu") else np.asarray(visible)
     if str(dense.dtype) not in ("bool", "torch.bool") or dense.ndim not in (2, 3) or \
             0 in dense.shape:
         raise ValueError(f"from_dense: expected a boolean array [nq, nk] or [batch, nq, nk] "
@@ -49,24 +50,95 @@ def from_dense(visible: Any) -> BoundMask:
     rows = dense.reshape(-1, nk)
     # Numpy: a few million cells at a time, so that the temporaries stay in cache; torch: large
     # blocks, few launches.
-    step = max(1, (1 << (22 if xp is np else 27)) // nk)
-    parts = [_row_runs(xp, rows[r:r + step]) for r in range(0, rows.shape[0], step)]
+    step = max(1, (1 << (22 if isinstance(dense, np.ndarray) else 27)) // nk)
+    blocks = (rows[r:r + step] for r in range(0, rows.shape[0], step))
+    bounds = _row_bounds("from_dense", blocks, dense.shape[:-1], nk, lambda at: dense[at])
+    return _row_intervals("from_dense", _without_empty_second(bounds), nk)
+
+
+def from_mask_mod(mask_mod: Callable[..., Any], nq: int, nk: int | None = None, *,
+                  batch: int | None = None, heads: int | None = None,
+                  device: Any = None) -> BoundMask:
+    """The mask of a FlexAttention-style predicate mask_mod(b, h, q_idx, k_idx) -> bool whose
+    every row sees at most two separate runs of keys, read as create_block_mask(mask_mod, B, H,
+    nq, nk) reads it: batch=None (B=None) evaluates b = 0 only, for a mask that does not depend
+    on b, and batch=B one mask per batch row (specialize with batch=B); heads=None evaluates
+    h = 0 only, and heads=H evaluates every head and raises ValueError unless all give head 0's
+    mask (the bounds serve every head; a mask per head needs a program, docs/language.md).
+    mask_mod is called as Plan.check_mask_mod calls it, a block of rows at a time: b and h 0-d
+    int64, q_idx [rows, 1], k_idx [1, nk], torch tensors on `device` (default: the CPU) when
+    torch imports, numpy arrays otherwise. Cost: nq * nk predicate evaluations per (b, h)
+    evaluated, as create_block_mask's; only each row's bounds are kept (row_intervals), so
+    specialize with this nq and nk. A row that sees three or more runs raises ValueError naming
+    it."""
+    check_callable("from_mask_mod", mask_mod)
+    nq = _count("nq", nq)
+    nk = nq if nk is None else _count("nk", nk)
+    batches = 1 if batch is None else _count("batch", batch)
+    head_count = 1 if heads is None else _count("heads", heads)
+    indices = Indices(device)
+    keys = indices.array(np.arange(nk, dtype=np.int64)[None, :])
+    step = rows_per_block(nk)
+
+    def rows_of(b: int, h: int, q0: int, q1: int) -> Any:
+        queries = np.arange(q0, q1, dtype=np.int64)[:, None]
+        return predicate_rows("from_mask_mod", mask_mod, indices, b, h, queries, keys, nk)
+
+    def bounds_of_head(h: int) -> list[np.ndarray]:
+        blocks = (rows_of(b, h, q0, min(nq, q0 + step))
+                  for b in range(batches) for q0 in range(0, nq, step))
+        shape = (nq,) if batch is None else (batches, nq)
+        return _row_bounds("from_mask_mod", blocks, shape, nk,
+                           lambda at: rows_of(at[0] if len(at) == 2 else 0, h, at[-1],
+                                              at[-1] + 1)[0])
+
+    bounds = bounds_of_head(0)
+    for h in range(1, head_count):
+        differ = np.argwhere(np.stack(bounds_of_head(h)) != np.stack(bounds))
+        if len(differ):
+            at = differ[0][1:]
+            where = f"row {at[-1]}" + (f" of batch row {at[0]}" if len(at) == 2 else "")
+            raise ValueError(f"from_mask_mod: head {h} sees other keys than head 0 in {where}; "
+                             f"the bounds serve every head, so the mask must not depend on h "
+                             f"(state a mask per head as a program, docs/language.md)")
+    return _row_intervals("from_mask_mod", _without_empty_second(bounds), nk)
+
+
+def _count(name: str, value: Any) -> int:
+    """`value` if it is an int >= 1; else ValueError naming from_mask_mod's argument."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"from_mask_mod: {name} must be an int >= 1, got {value!r}")
+    return int(value)
+
+
+def _row_bounds(helper: str, blocks: Iterable[Any], shape: tuple[int, ...], nk: int,
+                row_at: Callable[[tuple[int, ...]], Any]) -> list[np.ndarray]:
+    """The bounds (starts, ends, starts2, ends2, each of `shape`) of boolean rows given as
+    blocks ([rows, nk], numpy or torch) that together hold the rows of `shape` in order;
+    row_at(index) gives one row again, for the error that names a row of three or more
+    runs."""
+    parts = [_row_runs(block) for block in blocks]
     starts, ends, starts2, ends2, split = (
-        np.concatenate([part[i] for part in parts]).reshape(dense.shape[:-1]) for i in range(5))
-    bounds, second = [starts, ends, starts2, ends2], ends2 > starts2
+        np.concatenate([part[i] for part in parts]).reshape(shape) for i in range(5))
     if split.any():
         at = tuple(int(i) for i in np.argwhere(split)[0])
         where = f"row {at[-1]}" + (f" of batch row {at[0]}" if len(at) == 2 else "")
-        raise ValueError(f"from_dense: {where} sees {_runs(_host(dense[at]))} separate runs of "
-                         f"keys; from_dense takes at most two per row (write a program for "
+        raise ValueError(f"{helper}: {where} sees {_runs(to_numpy(row_at(at)))} separate runs "
+                         f"of keys; {helper} takes at most two per row (write a program for "
                          f"more)")
-    return _row_intervals("from_dense", bounds if second.any() else bounds[:2], nk)
+    return [starts, ends, starts2, ends2]
 
 
-def _row_runs(xp: Any, rows: Any) -> list[np.ndarray]:
-    """For each row of the boolean [rows, nk] array `rows` (numpy, or torch on any device with
-    xp = torch): the bounds of its first and second runs of True (starts, ends, starts2, ends2;
-    empty runs as 0, 0) and whether it has more than two, as host arrays."""
+def _without_empty_second(bounds: list[np.ndarray]) -> list[np.ndarray]:
+    """starts, ends alone when no row has a second interval: the one-interval program."""
+    return bounds if (bounds[3] > bounds[2]).any() else bounds[:2]
+
+
+def _row_runs(rows: Any) -> list[np.ndarray]:
+    """For each row of the boolean [rows, nk] array `rows` (numpy, or torch on any device):
+    the bounds of its first and second runs of True (starts, ends, starts2, ends2; empty runs
+    as 0, 0) and whether it has more than two, as host arrays."""
+    xp = np if isinstance(rows, np.ndarray) else sys.modules["torch"]
     nk = rows.shape[-1]
     cols = xp.arange(nk) if xp is np else xp.arange(nk, device=rows.device)
 
@@ -82,12 +154,7 @@ def _row_runs(xp: Any, rows: Any) -> list[np.ndarray]:
     starts2 = xp.where(second, first(rest), 0)
     ends2 = xp.where(second, nk - first(xp.flip(rows, (-1,))), 0)
     split = rows.sum(-1, dtype=xp.int64) != (ends - starts) + (ends2 - starts2)
-    return [_host(x) for x in (starts, ends, starts2, ends2, split)]
-
-
-def _host(array: Any) -> np.ndarray:
-    """A numpy copy of a torch tensor (any device), or the numpy array itself."""
-    return array.cpu().numpy() if hasattr(array, "cpu") else np.asarray(array)
+    return [to_numpy(x) for x in (starts, ends, starts2, ends2, split)]
 
 
 def _runs(row: np.ndarray) -> int:
@@ -128,7 +195,7 @@ def check_batch(helper: str, what: str, batches: int, kwargs: dict[str, Any]) ->
 def integer_array(helper: str, values: Any, name: str) -> np.ndarray:
     """`values` (a list, numpy array or torch tensor) as an int64 numpy array; raises TypeError
     naming the helper and the argument for other element types."""
-    array = _host(values)
+    array = to_numpy(values)
     if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f"{helper}: {name} must be integers, got dtype {array.dtype}")
     return array.astype(np.int64)

@@ -10,7 +10,7 @@ import functools
 from typing import Any
 
 from ._choice import PlanChoice
-from ._data_masks import check_batch, from_dense, integer_array, row_intervals
+from ._data_masks import check_batch, from_dense, from_mask_mod, integer_array, row_intervals
 from ._layout import strip_order
 from ._mask import BoundMask
 from ._params import segments
@@ -24,6 +24,7 @@ __all__ = [
     "cross_attention",
     "doc_causal",
     "from_dense",
+    "from_mask_mod",
     "hstu",
     "names",
     "neighbourhood_2d",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import compilemask as cm
-from compilemask import _check
+from compilemask import _mask_mod
 from conftest import extra_workloads, workload_masks
 
 WINDOWED = "mask w(W: int[]) { q in all: k in (diag - W[h], diag] }"
@@ -21,7 +21,7 @@ def backend(request, monkeypatch):
     """The index arrays mask_mod gets: numpy (torch hidden) or torch (skipped without it);
     returns the workloads' xp arguments for predicates of that kind."""
     if request.param == "numpy":
-        monkeypatch.setattr(_check, "_import_torch", lambda: None)
+        monkeypatch.setattr(_mask_mod, "_import_torch", lambda: None)
         return {}
     torch = pytest.importorskip("torch")
     return {"xp": torch, "device": "cpu"}
@@ -59,7 +59,7 @@ def test_a_differing_predicate_is_reported_pair_by_pair(backend):
 
 
 def test_every_block_of_rows_is_checked(monkeypatch, backend):
-    monkeypatch.setattr(_check, "_BLOCK_ELEMENTS", 200)  # blocks of 2 rows at nk = 100
+    monkeypatch.setattr(_mask_mod, "BLOCK_ELEMENTS", 200)  # blocks of 2 rows at nk = 100
     plan = cm.masks.causal().specialize(nq=101, nk=100)  # bottom-right aligned: row q sees [0, q - 1]
     plan.check_mask_mod(lambda b, h, q, k: k < q)
     with pytest.raises(cm.MaskMismatch) as caught:

@@ -383,6 +383,24 @@ def test_from_dense_takes_a_boolean_mask_on_the_gpu():
         cm.masks.from_dense(mask)
 
 
+def test_from_mask_mod_reads_a_predicate_on_the_gpu():
+    # The plan's attention is the row_intervals program's, which MASKS checks.
+    lengths = torch.tensor([0, 100, 250, 300], device=DEVICE)
+    doc = torch.bucketize(torch.arange(300, device=DEVICE), lengths[1:], right=True)
+    seen = []
+
+    def doc_causal(b, h, q, k):
+        seen.append(q.device)
+        return (doc[q] == doc[k]) & (k <= q)
+
+    plan = cm.masks.from_mask_mod(doc_causal, 300, device=DEVICE).specialize(nq=300,
+                                                                           device=DEVICE)
+    assert seen and all(d.type == "cuda" for d in seen)
+    plan.check_mask_mod(doc_causal)
+    program = cm.masks.doc_causal(lengths.tolist()).specialize(nq=300)
+    np.testing.assert_array_equal(plan.to_dense(), program.to_dense())
+
+
 def test_jagged_layouts_match_the_padded_layout():
     torch.manual_seed(2)
     n, heads, dim = 384, 2, 64

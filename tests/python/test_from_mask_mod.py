@@ -1,0 +1,109 @@
+"""cm.masks.from_mask_mod: plans read off FlexAttention-style predicates, compared with the
+predicates pair by pair, with the programs that state the same masks byte for byte, and the
+errors for what it cannot take."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import compilemask as cm
+from compilemask import _mask_mod
+
+
+@pytest.fixture(params=["numpy", "torch"])
+def backend(request, monkeypatch):
+    """The index arrays mask_mod gets: numpy (torch hidden) or torch on the CPU (skipped
+    without it)."""
+    if request.param == "numpy":
+        monkeypatch.setattr(_mask_mod, "_import_torch", lambda: None)
+    else:
+        pytest.importorskip("torch")
+    return request.param
+
+
+def test_a_formula_compiles_as_its_program_does(backend):
+    """Causal and sinks plus a window give the programs' very descriptors."""
+    assert (cm.masks.from_mask_mod(lambda b, h, q, k: k <= q, 700).specialize(nq=700)
+            .descriptor.tobytes() == cm.masks.causal().specialize(nq=700).descriptor.tobytes())
+
+    def sinks(b, h, q, k):
+        return ((k < 4) | (k > q - 100)) & (k <= q)
+
+    bound = cm.masks.from_mask_mod(sinks, 600)
+    assert bound.mask.name == "row_intervals_2"
+    assert (bound.specialize(nq=600).descriptor.tobytes() ==
+            cm.masks.sinks_window(4, 100).specialize(nq=600).descriptor.tobytes())
+
+
+def test_every_block_of_rows_and_batch_row_is_read(monkeypatch, backend):
+    monkeypatch.setattr(_mask_mod, "BLOCK_ELEMENTS", 300)  # blocks of 2 rows at nk = 150
+    rng = np.random.default_rng(3)
+    starts = rng.integers(0, 150, size=(2, 101))
+    ends = np.minimum(150, starts + rng.integers(0, 40, size=(2, 101)))  # some rows empty
+
+    def windows(b, h, q, k):
+        return (k >= starts[int(b)][q]) & (k < ends[int(b)][q])
+
+    plan = cm.masks.from_mask_mod(windows, 101, 150, batch=2).specialize(nq=101, nk=150,
+                                                                         batch=2)
+    plan.check_mask_mod(windows)
+    with pytest.raises(ValueError, match="hold 2 batch rows, so batch must be 2, got 1"):
+        cm.masks.from_mask_mod(windows, 101, 150, batch=2).specialize(nq=101, nk=150)
+    # batch=None reads batch row 0 only, as create_block_mask's B=None does.
+    only_first = cm.masks.from_mask_mod(windows, 101, 150).specialize(nq=101, nk=150, batch=2)
+    k = np.arange(150)
+    want = (k >= starts[0][:, None]) & (k < ends[0][:, None])
+    for b in range(2):
+        np.testing.assert_array_equal(only_first.to_dense(b, 0), want)
+
+
+def test_heads_must_share_the_mask(backend):
+    def per_head(b, h, q, k):
+        return (k <= q) & (k > q - 3 - 5 * (h == 2))
+
+    # heads=None reads head 0 only; heads=H reads them all and names the first that differs.
+    plan = cm.masks.from_mask_mod(per_head, 40).specialize(nq=40, heads=3)
+    np.testing.assert_array_equal(plan.to_dense(0, 2), np.tri(40, dtype=bool) &
+                                  ~np.tri(40, k=-3, dtype=bool))
+    with pytest.raises(ValueError, match="head 2 sees other keys than head 0 in row 3; the "
+                                         "bounds serve every head"):
+        cm.masks.from_mask_mod(per_head, 40, heads=3)
+    with pytest.raises(ValueError, match="head 2 sees other keys than head 0 in row 3 of "
+                                         "batch row 0"):
+        cm.masks.from_mask_mod(per_head, 40, batch=2, heads=3)
+    cm.masks.from_mask_mod(per_head, 40, heads=2)  # heads 0 and 1 agree
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: cm.masks.from_mask_mod("no", 8), TypeError, "mask_mod must be callable"),
+    (lambda: cm.masks.from_mask_mod(lambda b, h, q, k: q - k, 8), TypeError,
+     "from_mask_mod: mask_mod must return booleans"),
+    (lambda: cm.masks.from_mask_mod(lambda b, h, q, k: np.ones((3, 3), dtype=bool), 8),
+     ValueError, r"must broadcast to \(8, 8\)"),
+    (lambda: cm.masks.from_mask_mod(lambda b, h, q, k: k <= q, 0), ValueError,
+     "from_mask_mod: nq must be an int >= 1, got 0"),
+    (lambda: cm.masks.from_mask_mod(lambda b, h, q, k: k <= q, 8, 2.5), ValueError,
+     "nk must be an int >= 1, got 2.5"),
+    (lambda: cm.masks.from_mask_mod(lambda b, h, q, k: k <= q, 8, batch=True), ValueError,
+     "batch must be an int >= 1, got True"),
+    (lambda: cm.masks.from_mask_mod(lambda b, h, q, k: k <= q, 8, heads=-1), ValueError,
+     "heads must be an int >= 1, got -1"),
+    (lambda: cm.masks.from_mask_mod(lambda b, h, q, k: (k % 4 == 0) & (q == 5), 20),
+     ValueError, "from_mask_mod: row 5 sees 5 separate runs of keys; from_mask_mod takes at "
+                 "most two"),
+    (lambda: cm.masks.from_mask_mod(lambda b, h, q, k: (k % 3 == 0) & (b == 1), 20, batch=2),
+     ValueError, "row 0 of batch row 1 sees 7 separate runs"),
+])
+def test_bad_arguments_name_the_rule(call, error, message, backend):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_the_plan_fixes_its_lengths(backend):
+    bound = cm.masks.from_mask_mod(lambda b, h, q, k: k <= q + 10, 30, 50)
+    with pytest.raises(ValueError, match="the mask has 50 keys, so nk must be 50, got 30"):
+        bound.specialize(nq=30)
+    with pytest.raises(ValueError, match="hold 30 rows, so nq must be 30, got 31"):
+        bound.specialize(nq=31, nk=50)
+    assert bound.specialize(nq=30, nk=50).stats()["visible_pairs"] == sum(
+        min(50, q + 11) for q in range(30))
