@@ -205,6 +205,8 @@ def test_helper_values_below_the_programs_bounds_are_errors(bound, message):
      r"requirement not met: 'require d.end <= Nq && d.end <= Nk' \(at d=1\)"),
     (lambda: cm.masks.hstu([0, 50, 120]), 100,
      r"hstu.mask:\d+:\d+: requirement not met: 'require s.end <= Nq && s.end <= Nk' \(at s=1\)"),
+    (lambda: cm.masks.hstu([0, 50, 120], ctx=[4, 40], targets=[6, 31]), 120,
+     r"requirement not met: 'require ctx\[s\] \+ targets\[s\] <= s.len' \(at s=1\)"),
     (lambda: cm.masks.shared_prefix(40, [30, 50]), 100,
      r"requirement not met: 'require r.end <= Nq && r.end <= Nk' \(at r=1\)"),
     (lambda: cm.masks.neighbourhood_2d(9, 11, 2, 3, strip=None), 98,
@@ -212,11 +214,12 @@ def test_helper_values_below_the_programs_bounds_are_errors(bound, message):
 ])
 def test_bundled_programs_reject_lengths_that_do_not_fit_their_parameters(make, nq, message):
     """The images of clear and neighbourhood_2d and the segments of doc_causal, hstu and
-    shared_prefix must fit the sequence: a mismatch is the program's `require` error, not a
-    mask silently clipped to the length."""
+    shared_prefix must fit the sequence, and an hstu sequence its context and targets: a
+    mismatch is the program's `require` error, not a mask silently clipped to the length."""
     with pytest.raises(ValueError, match=message):
         make().specialize(nq=nq)
-    make().specialize(nq={12: 13, 98: 99}.get(nq, 120))  # a sequence the parameters fit
+    if nq != 120:  # a sequence the parameters fit
+        make().specialize(nq={12: 13, 98: 99}.get(nq, 120))
 
 
 def test_segments_helper_errors():

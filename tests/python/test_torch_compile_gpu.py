@@ -19,7 +19,8 @@ def hstu_plans(n, count):
     rng = np.random.default_rng(3)
     plans = []
     for _ in range(count):
-        cuts = np.sort(rng.choice(np.arange(16, n - 16), size=3, replace=False))
+        # Sequences of at least 10 tokens: room for up to 5 context and 5 target tokens.
+        cuts = 16 + 10 * np.sort(rng.choice((n - 32) // 10, size=3, replace=False))
         lengths = np.diff(np.concatenate([[0], cuts, [n]]))
         plans.append(hstu(n, lengths.tolist(), ctx=int(rng.integers(1, 6)),
                           targets=int(rng.integers(1, 6))).specialize(nq=n, device=DEVICE))
