@@ -66,8 +66,8 @@ def from_mask_mod(mask_mod: Callable[..., Any], nq: int, nk: int | None = None, 
     h = 0 only, and heads=H evaluates every head and raises ValueError unless all give head 0's
     mask (the bounds serve every head; a mask per head needs a program, docs/language.md).
     mask_mod is called as Plan.check_mask_mod calls it, a block of rows at a time: b and h 0-d
-    int64, q_idx [rows, 1], k_idx [1, nk], torch tensors on `device` (default: the CPU) when
-    torch imports, numpy arrays otherwise. Cost: nq * nk predicate evaluations per (b, h)
+    int64, q_idx [rows, 1], k_idx [1, nk], torch tensors on `device` (default: the GPU if there
+    is one, as create_block_mask's, else the CPU) when torch imports, numpy arrays otherwise. Cost: nq * nk predicate evaluations per (b, h)
     evaluated, as create_block_mask's; only each row's bounds are kept (row_intervals), so
     specialize with this nq and nk. A row that sees three or more runs raises ValueError naming
     it."""
@@ -77,6 +77,8 @@ def from_mask_mod(mask_mod: Callable[..., Any], nq: int, nk: int | None = None, 
     batches = 1 if batch is None else _count("batch", batch)
     head_count = 1 if heads is None else _count("heads", heads)
     indices = Indices(device)
+    if device is None and indices.torch is not None and indices.torch.cuda.is_available():
+        indices.device = "cuda"  # create_block_mask's default
     keys = indices.array(np.arange(nk, dtype=np.int64)[None, :])
     step = rows_per_block(nk)
 
