@@ -71,7 +71,8 @@ struct Problem {
   int64_t lse_stride_h = 0;
   // Packed layout [T, H, D]: when set, device arrays of `batch` int32 row offsets; sequence b
   // occupies rows [q_offsets[b], q_offsets[b] + nq) of q/out (and of the LSE rows) and rows
-  // [k_offsets[b], k_offsets[b] + nk) of k/v. total_q and total_k are T of each tensor.
+  // [k_offsets[b], k_offsets[b] + nk) of k/v. total_q and total_k are T of each tensor, below
+  // 2^31 (rows are int32, as the offsets).
   // Those ranges must lie inside [0, T). The host does not read the offsets (that would cost a
   // sync); the kernels check them: a sequence that does not fit is not computed, its rows of
   // out, the LSE and the gradients that lie inside the tensors get NaN, and no kernel reads or

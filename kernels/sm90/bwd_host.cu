@@ -67,6 +67,11 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) 
   check.require(h.nq >= 1, "the descriptor's nq must be >= 1");
   check.head_dim(a.head_dim);
   const int group = a.heads_q / a.heads_kv;
+  // bwd_item_at's linear block index is an int: key tiles x key parts (at most 2) x head
+  // splits (at most the group) x kv heads x batch.
+  check.require(int64_t{h.num_k_tiles} * 2 * a.heads_q * a.batch < (int64_t{1} << 31),
+                "too many backward work items: key tiles * 2 * heads_q * batch must be below "
+                "2^31");
   check.require(a.head_splits >= 0 && a.head_splits <= group,
                 "head_splits must be 0 (automatic), 1 (heads not split) or up to heads_q / "
                 "heads_kv = " +

@@ -32,6 +32,11 @@ __host__ __device__ inline int64_t chunk_begin(int64_t vectors, int chunks, int 
   return rank * vectors / chunks;
 }
 
+// The float4s of that chunk: 2^31 or more in a long query sequence's slice.
+__host__ __device__ inline int64_t chunk_size(int64_t vectors, int chunks, int rank) {
+  return chunk_begin(vectors, chunks, rank + 1) - chunk_begin(vectors, chunks, rank);
+}
+
 // Run by `threads` threads (thread in [0, threads)) that share the named barrier `barrier`:
 // zero chunk `item.rank` of the `units` chunks of dq_accum of the slice a group ahead
 // (dq_slice_vectors, chunk_begin) and count it there.
@@ -45,10 +50,12 @@ __device__ void zero_slice_ahead(const BwdMainParams& p, const BwdItem& item, in
   const int rank = item.rank;
   const int64_t begin = chunk_begin(slice_vectors, units, rank);
   float4* chunk = reinterpret_cast<float4*>(p.ws.dq_accum) + next * slice_vectors + begin;
-  const int size = static_cast<int>(chunk_begin(slice_vectors, units, rank + 1) - begin);
+  const int64_t size = chunk_size(slice_vectors, units, rank);
   // Streaming (evict-first) stores: the zeros are read a group of slices later, while the running
   // slices want L2 for their own rows.
-  for (int i = thread; i < size; i += threads) __stcs(chunk + i, make_float4(0.f, 0.f, 0.f, 0.f));
+  for (int64_t i = thread; i < size; i += threads) {
+    __stcs(chunk + i, make_float4(0.f, 0.f, 0.f, 0.f));
+  }
   fence_proxy_async_global();  // the zeros are read by other CTAs' bulk reduce-adds
   named_sync(barrier, threads);
   if (thread == 0) add_release(p.ws.zeroed + next, 1);

@@ -2,6 +2,7 @@
 #include "host_checks.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace cm::cuda::host {
 namespace {
@@ -94,6 +95,9 @@ bool LaunchChecks::packed_layout(const int32_t* q_offsets, const int32_t* k_offs
           "packed layout needs both q_offsets and k_offsets");
   if (packed) {
     require(total_q >= nq && total_k >= nk, "packed layout needs total_q >= nq and total_k >= nk");
+    // The offsets, and the rows the kernels compute from them, are int32.
+    require(total_q <= INT32_MAX && total_k <= INT32_MAX,
+            "packed layout needs total_q and total_k below 2^31 (the offsets are int32)");
   }
   return packed;
 }

@@ -82,7 +82,9 @@ WorkLayout work_layout(const desc::Header& h, const DescriptorView& d, const For
     w.splits = sm90::auto_num_splits(units, sms, longest);
   }
   w.items = units * w.splits;
-  check.require(w.items < (int64_t{1} << 31),
+  // A CTA's last item index is at most items + gridDim.x - 1 (fwd_loader.cuh's counter), and a
+  // grid has at most one CTA per SM, fewer than 2^16.
+  check.require(w.items < (int64_t{1} << 31) - (int64_t{1} << 16),
                 "too many (batch, head, query tile, key split) work items");
   w.combine = w.splits > 1 || w.heads_per_item > 1;
   const int64_t rows = int64_t{a.batch} * a.heads_q * h.nq;  // of O and the LSE

@@ -77,6 +77,13 @@ std::vector<Rule> problem_rules() {
          a.total_k = kN;
        },
        "packed layout needs total_q >= nq and total_k >= nk"},
+      {"packed rows past int32",
+       [](P& a) {
+         a.q_offsets = a.k_offsets = reinterpret_cast<const int32_t*>(&a);
+         a.total_q = kN;
+         a.total_k = int64_t{1} << 31;
+       },
+       "packed layout needs total_q and total_k below 2^31 (the offsets are int32)"},
       {"q stride", [](P& a) { a.q.stride_s = 100; }, "q.stride_s must be a positive multiple"},
       {"k null", [](P& a) { a.k.data = nullptr; }, "k.data is null"},
       {"v stride_h", [](P& a) { a.v.stride_h = 0; }, "v.stride_h must be a positive multiple"},
@@ -187,6 +194,9 @@ TEST_F(LaunchValidation, ForwardRejectsEachBrokenRule) {
        "num_splits must be 0 (automatic), 1 (keys not split) or up to 256"},
       {"num_splits", [](cm::cuda::Problem& a) { static_cast<ForwardArgs&>(a).num_splits = 257; },
        "num_splits must be 0 (automatic), 1 (keys not split) or up to 256"},
+      // 2 query tiles x 2 heads x 2^29 batch rows: 2^31 items, whose indices would wrap.
+      {"work items", [](cm::cuda::Problem& a) { a.batch = 1 << 29; },
+       "too many (batch, head, query tile, key split) work items"},
   };
   for (const Rule& rule : forward_rules) {
     ForwardArgs a = forward_args();
@@ -357,6 +367,12 @@ TEST_F(LaunchValidation, BackwardWorkspaceSizeRejectsWhatBackwardWould) {
   EXPECT_GT(cm::cuda::backward_workspace_bytes(d, sizes(1, 8, 2, kDim, 4)),
             cm::cuda::backward_workspace_bytes(d, sizes(1, 8, 2, kDim, 1)));
   EXPECT_GT(cm::cuda::backward_workspace_bytes(d, sizes(65535, 1, 1, kDim, 0)), 0u);
+  // The grid's linear block index is an int: 2 key tiles x 2 parts x heads x batch below 2^31.
+  EXPECT_GT(cm::cuda::backward_workspace_bytes(d, sizes(65535, 8192, 8192, kDim, 0)), 0u);
+  expect_rejected(
+      [&] { cm::cuda::backward_workspace_bytes(d, sizes(65535, 8193, 8193, kDim, 0)); }, entry,
+      "too many backward work items: key tiles * 2 * heads_q * batch must be below 2^31",
+      "work items");
 }
 
 // Descriptors the kernels cannot read: both entry points refuse them by the same rules.
