@@ -69,6 +69,7 @@ class Machine {
   Machine(const ir::Program& program, const Bindings& bindings);
 
   void set_slot(int32_t slot, int64_t v) { slots_[static_cast<size_t>(slot)] = v; }
+  int64_t slot(int32_t slot) const { return slots_[static_cast<size_t>(slot)]; }
   void run(const Block& block);
   // " name=value" of a variable, for error messages.
   std::string slot_text(int32_t slot) const;

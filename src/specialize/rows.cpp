@@ -207,7 +207,12 @@ class RowEvaluator {
     std::string at;
     if (program_.uses_batch) at += machine_.slot_text(ir::kSlotB);
     if (program_.uses_head) at += machine_.slot_text(ir::kSlotH);
-    for (const ir::Loop& loop : r.loops) at += machine_.slot_text(loop.slot);
+    for (const ir::Loop& loop : r.loops) {  // each loop variable with its segment's range
+      const Segments& list = bindings_.segments[static_cast<size_t>(loop.segments_param)];
+      const auto i = static_cast<size_t>(machine_.slot(loop.slot));
+      at += machine_.slot_text(loop.slot) + ": [" + std::to_string(list.starts[i]) + ", " +
+            std::to_string(list.ends[i]) + ")";
+    }
     throw Error(passes::located(program_, r.loc,
                                 "requirement not met: '" +
                                     passes::source_between(program_, r.loc, r.end) + "'" +

@@ -134,7 +134,7 @@ TEST(Api, RequirementsAreCheckedForEveryLoopBindingAndHead) {
   EXPECT_NO_THROW(m.specialize(params({0, 4, 8}, {8, 1}), dims));
   // Segment 1 ends past Nq.
   EXPECT_EQ(specialize_error(m, params({0, 4, 9}, {8, 1}), dims),
-            "test.mask:5:7: requirement not met: 'require d.end <= Nq' (at h=0 d=1)");
+            "test.mask:5:7: requirement not met: 'require d.end <= Nq' (at h=0 d=1: [4, 9))");
   // The enclosing if guards it: a one-token segment past Nq is not checked.
   EXPECT_NO_THROW(m.specialize(params({0, 4, 8, 9}, {8, 1}), dims));
   // Head 1's value breaks the rule; the error names the head.
@@ -155,7 +155,7 @@ TEST(Api, RequirementsInAnUntakenBranchRaiseNoEvaluationError) {
   // Segment 1 is empty: its division by zero sits in the branch its if does not take.
   EXPECT_NO_THROW(m.specialize({{"D", Segments::from_boundaries({0, 4, 4, 12})}}, dims));
   EXPECT_EQ(specialize_error(m, {{"D", Segments::from_boundaries({0, 4, 4, 13})}}, dims),
-            "test.mask:3:20: requirement not met: 'require 8 / d.len >= 1' (at d=2)");
+            "test.mask:3:20: requirement not met: 'require 8 / d.len >= 1' (at d=2: [4, 13))");
 }
 
 TEST(Api, RequirementsSpanningLinesAreQuotedWhole) {
