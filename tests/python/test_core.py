@@ -198,28 +198,30 @@ def test_helper_values_below_the_programs_bounds_are_errors(bound, message):
         bound().specialize(nq=100)
 
 
-@pytest.mark.parametrize("make, nq, message", [
-    (lambda: cm.masks.clear(4, 3, 2, strip=None), 12,
+@pytest.mark.parametrize("make, nq, fits, message", [
+    (lambda: cm.masks.clear(4, 3, 2, strip=None), 12, 13,
      r"clear.mask:\d+:\d+: requirement not met: 'require text \+ s \* s <= Nq && "),
-    (lambda: cm.masks.doc_causal([0, 50, 120]), 100,
+    (lambda: cm.masks.doc_causal([0, 50, 120]), 100, 120,
      r"requirement not met: 'require d.end <= Nq && d.end <= Nk' \(at d=1: \[50, 120\)\)"),
-    (lambda: cm.masks.hstu([0, 50, 120]), 100,
+    (lambda: cm.masks.hstu([0, 50, 120]), 100, 120,
      r"hstu.mask:\d+:\d+: requirement not met: 'require s.end <= Nq && s.end <= Nk' \(at s=1: \[50, 120\)\)"),
-    (lambda: cm.masks.hstu([0, 50, 120], ctx=[4, 40], targets=[6, 31]), 120,
+    (lambda: cm.masks.hstu([0, 50, 120], ctx=[4, 40], targets=[6, 31]), 120, None,
      r"requirement not met: 'require ctx\[s\] \+ targets\[s\] <= s.len' \(at s=1: \[50, 120\)\)"),
-    (lambda: cm.masks.shared_prefix(40, [30, 50]), 100,
+    (lambda: cm.masks.shared_prefix(40, [30, 50]), 100, 120,
      r"requirement not met: 'require r.end <= Nq && r.end <= Nk' \(at r=1: \[70, 120\)\)"),
-    (lambda: cm.masks.neighbourhood_2d(9, 11, 2, 3, strip=None), 98,
+    (lambda: cm.masks.neighbourhood_2d(9, 11, 2, 3, strip=None), 98, 99,
      r"neighbourhood_2d.mask:\d+:\d+: requirement not met: 'require rows \* cols <= Nq"),
 ])
-def test_bundled_programs_reject_lengths_that_do_not_fit_their_parameters(make, nq, message):
+def test_bundled_programs_reject_lengths_that_do_not_fit_their_parameters(make, nq, fits,
+                                                                          message):
     """The images of clear and neighbourhood_2d and the segments of doc_causal, hstu and
     shared_prefix must fit the sequence, and an hstu sequence its context and targets: a
-    mismatch is the program's `require` error, not a mask silently clipped to the length."""
+    mismatch is the program's `require` error, not a mask silently clipped to the length.
+    `fits`: a length the parameters fit (None: no length mends them)."""
     with pytest.raises(ValueError, match=message):
         make().specialize(nq=nq)
-    if nq != 120:  # a sequence the parameters fit
-        make().specialize(nq={12: 13, 98: 99}.get(nq, 120))
+    if fits is not None:
+        make().specialize(nq=fits)
 
 
 def test_segments_helper_errors():
