@@ -1,7 +1,8 @@
 """Masks that come as data rather than as a formula: one or two intervals of keys per query
 row, from arrays (row_intervals), read off a dense boolean mask (from_dense) or off a
-FlexAttention-style predicate (from_mask_mod). All bind the bundled row_intervals programs; the
-checks of their arrays are shared with cm.masks.padded."""
+FlexAttention-style predicate (from_mask_mod), shared by every head or given per head. All bind
+the bundled row_intervals programs; the checks of their arrays are shared with
+cm.masks.padded."""
 from __future__ import annotations
 
 import sys
@@ -18,41 +19,47 @@ def row_intervals(starts: Any, ends: Any, starts2: Any = None, ends2: Any = None
     """Any mask with one interval of keys per query row, or two, from arrays (FlashMask-style
     bounds, computed by the caller): row q sees keys [starts[q], ends[q]), and with the second
     pair also [starts2[q], ends2[q]); with arrays of shape [batch, nq], row q of batch row b
-    sees [starts[b, q], ends[b, q]) (and the second pair's). An interval whose end is not past
-    its start is empty, and keys are clipped to [0, nk). Specialize with nq equal to the
-    arrays' last dimension (and batch to their first); other shapes raise ValueError."""
+    sees [starts[b, q], ends[b, q]) (and the second pair's), and with [batch, heads, nq], row q
+    of head h of batch row b sees [starts[b, h, q], ends[b, h, q]). An interval whose end is
+    not past its start is empty, and keys are clipped to [0, nk). Specialize with nq equal to
+    the arrays' last dimension, batch to their first and heads to their second; a batch or
+    heads axis of 1 serves every batch row or head (as a dimension of 1 of SDPA's attn_mask
+    does). Other shapes raise ValueError."""
     if (starts2 is None) != (ends2 is None):
         raise ValueError("row_intervals: give starts2 and ends2 together, or neither")
     names = ["starts", "ends"] + (["starts2", "ends2"] if starts2 is not None else [])
     bounds = [integer_array("row_intervals", x, name)
               for x, name in zip((starts, ends, starts2, ends2), names)]
     shapes = {x.shape for x in bounds}
-    if len(shapes) != 1 or bounds[0].ndim not in (1, 2) or bounds[0].size == 0:
-        raise ValueError(f"row_intervals: {', '.join(names)} must have one shape, [nq] or "
-                         f"[batch, nq], got {', '.join(str(x.shape) for x in bounds)}")
+    if len(shapes) != 1 or bounds[0].ndim not in (1, 2, 3) or bounds[0].size == 0:
+        raise ValueError(f"row_intervals: {', '.join(names)} must have one shape, [nq], "
+                         f"[batch, nq] or [batch, heads, nq], got "
+                         f"{', '.join(str(x.shape) for x in bounds)}")
     return _row_intervals("row_intervals", bounds)
 
 
 def from_dense(visible: Any) -> BoundMask:
-    """The mask of a dense boolean array, [nq, nk] or [batch, nq, nk] (True: visible), such as
-    an SDPA attn_mask, whose every row sees at most two separate runs of keys. It reads the
-    array a few times (O(nq * nk)) and keeps only the runs' bounds (row_intervals); specialize
-    with its nq, nk (and batch). A row that sees three or more runs raises ValueError naming
-    it: such masks need a program (docs/language.md)."""
+    """The mask of a dense boolean array, [nq, nk], [batch, nq, nk] or [batch, heads, nq, nk]
+    (True: visible), such as an SDPA attn_mask, whose every row sees at most two separate runs
+    of keys. It reads the array a few times (O(nq * nk) per batch row and head) and keeps only
+    the runs' bounds (row_intervals); specialize with its nq, nk, batch and heads, where an axis
+    of 1 serves every batch row or head. A row that sees three or more runs raises ValueError
+    naming it: such masks need a program (docs/language.md)."""
     # A torch tensor stays on its device: only the bounds come to the host.
     dense = visible if hasattr(visible, "cpu") else np.asarray(visible)
-    if str(dense.dtype) not in ("bool", "torch.bool") or dense.ndim not in (2, 3) or \
+    if str(dense.dtype) not in ("bool", "torch.bool") or dense.ndim not in (2, 3, 4) or \
             0 in dense.shape:
-        raise ValueError(f"from_dense: expected a boolean array [nq, nk] or [batch, nq, nk] "
-                         f"with no empty axis, got dtype {dense.dtype} and shape "
-                         f"{tuple(dense.shape)}")
+        raise ValueError(f"from_dense: expected a boolean array [nq, nk], [batch, nq, nk] or "
+                         f"[batch, heads, nq, nk] with no empty axis, got dtype {dense.dtype} "
+                         f"and shape {tuple(dense.shape)}")
     nk = dense.shape[-1]
     rows = dense.reshape(-1, nk)
     # Numpy: a few million cells at a time, so that the temporaries stay in cache; torch: large
     # blocks, few launches.
     step = max(1, (1 << (22 if isinstance(dense, np.ndarray) else 27)) // nk)
     blocks = (rows[r:r + step] for r in range(0, rows.shape[0], step))
-    bounds = _row_bounds("from_dense", blocks, dense.shape[:-1], nk, lambda at: dense[at])
+    axes = ("batch row", "head")[:dense.ndim - 2]
+    bounds = _row_bounds("from_dense", blocks, dense.shape[:-1], axes, nk, lambda at: dense[at])
     return _row_intervals("from_dense", _without_empty_second(bounds), nk)
 
 
@@ -63,11 +70,11 @@ def from_mask_mod(mask_mod: Callable[..., Any], nq: int, nk: int | None = None, 
     every row sees at most two separate runs of keys, read as create_block_mask(mask_mod, B, H,
     nq, nk) reads it: batch=None (B=None) evaluates b = 0 only, for a mask that does not depend
     on b, and batch=B one mask per batch row (specialize with batch=B); heads=None evaluates
-    h = 0 only, and heads=H evaluates every head and raises ValueError unless all give head 0's
-    mask (the bounds serve every head; a mask per head needs a program, docs/language.md).
-    mask_mod is called as Plan.check_mask_mod calls it, a block of rows at a time: b and h 0-d
-    int64, q_idx [rows, 1], k_idx [1, nk], torch tensors on `device` (default: the GPU if there
-    is one, as create_block_mask's, else the CPU) when torch imports, numpy arrays otherwise. Cost: nq * nk predicate evaluations per (b, h)
+    h = 0 only, and heads=H one mask per head (specialize with heads=H; heads that all see
+    what head 0 sees share one set of bounds). mask_mod is called as Plan.check_mask_mod calls
+    it, a block of rows at a time: b and h 0-d int64, q_idx [rows, 1], k_idx [1, nk], torch
+    tensors on `device` (default: the GPU if there is one, as create_block_mask's, else the CPU)
+    when torch imports, numpy arrays otherwise. Cost: nq * nk predicate evaluations per (b, h)
     evaluated, as create_block_mask's; only each row's bounds are kept (row_intervals), so
     specialize with this nq and nk. A row that sees three or more runs raises ValueError naming
     it."""
@@ -86,23 +93,19 @@ def from_mask_mod(mask_mod: Callable[..., Any], nq: int, nk: int | None = None, 
         queries = np.arange(q0, q1, dtype=np.int64)[:, None]
         return predicate_rows("from_mask_mod", mask_mod, indices, b, h, queries, keys, nk)
 
-    def bounds_of_head(h: int) -> list[np.ndarray]:
-        blocks = (rows_of(b, h, q0, min(nq, q0 + step))
-                  for b in range(batches) for q0 in range(0, nq, step))
-        shape = (nq,) if batch is None else (batches, nq)
-        return _row_bounds("from_mask_mod", blocks, shape, nk,
-                           lambda at: rows_of(at[0] if len(at) == 2 else 0, h, at[-1],
-                                              at[-1] + 1)[0])
+    # Only the axes asked for: batch=None and heads=None name no batch row or head.
+    axes = ("batch row",) * (batch is not None) + ("head",) * (heads is not None)
+    shape = (batches,) * (batch is not None) + (head_count,) * (heads is not None) + (nq,)
 
-    bounds = bounds_of_head(0)
-    for h in range(1, head_count):
-        differ = np.argwhere(np.stack(bounds_of_head(h)) != np.stack(bounds))
-        if len(differ):
-            at = differ[0][1:]
-            where = f"row {at[-1]}" + (f" of batch row {at[0]}" if len(at) == 2 else "")
-            raise ValueError(f"from_mask_mod: head {h} sees other keys than head 0 in {where}; "
-                             f"the bounds serve every head, so the mask must not depend on h "
-                             f"(state a mask per head as a program, docs/language.md)")
+    def row_at(at: tuple[int, ...]) -> Any:
+        index = dict(zip(axes, at))
+        return rows_of(index.get("batch row", 0), index.get("head", 0), at[-1], at[-1] + 1)[0]
+
+    blocks = (rows_of(b, h, q0, min(nq, q0 + step))
+              for b in range(batches) for h in range(head_count) for q0 in range(0, nq, step))
+    bounds = _row_bounds("from_mask_mod", blocks, shape, axes, nk, row_at)
+    if axes == ("head",):
+        bounds = [x[None] for x in bounds]  # [1, heads, nq]: every batch row alike
     return _row_intervals("from_mask_mod", _without_empty_second(bounds), nk)
 
 
@@ -113,18 +116,20 @@ def _count(name: str, value: Any) -> int:
     return int(value)
 
 
-def _row_bounds(helper: str, blocks: Iterable[Any], shape: tuple[int, ...], nk: int,
+def _row_bounds(helper: str, blocks: Iterable[Any], shape: tuple[int, ...],
+                axes: tuple[str, ...], nk: int,
                 row_at: Callable[[tuple[int, ...]], Any]) -> list[np.ndarray]:
-    """The bounds (starts, ends, starts2, ends2, each of `shape`) of boolean rows given as
-    blocks ([rows, nk], numpy or torch) that together hold the rows of `shape` in order;
-    row_at(index) gives one row again, for the error that names a row of three or more
-    runs."""
+    """The bounds (starts, ends, starts2, ends2, each of `shape`: the leading axes named by
+    `axes`, then the rows) of boolean rows given as blocks ([rows, nk], numpy or torch) that
+    together hold the rows of `shape` in order; row_at(index) gives one row again, for the
+    error that names a row of three or more runs."""
     parts = [_row_runs(block) for block in blocks]
     starts, ends, starts2, ends2, split = (
         np.concatenate([part[i] for part in parts]).reshape(shape) for i in range(5))
     if split.any():
         at = tuple(int(i) for i in np.argwhere(split)[0])
-        where = f"row {at[-1]}" + (f" of batch row {at[0]}" if len(at) == 2 else "")
+        where = " of ".join([f"row {at[-1]}"] + [f"{axis} {i}" for axis, i in
+                                                  reversed(list(zip(axes, at)))])
         raise ValueError(f"{helper}: {where} sees {_runs(to_numpy(row_at(at)))} separate runs "
                          f"of keys; {helper} takes at most two per row (write a program for "
                          f"more)")
@@ -165,10 +170,17 @@ def _runs(row: np.ndarray) -> int:
 
 
 def _row_intervals(helper: str, bounds: list[np.ndarray], nk: int | None = None) -> BoundMask:
-    """The program row_intervals (bounds: starts, ends) or row_intervals_2 (starts, ends,
-    starts2, ends2) bound to the bounds ([nq] or [batch, nq] each, checked), checking at
-    specialize that nq (and batch, and nk if given) match them."""
+    """A bundled program bound to the bounds (starts, ends, and starts2, ends2 when given; each
+    [nq], [batch, nq] or [batch, heads, nq], checked): row_intervals or row_intervals_2 when
+    every head has the same bounds, else row_intervals_per_head. An axis of 1 serves every
+    batch row or head. At specialize it checks that nq (and nk if given, batch and heads) fit
+    the bounds."""
     shape = bounds[0].shape
+    per_head = len(shape) == 3 and not all((x == x[:, :1]).all() for x in bounds)
+    if len(shape) == 3 and not per_head:
+        bounds = [x[:, 0] for x in bounds]  # every head alike: one set of bounds serves all
+    if bounds[0].ndim > 1 and bounds[0].shape[0] == 1:
+        bounds = [x[0] for x in bounds]  # one batch row serves every batch row
 
     def check(kwargs: dict[str, Any]) -> None:
         rows = shape[-1]
@@ -178,10 +190,17 @@ def _row_intervals(helper: str, bounds: list[np.ndarray], nk: int | None = None)
         if nk is not None and kwargs.get("nk", rows) != nk:
             raise ValueError(f"{helper}: the mask has {nk} keys, so nk must be {nk}, got "
                              f"{kwargs.get('nk', rows)}")
-        if len(shape) == 2:
+        if len(shape) > 1 and shape[0] != 1:
             check_batch(helper, "bounds", shape[0], kwargs)
+        if len(shape) == 3 and shape[1] != 1 and kwargs.get("heads", 1) != shape[1]:
+            raise ValueError(f"{helper}: the bounds hold {shape[1]} heads, so heads must be "
+                             f"{shape[1]}, got {kwargs.get('heads', 1)}")
 
     names = ("starts", "ends", "starts2", "ends2")
+    if per_head:  # [batch, heads, nq], or [heads, nq] for every batch row
+        second = bounds[2:] or [np.zeros_like(bounds[0])] * 2
+        arrays = {n: x.reshape(-1) for n, x in zip(names, bounds[:2] + second)}
+        return program("row_intervals_per_head").bind(Nh=shape[1], **arrays).with_check(check)
     name = "row_intervals" if len(bounds) == 2 else "row_intervals_2"
     return program(name).bind(**{n: x.reshape(-1) for n, x in zip(names, bounds)}).with_check(
         check)

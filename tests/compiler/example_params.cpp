@@ -115,6 +115,22 @@ std::vector<ExampleCase> example_cases(int64_t n) {
   cases.push_back({"row_intervals_2",
                    {{"starts", starts}, {"ends", ends}, {"starts2", starts2}, {"ends2", ends2}},
                    Dims{n, n, 2, 1}});
+  // row_intervals_per_head: both pairs per (batch row, head), 2 x 3 x n entries, out of the
+  // same arithmetic streams.
+  std::vector<int64_t> head_starts, head_ends, head_starts2, head_ends2;
+  for (int64_t i = 0; i < 6 * n; ++i) {
+    head_starts.push_back((i * 41) % (n + 7) - 3);
+    head_ends.push_back(head_starts.back() + (i * 13) % 29 - 4);
+    head_starts2.push_back((i * 29) % (n + 3));
+    head_ends2.push_back(head_starts2.back() + (i * 5) % 17 - 1);
+  }
+  cases.push_back({"row_intervals_per_head",
+                   {{"Nh", int64_t{3}},
+                    {"starts", head_starts},
+                    {"ends", head_ends},
+                    {"starts2", head_starts2},
+                    {"ends2", head_ends2}},
+                   Dims{n, n, 2, 3}});
   return cases;
 }
 

@@ -88,6 +88,13 @@ std::vector<Case> example_cases() {
     for (int64_t& x : bounds) x += 90;
     return bounds;
   };
+  // row_intervals_per_head: bounds per (batch row, head) of 4 heads, each head's rows a
+  // different draw.
+  std::vector<int64_t> head_starts, head_ends;
+  for (int64_t i = 0; i < 2 * 4 * 300; ++i) {
+    head_starts.push_back((i * 61) % 400 - 40);
+    head_ends.push_back(head_starts.back() + (i * 37) % 300 - 20);
+  }
   return {
       {"causal", {}, 300, 300, 128, 4, 2, B::kBFloat16},
       {"row_intervals", {{"starts", starts}, {"ends", ends}}, 300, 360, 128, 4, 2, B::kBFloat16},
@@ -198,6 +205,19 @@ std::vector<Case> example_cases() {
       {"sliding_window", {{"W", int64_t{77}}}, 255, 255, 40, 4, 1, B::kFloat16},
       {"causal", {}, 129, 300, 8, 2, 2, B::kBFloat16},
       {"hstu", hstu, 300, 300, 120, 4, 4, B::kFloat16},
+      // Bounds that differ per head.
+      {"row_intervals_per_head",
+       {{"Nh", int64_t{4}},
+        {"starts", head_starts},
+        {"ends", head_ends},
+        {"starts2", shifted(head_starts)},
+        {"ends2", shifted(head_ends)}},
+       300,
+       330,
+       128,
+       4,
+       2,
+       B::kBFloat16},
   };
 }
 

@@ -283,5 +283,40 @@ TEST(Examples, RowIntervals2) {
   });
 }
 
+TEST(Examples, RowIntervalsPerHead) {
+  const ir::Program p = example("row_intervals_per_head");
+  const int64_t nq = 4, nk = 7, heads = 3;
+  // Per (b, h, q), i = (b * heads + h) * nq + q: two batch rows of three heads of four rows.
+  std::vector<int64_t> starts, ends, starts2, ends2;
+  for (int64_t i = 0; i < 2 * heads * nq; ++i) {
+    starts.push_back((i * 5) % 9 - 1);
+    ends.push_back(starts.back() + (i * 3) % 5);
+    starts2.push_back((i * 7) % 8);
+    ends2.push_back(starts2.back() + i % 3);
+  }
+  const auto sees = [&](size_t i, int64_t k) {
+    return (k >= starts[i] && k < ends[i]) || (k >= starts2[i] && k < ends2[i]);
+  };
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      expect_mask(
+          p, {heads, starts, ends, starts2, ends2}, nq, nk,
+          [&](int64_t q, int64_t k) {
+            return sees(static_cast<size_t>((b * heads + h) * nq + q), k);
+          },
+          h, b);
+    }
+  }
+  // One set of rows per head for every batch row: the first heads * nq entries.
+  const auto head_rows = [&](const std::vector<int64_t>& v) {
+    return std::vector<int64_t>(v.begin(), v.begin() + heads * nq);
+  };
+  for (int64_t b = 0; b < 3; ++b) {
+    expect_mask(
+        p, {heads, head_rows(starts), head_rows(ends), head_rows(starts2), head_rows(ends2)}, nq,
+        nk, [&](int64_t q, int64_t k) { return sees(static_cast<size_t>(2 * nq + q), k); }, 2, b);
+  }
+}
+
 }  // namespace
 }  // namespace cm::lang::testing

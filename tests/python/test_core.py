@@ -782,6 +782,71 @@ def test_from_dense_names_what_it_cannot_take():
 
 
 
+def test_bounds_per_head_give_each_head_its_keys():
+    """[batch, heads, nq] bounds: the per-head program when heads differ, one set when they do
+    not; an axis of 1 serves every batch row or head."""
+    rng = np.random.default_rng(10)
+    batch, heads, nq, nk = 2, 3, 70, 90
+    starts = rng.integers(-10, nk, size=(batch, heads, nq))
+    ends = starts + rng.integers(-5, 50, size=(batch, heads, nq))
+    k = np.arange(nk)
+
+    def want(s, e):
+        return (k >= s[:, None]) & (k < e[:, None])
+
+    bound = cm.masks.row_intervals(starts, ends)
+    assert bound.mask.name == "row_intervals_per_head"
+    plan = bound.specialize(nq=nq, nk=nk, batch=batch, heads=heads)
+    for b in range(batch):
+        for h in range(heads):
+            np.testing.assert_array_equal(plan.to_dense(b, h), want(starts[b, h], ends[b, h]),
+                                          err_msg=f"{b} {h}")
+    with pytest.raises(ValueError, match="hold 3 heads, so heads must be 3, got 2"):
+        bound.specialize(nq=nq, nk=nk, batch=batch, heads=2)
+    with pytest.raises(ValueError, match="hold 2 batch rows, so batch must be 2, got 1"):
+        bound.specialize(nq=nq, nk=nk, heads=heads)
+    # One batch row of heads serves every batch row.
+    plan = cm.masks.row_intervals(starts[1:], ends[1:]).specialize(nq=nq, nk=nk, batch=3,
+                                                                   heads=heads)
+    for b in range(3):
+        np.testing.assert_array_equal(plan.to_dense(b, 2), want(starts[1, 2], ends[1, 2]))
+    # Heads alike: the shared program, checked against the heads given all the same.
+    same = np.repeat(starts[:, :1], heads, axis=1), np.repeat(ends[:, :1], heads, axis=1)
+    bound = cm.masks.row_intervals(*same)
+    assert bound.mask.name == "row_intervals"
+    np.testing.assert_array_equal(
+        bound.specialize(nq=nq, nk=nk, batch=batch, heads=heads).to_dense(1, 2),
+        want(starts[1, 0], ends[1, 0]))
+    with pytest.raises(ValueError, match="so heads must be 3, got 1"):
+        bound.specialize(nq=nq, nk=nk, batch=batch)
+
+
+def test_from_dense_reads_an_attn_mask_per_head():
+    """An SDPA-shaped [batch, heads, nq, nk] mask, with size-1 axes broadcast."""
+    rng = np.random.default_rng(11)
+    batch, heads, nq, nk = 2, 4, 60, 80
+    q, k = np.arange(nq)[:, None], np.arange(nk)
+    window = rng.integers(1, 40, size=(batch, heads))[..., None, None]
+    sink = rng.integers(0, 5, size=(batch, heads))[..., None, None]
+    dense = ((k > q - window) | (k < sink)) & (k <= q)  # sinks plus a window, per (b, h)
+    bound = cm.masks.from_dense(dense)
+    assert bound.mask.name == "row_intervals_per_head"
+    plan = bound.specialize(nq=nq, nk=nk, batch=batch, heads=heads)
+    for b in range(batch):
+        for h in range(heads):
+            np.testing.assert_array_equal(plan.to_dense(b, h), dense[b, h], err_msg=f"{b} {h}")
+    # [1, 1, nq, nk] serves any batch and heads, as the program of the same mask does.
+    causal = np.tril(np.ones((1, 1, 200, 200), dtype=bool))
+    assert (cm.masks.from_dense(causal).specialize(nq=200, batch=3, heads=2).descriptor.tobytes()
+            == cm.masks.causal().specialize(nq=200, batch=3, heads=2).descriptor.tobytes())
+    broadcast = cm.masks.from_dense(dense[:1]).specialize(nq=nq, nk=nk, batch=3, heads=heads)
+    np.testing.assert_array_equal(broadcast.to_dense(2, 3), dense[0, 3])
+    split = dense.copy()
+    split[1, 2, 30] = (k == 0) | (k == 5) | ((k > 20) & (k <= 30))  # three runs
+    with pytest.raises(ValueError, match="row 30 of head 2 of batch row 1 sees 3 separate runs"):
+        cm.masks.from_dense(split)
+
+
 def test_the_kernels_head_dim_rule_comes_from_the_cuda_limits():
     # cm.attention checks head dims with these before anything reaches the GPU.
     assert [d for d in range(-8, 300) if _core.head_dim_supported(d)] == list(range(8, 257, 8))

@@ -55,21 +55,32 @@ def test_every_block_of_rows_and_batch_row_is_read(monkeypatch, backend):
         np.testing.assert_array_equal(only_first.to_dense(b, 0), want)
 
 
-def test_heads_must_share_the_mask(backend):
+def test_a_mask_per_head(backend):
     def per_head(b, h, q, k):
-        return (k <= q) & (k > q - 3 - 5 * (h == 2))
+        return (k <= q) & (k > q - 3 - 5 * h - 7 * b)
 
-    # heads=None reads head 0 only; heads=H reads them all and names the first that differs.
+    def band(width):
+        return np.tri(40, dtype=bool) & ~np.tri(40, k=-width, dtype=bool)
+
+    # heads=None reads head 0 only, for every head.
     plan = cm.masks.from_mask_mod(per_head, 40).specialize(nq=40, heads=3)
-    np.testing.assert_array_equal(plan.to_dense(0, 2), np.tri(40, dtype=bool) &
-                                  ~np.tri(40, k=-3, dtype=bool))
-    with pytest.raises(ValueError, match="head 2 sees other keys than head 0 in row 3; the "
-                                         "bounds serve every head"):
-        cm.masks.from_mask_mod(per_head, 40, heads=3)
-    with pytest.raises(ValueError, match="head 2 sees other keys than head 0 in row 3 of "
-                                         "batch row 0"):
-        cm.masks.from_mask_mod(per_head, 40, batch=2, heads=3)
-    cm.masks.from_mask_mod(per_head, 40, heads=2)  # heads 0 and 1 agree
+    np.testing.assert_array_equal(plan.to_dense(0, 2), band(3))
+    # heads=H reads a mask per head; batch=None serves every batch row.
+    bound = cm.masks.from_mask_mod(per_head, 40, heads=3)
+    assert bound.mask.name == "row_intervals_per_head"
+    plan = bound.specialize(nq=40, heads=3, batch=2)
+    for b in range(2):
+        for h in range(3):
+            np.testing.assert_array_equal(plan.to_dense(b, h), band(3 + 5 * h))
+    with pytest.raises(ValueError, match="hold 3 heads, so heads must be 3, got 4"):
+        bound.specialize(nq=40, heads=4)
+    plan = cm.masks.from_mask_mod(per_head, 40, batch=2, heads=3).specialize(nq=40, heads=3,
+                                                                             batch=2)
+    plan.check_mask_mod(per_head)
+    np.testing.assert_array_equal(plan.to_dense(1, 2), band(3 + 10 + 7))
+    # Heads that agree share one set of bounds.
+    assert cm.masks.from_mask_mod(lambda b, h, q, k: k <= q, 40, heads=4).mask.name == \
+        "row_intervals"
 
 
 @pytest.mark.parametrize("call, error, message", [
@@ -91,6 +102,11 @@ def test_heads_must_share_the_mask(backend):
                  "most two"),
     (lambda: cm.masks.from_mask_mod(lambda b, h, q, k: (k % 3 == 0) & (b == 1), 20, batch=2),
      ValueError, "row 0 of batch row 1 sees 7 separate runs"),
+    (lambda: cm.masks.from_mask_mod(lambda b, h, q, k: (k % 3 == 0) & (h == 1), 20, heads=2),
+     ValueError, "row 0 of head 1 sees 7 separate runs"),
+    (lambda: cm.masks.from_mask_mod(lambda b, h, q, k: (k % 3 == 0) & (h == 1) & (b == 1), 20,
+                                    batch=2, heads=2),
+     ValueError, "row 0 of head 1 of batch row 1 sees 7 separate runs"),
 ])
 def test_bad_arguments_name_the_rule(call, error, message, backend):
     with pytest.raises(error, match=message):

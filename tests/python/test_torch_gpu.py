@@ -401,6 +401,31 @@ def test_from_mask_mod_reads_a_predicate_on_the_gpu():
     np.testing.assert_array_equal(plan.to_dense(), program.to_dense())
 
 
+def test_an_attn_mask_per_head_matches_float64():
+    # SDPA's [batch, heads, nq, nk] boolean mask, a different window (plus sinks) per (b, h),
+    # some rows seeing nothing: from_dense keeps the bounds per head; the reference reads the
+    # dense mask itself.
+    torch.manual_seed(4)
+    batch, heads, n, dim = 2, 4, 333, 128
+    q_idx = torch.arange(n, device=DEVICE)[:, None]
+    k_idx = torch.arange(n, device=DEVICE)
+    window = torch.randint(1, 200, (batch, heads, 1, 1), device=DEVICE)
+    sinks = torch.randint(0, 8, (batch, heads, 1, 1), device=DEVICE)
+    visible = (((k_idx > q_idx - window) | (k_idx < sinks)) & (k_idx <= q_idx)
+               & (q_idx % 50 != 7))
+    plan = cm.masks.from_dense(visible).specialize(nq=n, batch=batch, heads=heads, device=DEVICE)
+    q = torch.randn(batch, heads, n, dim, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(batch, 2, n, dim, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))
+    out, lse = cm.attention(q, k, v, plan, return_lse=True, layout="bhsd")
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    exact = check_against_references([out, q.grad, k.grad, v.grad], q, k, v, visible,
+                                      1 / math.sqrt(dim), dout)
+    assert_lse_matches(lse, exact[1])
+    assert torch.equal(out[:, :, 7::50], torch.zeros_like(out[:, :, 7::50]))
+
+
 def test_jagged_layouts_match_the_padded_layout():
     torch.manual_seed(2)
     n, heads, dim = 384, 2, 64
