@@ -22,7 +22,7 @@ def backend(request, monkeypatch):
 
 
 def test_a_formula_compiles_as_its_program_does(backend):
-    """Causal and sinks plus a window give the programs' very descriptors."""
+    """Causal, sinks plus a window, and a window per head give the programs' very descriptors."""
     assert (cm.masks.from_mask_mod(lambda b, h, q, k: k <= q, 700).specialize(nq=700)
             .descriptor.tobytes() == cm.masks.causal().specialize(nq=700).descriptor.tobytes())
 
@@ -33,6 +33,15 @@ def test_a_formula_compiles_as_its_program_does(backend):
     assert bound.mask.name == "row_intervals_2"
     assert (bound.specialize(nq=600).descriptor.tobytes() ==
             cm.masks.sinks_window(4, 100).specialize(nq=600).descriptor.tobytes())
+
+    def window_per_head(b, h, q, k):
+        return (k <= q) & (k > q - 64 * (h + 1))
+
+    bound = cm.masks.from_mask_mod(window_per_head, 500, heads=3)
+    assert bound.mask.name == "row_intervals_per_head"
+    assert (bound.specialize(nq=500, heads=3).descriptor.tobytes() ==
+            cm.masks.per_head_window([64, 128, 192]).specialize(nq=500, heads=3)
+            .descriptor.tobytes())
 
 
 def test_every_block_of_rows_and_batch_row_is_read(monkeypatch, backend):
