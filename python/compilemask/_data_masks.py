@@ -43,7 +43,7 @@ def from_dense(visible: Any) -> BoundMask:
     (True: visible), such as an SDPA attn_mask, whose every row sees at most two separate runs
     of keys. It reads the array a few times (O(nq * nk) per batch row and head) and keeps only
     the runs' bounds (row_intervals); specialize with its nq, nk, batch and heads, where an axis
-    of 1 serves every batch row or head. A row that sees three or more runs raises ValueError
+    of 1, or one broadcast by stride 0 (expand), serves every batch row or head. A row that sees three or more runs raises ValueError
     naming it: such masks need a program (docs/language.md)."""
     # A torch tensor stays on its device: only the bounds come to the host.
     dense = visible if hasattr(visible, "cpu") else np.asarray(visible)
@@ -52,6 +52,10 @@ def from_dense(visible: Any) -> BoundMask:
         raise ValueError(f"from_dense: expected a boolean array [nq, nk], [batch, nq, nk] or "
                          f"[batch, heads, nq, nk] with no empty axis, got dtype {dense.dtype} "
                          f"and shape {tuple(dense.shape)}")
+    # A batch or heads axis broadcast by stride 0 (expand, broadcast_to) is read once, as an
+    # axis of 1, rather than copied out by the reshape below.
+    strides = dense.stride() if hasattr(dense, "cpu") else dense.strides
+    dense = dense[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in strides[:-2])]
     nk = dense.shape[-1]
     rows = dense.reshape(-1, nk)
     # Numpy: a few million cells at a time, so that the temporaries stay in cache; torch: large

@@ -841,6 +841,10 @@ def test_from_dense_reads_an_attn_mask_per_head():
             == cm.masks.causal().specialize(nq=200, batch=3, heads=2).descriptor.tobytes())
     broadcast = cm.masks.from_dense(dense[:1]).specialize(nq=nq, nk=nk, batch=3, heads=heads)
     np.testing.assert_array_equal(broadcast.to_dense(2, 3), dense[0, 3])
+    # An axis broadcast by stride 0 is read once, as an axis of 1: any batch serves.
+    expanded = np.broadcast_to(dense[:1], dense.shape)
+    plan = cm.masks.from_dense(expanded).specialize(nq=nq, nk=nk, batch=5, heads=heads)
+    np.testing.assert_array_equal(plan.to_dense(4, 1), dense[0, 1])
     split = dense.copy()
     split[1, 2, 30] = (k == 0) | (k == 5) | ((k > 20) & (k <= 30))  # three runs
     with pytest.raises(ValueError, match="row 30 of head 2 of batch row 1 sees 3 separate runs"):
