@@ -11,7 +11,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ._mask import BoundMask
-from ._mask_mod import Indices, check_callable, predicate_rows, rows_per_block, to_numpy
+from ._mask_mod import (GPU_BLOCK_ELEMENTS, Indices, check_callable, predicate_rows,
+                        rows_per_block, to_numpy)
 from ._programs import program
 
 
@@ -43,8 +44,9 @@ def from_dense(visible: Any) -> BoundMask:
     (True: visible), such as an SDPA attn_mask, whose every row sees at most two separate runs
     of keys. It reads the array a few times (O(nq * nk) per batch row and head) and keeps only
     the runs' bounds (row_intervals); specialize with its nq, nk, batch and heads, where an axis
-    of 1, or one broadcast by stride 0 (expand), serves every batch row or head. A row that sees three or more runs raises ValueError
-    naming it: such masks need a program (docs/language.md)."""
+    of 1, or one broadcast by stride 0 (expand), serves every batch row or head. A row that
+    sees three or more runs raises ValueError naming it: such masks need a program
+    (docs/language.md)."""
     # A torch tensor stays on its device: only the bounds come to the host.
     dense = visible if hasattr(visible, "cpu") else np.asarray(visible)
     if str(dense.dtype) not in ("bool", "torch.bool") or dense.ndim not in (2, 3, 4) or \
@@ -63,7 +65,7 @@ def from_dense(visible: Any) -> BoundMask:
     step = max(1, (1 << (22 if isinstance(dense, np.ndarray) else 27)) // nk)
     blocks = (rows[r:r + step] for r in range(0, rows.shape[0], step))
     axes = ("batch row", "head")[:dense.ndim - 2]
-    bounds = _row_bounds("from_dense", blocks, dense.shape[:-1], axes, nk, lambda at: dense[at])
+    bounds = _row_bounds("from_dense", blocks, dense.shape[:-1], axes)
     return _row_intervals("from_dense", _without_empty_second(bounds), nk)
 
 
@@ -91,7 +93,7 @@ def from_mask_mod(mask_mod: Callable[..., Any], nq: int, nk: int | None = None, 
     if device is None and indices.torch is not None and indices.torch.cuda.is_available():
         indices.device = "cuda"  # create_block_mask's default
     keys = indices.array(np.arange(nk, dtype=np.int64)[None, :])
-    step = rows_per_block(nk)
+    step = rows_per_block(nk, GPU_BLOCK_ELEMENTS if indices.on_gpu else None)
 
     def rows_of(b: int, h: int, q0: int, q1: int) -> Any:
         queries = np.arange(q0, q1, dtype=np.int64)[:, None]
@@ -101,13 +103,9 @@ def from_mask_mod(mask_mod: Callable[..., Any], nq: int, nk: int | None = None, 
     axes = ("batch row",) * (batch is not None) + ("head",) * (heads is not None)
     shape = (batches,) * (batch is not None) + (head_count,) * (heads is not None) + (nq,)
 
-    def row_at(at: tuple[int, ...]) -> Any:
-        index = dict(zip(axes, at))
-        return rows_of(index.get("batch row", 0), index.get("head", 0), at[-1], at[-1] + 1)[0]
-
     blocks = (rows_of(b, h, q0, min(nq, q0 + step))
               for b in range(batches) for h in range(head_count) for q0 in range(0, nq, step))
-    bounds = _row_bounds("from_mask_mod", blocks, shape, axes, nk, row_at)
+    bounds = _row_bounds("from_mask_mod", blocks, shape, axes)
     if axes == ("head",):
         bounds = [x[None] for x in bounds]  # [1, heads, nq]: every batch row alike
     return _row_intervals("from_mask_mod", _without_empty_second(bounds), nk)
@@ -121,22 +119,22 @@ def _count(name: str, value: Any) -> int:
 
 
 def _row_bounds(helper: str, blocks: Iterable[Any], shape: tuple[int, ...],
-                axes: tuple[str, ...], nk: int,
-                row_at: Callable[[tuple[int, ...]], Any]) -> list[np.ndarray]:
+                axes: tuple[str, ...]) -> list[np.ndarray]:
     """The bounds (starts, ends, starts2, ends2, each of `shape`: the leading axes named by
     `axes`, then the rows) of boolean rows given as blocks ([rows, nk], numpy or torch) that
-    together hold the rows of `shape` in order; row_at(index) gives one row again, for the
-    error that names a row of three or more runs."""
+    together hold the rows of `shape` in order; ValueError naming the first row of three or
+    more runs."""
     parts = [_row_runs(block) for block in blocks]
-    starts, ends, starts2, ends2, split = (
-        np.concatenate([part[i] for part in parts]).reshape(shape) for i in range(5))
-    if split.any():
-        at = tuple(int(i) for i in np.argwhere(split)[0])
+    xp = np if isinstance(parts[0][0], np.ndarray) else sys.modules["torch"]
+    # One copy to the host per array, after the last block.
+    starts, ends, starts2, ends2, runs = (
+        to_numpy(xp.concatenate([part[i] for part in parts])).reshape(shape) for i in range(5))
+    if (runs > 2).any():
+        at = tuple(int(i) for i in np.argwhere(runs > 2)[0])
         where = " of ".join([f"row {at[-1]}"] + [f"{axis} {i}" for axis, i in
                                                   reversed(list(zip(axes, at)))])
-        raise ValueError(f"{helper}: {where} sees {_runs(to_numpy(row_at(at)))} separate runs "
-                         f"of keys; {helper} takes at most two per row (write a program for "
-                         f"more)")
+        raise ValueError(f"{helper}: {where} sees {runs[at]} separate runs of keys; {helper} "
+                         f"takes at most two per row (write a program for more)")
     return [starts, ends, starts2, ends2]
 
 
@@ -145,32 +143,28 @@ def _without_empty_second(bounds: list[np.ndarray]) -> list[np.ndarray]:
     return bounds if (bounds[3] > bounds[2]).any() else bounds[:2]
 
 
-def _row_runs(rows: Any) -> list[np.ndarray]:
+def _row_runs(rows: Any) -> list[Any]:
     """For each row of the boolean [rows, nk] array `rows` (numpy, or torch on any device):
-    the bounds of its first and second runs of True (starts, ends, starts2, ends2; empty runs
-    as 0, 0) and whether it has more than two, as host arrays."""
+    the bounds of its first and second runs of True (starts, ends, starts2, ends2; a run it
+    lacks as 0, 0) and how many runs it has, as arrays of the same kind on the same device.
+    Read as edges: a run starts where a True follows a False (or the row's start) and ends
+    after a True that a False (or the row's end) follows."""
     xp = np if isinstance(rows, np.ndarray) else sys.modules["torch"]
-    nk = rows.shape[-1]
-    cols = xp.arange(nk) if xp is np else xp.arange(nk, device=rows.device)
+    firsts, lasts = (xp.copy(rows) if xp is np else rows.clone() for _ in range(2))
+    firsts[:, 1:] &= ~rows[:, :-1]  # the first True of each run
+    lasts[:, :-1] &= ~rows[:, 1:]  # the last True of each run
+    runs = firsts.sum(-1)
 
     def first(x):  # the first True along the last axis (torch's argmax takes no bool)
-        return (x if xp is np else x.to(xp.uint8)).argmax(-1)
+        return (x if xp is np else x.view(xp.uint8)).argmax(-1)
 
-    seen = rows.any(-1)
-    starts = xp.where(seen, first(rows), 0)
-    gap = ~rows & (cols >= starts[:, None])
-    ends = xp.where(seen, xp.where(gap.any(-1), first(gap), nk), 0)
-    rest = rows & (cols >= ends[:, None])
-    second = rest.any(-1)
-    starts2 = xp.where(second, first(rest), 0)
-    ends2 = xp.where(second, nk - first(xp.flip(rows, (-1,))), 0)
-    split = rows.sum(-1, dtype=xp.int64) != (ends - starts) + (ends2 - starts2)
-    return [to_numpy(x) for x in (starts, ends, starts2, ends2, split)]
-
-
-def _runs(row: np.ndarray) -> int:
-    """How many separate runs of True `row` holds."""
-    return int(np.count_nonzero(row[1:] & ~row[:-1]) + row[0])
+    seen, second = runs > 0, runs > 1
+    start, last = first(firsts), first(lasts)
+    every = xp.arange(rows.shape[0]) if xp is np else xp.arange(rows.shape[0], device=rows.device)
+    firsts[every, start] = False  # the first run cleared: the second run's edges come first
+    lasts[every, last] = False
+    return [xp.where(seen, start, 0), xp.where(seen, last + 1, 0),
+            xp.where(second, first(firsts), 0), xp.where(second, first(lasts) + 1, 0), runs]
 
 
 def _row_intervals(helper: str, bounds: list[np.ndarray], nk: int | None = None) -> BoundMask:

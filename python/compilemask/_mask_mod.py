@@ -8,6 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 BLOCK_ELEMENTS = 1 << 24  # pairs per block of rows: 16 MB of booleans
+GPU_BLOCK_ELEMENTS = 1 << 27  # on a GPU: 128 MB, so that few launches read a long mask
 
 
 def _import_torch() -> Any:
@@ -35,10 +36,16 @@ class Indices:
     def scalar(self, value: int) -> Any:
         return self.array(np.asarray(value, dtype=np.int64))
 
+    @property
+    def on_gpu(self) -> bool:
+        return (self.torch is not None and self.device is not None
+                and self.torch.device(self.device).type == "cuda")
 
-def rows_per_block(nk: int) -> int:
-    """Query rows per call of mask_mod, so that a block holds about BLOCK_ELEMENTS pairs."""
-    return max(1, BLOCK_ELEMENTS // max(nk, 1))
+
+def rows_per_block(nk: int, elements: int | None = None) -> int:
+    """Query rows per call of mask_mod, so that a block holds about `elements` pairs (default
+    BLOCK_ELEMENTS)."""
+    return max(1, (BLOCK_ELEMENTS if elements is None else elements) // max(nk, 1))
 
 
 def check_callable(helper: str, mask_mod: Any) -> None:

@@ -401,6 +401,25 @@ def test_from_mask_mod_reads_a_predicate_on_the_gpu():
     np.testing.assert_array_equal(plan.to_dense(), program.to_dense())
 
 
+def test_from_mask_mod_reads_blocks_of_rows_per_head_on_the_gpu(monkeypatch):
+    # Blocks of 7 rows (the GPU's block size shrunk), a mask per batch row and head: every
+    # block's bounds are gathered on the device and copied to the host once.
+    from compilemask import _data_masks
+    monkeypatch.setattr(_data_masks, "GPU_BLOCK_ELEMENTS", 7 * 230)
+
+    def windows(b, h, q, k):  # two runs (sinks, a window), some rows empty
+        width = (q * 7 + b * 3 + h * 5) % 60
+        return ((k < h) | ((k > q - width) & (k <= q))) & (q % 11 != 4)
+
+    plan = cm.masks.from_mask_mod(windows, 200, 230, batch=2, heads=3, device=DEVICE).specialize(
+        nq=200, nk=230, batch=2, heads=3)
+    plan.check_mask_mod(windows)
+    with pytest.raises(ValueError, match="row 100 of head 2 of batch row 1 sees 3 separate runs"):
+        cm.masks.from_mask_mod(lambda b, h, q, k: windows(b, h, q, k) | (
+            (b == 1) & (h == 2) & (q == 100) & (k == 150)), 200, 230, batch=2, heads=3,
+            device=DEVICE)
+
+
 def test_an_attn_mask_per_head_matches_float64():
     # SDPA's [batch, heads, nq, nk] boolean mask, a different window (plus sinks) per (b, h),
     # some rows seeing nothing: from_dense keeps the bounds per head; the reference reads the
