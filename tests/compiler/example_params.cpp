@@ -115,8 +115,8 @@ std::vector<ExampleCase> example_cases(int64_t n) {
   cases.push_back({"row_intervals_2",
                    {{"starts", starts}, {"ends", ends}, {"starts2", starts2}, {"ends2", ends2}},
                    Dims{n, n, 2, 1}});
-  // row_intervals_per_head: both pairs per (batch row, head), 2 x 3 x n entries, out of the
-  // same arithmetic streams.
+  // row_intervals_per_head: both pairs per (batch row, head) of 3 heads, 2 x 3 x n entries
+  // each, straying past both ends and crossing as above.
   std::vector<int64_t> head_starts, head_ends, head_starts2, head_ends2;
   for (int64_t i = 0; i < 6 * n; ++i) {
     head_starts.push_back((i * 41) % (n + 7) - 3);
