@@ -60,9 +60,9 @@ def from_dense(visible: Any) -> BoundMask:
     dense = dense[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in strides[:-2])]
     nk = dense.shape[-1]
     rows = dense.reshape(-1, nk)
-    # Numpy: a few million cells at a time, so that the temporaries stay in cache; torch: large
-    # blocks, few launches.
-    step = max(1, (1 << (22 if isinstance(dense, np.ndarray) else 27)) // nk)
+    # Numpy: a few million cells at a time, so that the temporaries stay in cache; torch: the
+    # GPU blocks of from_mask_mod, few launches.
+    step = rows_per_block(nk, 1 << 22 if isinstance(dense, np.ndarray) else GPU_BLOCK_ELEMENTS)
     blocks = (rows[r:r + step] for r in range(0, rows.shape[0], step))
     axes = ("batch row", "head")[:dense.ndim - 2]
     bounds = _row_bounds("from_dense", blocks, dense.shape[:-1], axes)
