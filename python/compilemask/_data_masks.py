@@ -123,19 +123,23 @@ def _row_bounds(helper: str, blocks: Iterable[Any], shape: tuple[int, ...],
     """The bounds (starts, ends, starts2, ends2, each of `shape`: the leading axes named by
     `axes`, then the rows) of boolean rows given as blocks ([rows, nk], numpy or torch) that
     together hold the rows of `shape` in order; ValueError naming the first row of three or
-    more runs."""
-    parts = [_row_runs(block) for block in blocks]
+    more runs, raised at the block that holds it (the later blocks are never evaluated)."""
+    parts, rows_before = [], 0
+    for block in blocks:
+        runs, bounds = _row_runs(block)
+        if bounds is None:
+            local = int(np.argmax(to_numpy(runs > 2)))
+            at = np.unravel_index(rows_before + local, shape)
+            where = " of ".join([f"row {at[-1]}"] + [f"{axis} {i}" for axis, i in
+                                                      reversed(list(zip(axes, at)))])
+            raise ValueError(f"{helper}: {where} sees {int(runs[local])} separate runs of keys; "
+                             f"{helper} takes at most two per row (write a program for more)")
+        parts.append(bounds)
+        rows_before += len(block)
     xp = np if isinstance(parts[0][0], np.ndarray) else sys.modules["torch"]
     # One copy to the host per array, after the last block.
-    starts, ends, starts2, ends2, runs = (
-        to_numpy(xp.concatenate([part[i] for part in parts])).reshape(shape) for i in range(5))
-    if (runs > 2).any():
-        at = tuple(int(i) for i in np.argwhere(runs > 2)[0])
-        where = " of ".join([f"row {at[-1]}"] + [f"{axis} {i}" for axis, i in
-                                                  reversed(list(zip(axes, at)))])
-        raise ValueError(f"{helper}: {where} sees {runs[at]} separate runs of keys; {helper} "
-                         f"takes at most two per row (write a program for more)")
-    return [starts, ends, starts2, ends2]
+    return [to_numpy(xp.concatenate([part[i] for part in parts])).reshape(shape)
+            for i in range(4)]
 
 
 def _without_empty_second(bounds: list[np.ndarray]) -> list[np.ndarray]:
@@ -143,28 +147,39 @@ def _without_empty_second(bounds: list[np.ndarray]) -> list[np.ndarray]:
     return bounds if (bounds[3] > bounds[2]).any() else bounds[:2]
 
 
-def _row_runs(rows: Any) -> list[Any]:
-    """For each row of the boolean [rows, nk] array `rows` (numpy, or torch on any device):
-    the bounds of its first and second runs of True (starts, ends, starts2, ends2; a run it
-    lacks as 0, 0) and how many runs it has, as arrays of the same kind on the same device.
-    Read as edges: a run starts where a True follows a False (or the row's start) and ends
-    after a True that a False (or the row's end) follows."""
+def _row_runs(rows: Any) -> tuple[Any, list[Any] | None]:
+    """For each row of the boolean [rows, nk] array `rows` (numpy, or torch on any device): how
+    many runs of True it has, and the bounds of its first and second runs (starts, ends,
+    starts2, ends2; a run it lacks as 0, 0), arrays of the same kind on the same device; the
+    bounds are None when some row has more than two runs. Read from the row's edges, the keys
+    c where a run starts or the one after a run ends: c = 0 if key 0 is True, c = nk if key
+    nk - 1 is, and c where key c differs from key c - 1. In ascending order they alternate
+    start, end; a row of at most two runs has at most four, so listing them (nonzero) is cheap,
+    and the mask is read about four times, with one reduction over each row (a sum)."""
     xp = np if isinstance(rows, np.ndarray) else sys.modules["torch"]
-    firsts, lasts = (xp.copy(rows) if xp is np else rows.clone() for _ in range(2))
-    firsts[:, 1:] &= ~rows[:, :-1]  # the first True of each run
-    lasts[:, :-1] &= ~rows[:, 1:]  # the last True of each run
-    runs = firsts.sum(-1)
+    nk = rows.shape[1]
+    lead, trail = rows[:, 0], rows[:, -1]
+    inner = rows[:, 1:] != rows[:, :-1]  # True at c - 1 for an edge at key c
+    per_row = inner.sum(-1, dtype=xp.int32)  # edges inside the row
+    runs = (per_row + lead + trail) // 2
+    if bool((runs > 2).any()):
+        return runs, None
+    # Flat indices (numpy's nonzero over two axes is 15x slower): row r's inner edges are
+    # entries first[r] to first[r] + per_row[r] - 1.
+    flat = np.flatnonzero(inner) if xp is np else inner.reshape(-1).nonzero()[:, 0]
+    first = per_row.cumsum(0) - per_row
+    # The inner edges as keys, and a spare entry that rows without any read harmlessly.
+    spare = np.zeros(1, flat.dtype) if xp is np else flat.new_zeros(1)
+    col = xp.concatenate([flat % max(nk - 1, 1) + 1, spare])
+    lead = lead.astype(np.int64) if xp is np else lead.long()
 
-    def first(x):  # the first True along the last axis (torch's argmax takes no bool)
-        return (x if xp is np else x.view(xp.uint8)).argmax(-1)
+    def edge(k: int) -> Any:  # each row's edge k, or 0 where it has none
+        i = k - lead  # which inner edge, -1 for the row's leading edge at key 0
+        listed = (i >= 0) & (i < per_row)
+        at_end = (i == per_row) & trail  # the trailing edge at key nk
+        return xp.where(listed, col[xp.clip(first + i, 0, len(col) - 1)], 0) + at_end * nk
 
-    seen, second = runs > 0, runs > 1
-    start, last = first(firsts), first(lasts)
-    every = xp.arange(rows.shape[0]) if xp is np else xp.arange(rows.shape[0], device=rows.device)
-    firsts[every, start] = False  # the first run cleared: the second run's edges come first
-    lasts[every, last] = False
-    return [xp.where(seen, start, 0), xp.where(seen, last + 1, 0),
-            xp.where(second, first(firsts), 0), xp.where(second, first(lasts) + 1, 0), runs]
+    return runs, [edge(k) for k in range(4)]
 
 
 def _row_intervals(helper: str, bounds: list[np.ndarray], nk: int | None = None) -> BoundMask:
