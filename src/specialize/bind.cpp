@@ -13,9 +13,11 @@ std::string signature(const ir::Program& p) {
   return p.name + "(" + ir::param_list(p.params) + ")";
 }
 
-// `what` names the checked part of the value: "" for an int, " element i" for an int[].
-void check_bound(const ir::ParamDecl& decl, int64_t value, const std::string& what) {
+// `element` is the index of an int[]'s checked element, -1 for an int. The message is built
+// only on failure: an int[] parameter may hold millions of elements (per-row bounds).
+void check_bound(const ir::ParamDecl& decl, int64_t value, int64_t element) {
   if (decl.min && value < *decl.min) {
+    const std::string what = element < 0 ? "" : " element " + std::to_string(element);
     throw Error("parameter '" + decl.name + "'" + what +
                 " must be >= " + std::to_string(*decl.min) + ", got " + std::to_string(value) +
                 " (declared '" + ir::param_text(decl) + "')");
@@ -100,13 +102,13 @@ Bindings bind(const ir::Program& program, const Params& params, const Dims& dims
       case ir::ParamType::kInt:
         if (!std::holds_alternative<int64_t>(v)) throw wrong_kind("an integer");
         b.ints[i] = std::get<int64_t>(v);
-        check_bound(decl, b.ints[i], "");
+        check_bound(decl, b.ints[i], -1);
         break;
       case ir::ParamType::kIntArray:
         if (!std::holds_alternative<std::vector<int64_t>>(v)) throw wrong_kind("an integer array");
         b.arrays[i] = std::get<std::vector<int64_t>>(v);
         for (size_t e = 0; e < b.arrays[i].size(); ++e) {
-          check_bound(decl, b.arrays[i][e], " element " + std::to_string(e));
+          check_bound(decl, b.arrays[i][e], static_cast<int64_t>(e));
         }
         break;
       case ir::ParamType::kSegment:
