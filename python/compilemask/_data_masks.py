@@ -160,7 +160,8 @@ def _row_runs(rows: Any) -> tuple[Any, list[Any] | None]:
     nk = rows.shape[1]
     lead, trail = rows[:, 0], rows[:, -1]
     inner = rows[:, 1:] != rows[:, :-1]  # True at c - 1 for an edge at key c
-    per_row = inner.sum(-1, dtype=xp.int32)  # edges inside the row
+    # Edges inside the row (torch sums bools as they are, numpy far faster into int32).
+    per_row = inner.sum(-1, dtype=np.int32) if xp is np else inner.sum(-1)
     runs = (per_row + lead + trail) // 2
     if bool((runs > 2).any()):
         return runs, None
@@ -171,15 +172,15 @@ def _row_runs(rows: Any) -> tuple[Any, list[Any] | None]:
     # The inner edges as keys, and a spare entry that rows without any read harmlessly.
     spare = np.zeros(1, flat.dtype) if xp is np else flat.new_zeros(1)
     col = xp.concatenate([flat % max(nk - 1, 1) + 1, spare])
-    lead = lead.astype(np.int64) if xp is np else lead.long()
-
-    def edge(k: int) -> Any:  # each row's edge k, or 0 where it has none
-        i = k - lead  # which inner edge, -1 for the row's leading edge at key 0
-        listed = (i >= 0) & (i < per_row)
-        at_end = (i == per_row) & trail  # the trailing edge at key nk
-        return xp.where(listed, col[xp.clip(first + i, 0, len(col) - 1)], 0) + at_end * nk
-
-    return runs, [edge(k) for k in range(4)]
+    # Each row's edges 0 to 3 at once, [rows, 4]: edge j is inner edge j - lead (the leading
+    # edge at key 0 first, where the row starts visible), the trailing edge at key nk after the
+    # inner ones, or 0 where the row has fewer edges.
+    which = (np.arange(4) if xp is np else xp.arange(4, device=rows.device)) - lead[:, None] * 1
+    per_row, trail = per_row[:, None], trail[:, None]
+    listed = (which >= 0) & (which < per_row)
+    edges = xp.where(listed, col[xp.clip(first[:, None] + which, 0, len(col) - 1)], 0)
+    edges = edges + ((which == per_row) & trail) * nk
+    return runs, [edges[:, j] for j in range(4)]
 
 
 def _row_intervals(helper: str, bounds: list[np.ndarray], nk: int | None = None) -> BoundMask:
