@@ -5,11 +5,14 @@
 #include "descriptor/build.h"
 #include "descriptor/hash.h"
 #include "descriptor/input_checks.h"
+#include "reference/parallel_for.h"
 #include "specialize/bind.h"
 #include "specialize/evaluator.h"
 #include "specialize/rows.h"
 
+#include <algorithm>
 #include <chrono>
+#include <exception>
 #include <unordered_map>
 
 namespace cm {
@@ -63,21 +66,39 @@ Mask::Instances Mask::evaluate_instances(const Params& params, const Dims& dims,
   const int32_t heads = program_->uses_head ? dims.heads : 1;
   Instances out;
   std::unordered_multimap<uint64_t, int32_t> seen;
-  std::vector<int32_t> distinct(static_cast<size_t>(batches) * static_cast<size_t>(heads));
-  for (int32_t b = 0; b < batches; ++b) {
-    for (int32_t h = 0; h < heads; ++h) {
-      InstanceRows rows = evaluate_rows(*program_, code, bindings, dims, b, h);
-      const uint64_t key = hash_rows(rows);
+  const int64_t count = int64_t{batches} * heads;
+  std::vector<int32_t> distinct(static_cast<size_t>(count));
+  // Instances are evaluated on parallel workers (a per-head or per-batch-row mask at 32K rows
+  // takes milliseconds each), a chunk of `workers` at a time, so that at most that many are
+  // held beside the distinct ones. Each keeps its own error, and the chunk is deduplicated in
+  // (b, h) order: the first failing instance's error is raised, as a sequential loop would.
+  const int workers = reference::resolve_workers(0, count);
+  for (int64_t first = 0; first < count; first += workers) {
+    const auto chunk = static_cast<size_t>(std::min<int64_t>(workers, count - first));
+    std::vector<InstanceRows> rows(chunk);
+    std::vector<std::exception_ptr> errors(chunk);
+    reference::parallel_for(static_cast<int64_t>(chunk), workers, {}, [&](int64_t i, int) {
+      const auto at = static_cast<int32_t>(first + i);
+      try {
+        rows[static_cast<size_t>(i)] =
+            evaluate_rows(*program_, code, bindings, dims, at / heads, at % heads);
+      } catch (...) {
+        errors[static_cast<size_t>(i)] = std::current_exception();
+      }
+    });
+    for (size_t i = 0; i < chunk; ++i) {
+      if (errors[i]) std::rethrow_exception(errors[i]);
+      const uint64_t key = hash_rows(rows[i]);
       int32_t index = -1;
       for (auto [it, end] = seen.equal_range(key); it != end && index < 0; ++it) {
-        if (out.rows[static_cast<size_t>(it->second)] == rows) index = it->second;
+        if (out.rows[static_cast<size_t>(it->second)] == rows[i]) index = it->second;
       }
       if (index < 0) {
         index = static_cast<int32_t>(out.rows.size());
-        out.rows.push_back(std::move(rows));
+        out.rows.push_back(std::move(rows[i]));
         seen.emplace(key, index);
       }
-      distinct[static_cast<size_t>(b * heads + h)] = index;
+      distinct[static_cast<size_t>(first) + i] = index;
     }
   }
   out.map.resize(static_cast<size_t>(dims.batch) * static_cast<size_t>(dims.heads));

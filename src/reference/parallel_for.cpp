@@ -1,5 +1,5 @@
-// Work-sharing loop for the reference attention: workers pull item indices from a shared
-// counter; the calling thread only waits and reports progress.
+// Work-sharing loop: workers pull item indices from a shared counter; the calling thread only
+// waits and reports progress. One worker runs the items on the calling thread.
 #include "reference/parallel_for.h"
 
 #include <algorithm>
@@ -24,6 +24,17 @@ int resolve_workers(int requested, int64_t count) {
 
 void parallel_for(int64_t count, int workers, const std::function<void(double)>& progress,
                   const std::function<void(int64_t item, int worker)>& body) {
+  if (workers <= 1) {  // no thread is worth starting: one (b, h) instance is the common case
+    int64_t reported_step = 0;
+    for (int64_t item = 0; item < count; ++item) {
+      body(item, 0);
+      const int64_t step = (item + 1) * kProgressSteps / count;
+      if (progress && step > reported_step) progress(static_cast<double>(step) / kProgressSteps);
+      reported_step = std::max(reported_step, step);
+    }
+    if (progress && reported_step < kProgressSteps) progress(1.0);
+    return;
+  }
   std::atomic<int64_t> next{0};
   std::mutex mutex;
   std::condition_variable changed;

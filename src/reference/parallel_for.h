@@ -1,5 +1,6 @@
 // A small work-sharing loop over independent items on std::thread workers, with progress
-// reported from the calling thread. Used by the reference attention.
+// reported from the calling thread. Used by the reference attention and by Mask::specialize for
+// its (b, h) instances.
 #pragma once
 
 #include <cstdint>
