@@ -1,8 +1,6 @@
 // Constant folding for the IR's integer expressions.
 #include "passes/fold.h"
 
-#include <compilemask/descriptor.h>
-
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -14,15 +12,6 @@ using ir::kNone;
 using ir::Op;
 
 namespace {
-
-int64_t floor_div(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-int64_t floor_mod(int64_t a, int64_t b) {
-  return a - floor_div(a, b) * b;
-}
 
 bool is_const(const ir::ExprPool& pool, ExprId id, int64_t& v) {
   if (id == kNone || pool[id].op != Op::kConst) return false;
@@ -36,63 +25,6 @@ bool is_const_value(const ir::ExprPool& pool, ExprId id, int64_t v) {
 }
 
 }  // namespace
-
-bool fold_constant(Op op, int64_t a, int64_t b, int64_t c, int64_t& r) {
-  switch (op) {
-    case Op::kAdd:
-      return !__builtin_add_overflow(a, b, &r);
-    case Op::kSub:
-      return !__builtin_sub_overflow(a, b, &r);
-    case Op::kMul:
-      return !__builtin_mul_overflow(a, b, &r);
-    case Op::kDiv:
-      if (b == 0 || (b == -1 && a == INT64_MIN)) return false;
-      r = floor_div(a, b);
-      return true;
-    case Op::kMod:
-      if (b == 0) return false;
-      r = b == -1 ? 0 : floor_mod(a, b);
-      return true;
-    case Op::kMin:
-      r = a < b ? a : b;
-      return true;
-    case Op::kMax:
-      r = a > b ? a : b;
-      return true;
-    case Op::kNeg:
-      return !__builtin_sub_overflow(int64_t{0}, a, &r);
-    case Op::kIsqrt:
-      if (a < 0) return false;
-      r = desc::isqrt_floor(a);
-      return true;
-    case Op::kLt:
-      r = a < b;
-      return true;
-    case Op::kLe:
-      r = a <= b;
-      return true;
-    case Op::kEq:
-      r = a == b;
-      return true;
-    case Op::kNe:
-      r = a != b;
-      return true;
-    case Op::kAnd:
-      r = (a != 0) && (b != 0);
-      return true;
-    case Op::kOr:
-      r = (a != 0) || (b != 0);
-      return true;
-    case Op::kNot:
-      r = a == 0;
-      return true;
-    case Op::kSelect:
-      r = a != 0 ? b : c;
-      return true;
-    default:
-      return false;
-  }
-}
 
 ExprId make_unary(ir::ExprPool& pool, Op op, ExprId a, ir::SourceLoc loc) {
   int64_t va = 0, r = 0;

@@ -3,13 +3,9 @@
 #pragma once
 
 #include "ir/ir.h"
+#include "passes/arith.h"  // fold_constant
 
 namespace cm::passes {
-
-// Evaluates op on constants. Returns false when the operation has no defined result (division
-// or modulo by zero, isqrt of a negative number, int64 overflow): such operations are left
-// unfolded and reported at specialize time, with their source position, only if evaluated.
-bool fold_constant(ir::Op op, int64_t a, int64_t b, int64_t c, int64_t& result);
 
 // Builders that fold. `loc` is kept on the new node for evaluation errors.
 ir::ExprId make_unary(ir::ExprPool& pool, ir::Op op, ir::ExprId a, ir::SourceLoc loc = {});

@@ -14,10 +14,7 @@ namespace {
 constexpr size_t kMaxPieces = 256;
 constexpr int64_t kMaxSlope = int64_t{1} << 20;
 
-int64_t floor_div(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
+using passes::floor_div;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return -floor_div(-a, b);
