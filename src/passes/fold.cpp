@@ -1,6 +1,8 @@
 // Constant folding for the IR's integer expressions.
 #include "passes/fold.h"
 
+#include "passes/arith.h"
+
 #include <cstdint>
 #include <unordered_map>
 #include <vector>

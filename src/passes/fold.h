@@ -3,7 +3,6 @@
 #pragma once
 
 #include "ir/ir.h"
-#include "passes/arith.h"  // fold_constant
 
 namespace cm::passes {
 

@@ -1,7 +1,7 @@
 // Piecewise-affine analysis of row expressions (see affine.h).
 #include "specialize/affine.h"
 
-#include "passes/fold.h"
+#include "passes/arith.h"
 
 #include <algorithm>
 

@@ -1,8 +1,8 @@
 // Flattening and evaluation of term expressions (see evaluator.h).
 #include "specialize/evaluator.h"
 
+#include "passes/arith.h"
 #include "passes/diagnostic.h"
-#include "passes/fold.h"
 
 #include <compilemask/compilemask.h>
 
