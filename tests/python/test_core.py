@@ -3,7 +3,6 @@ helpers and the CPU reference attention. Expected values come from brute-force n
 evaluation, never from the code under test."""
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -751,18 +750,6 @@ def test_from_dense_takes_two_runs_per_row(batch, nq, nk):
     sinks = ((np.arange(600) < 4) | (np.arange(600) > q - 100)) & (np.arange(600) <= q)
     assert (cm.masks.from_dense(sinks).specialize(nq=600).descriptor.tobytes() ==
             cm.masks.sinks_window(4, 100).specialize(nq=600).descriptor.tobytes())
-
-
-@pytest.mark.parametrize("nk", [1, 2, 7])
-def test_from_dense_reads_runs_at_both_ends_of_a_row(nk):
-    """Every row of at most two runs over nk keys, among them runs that start at key 0, end at
-    key nk, cover the row or hold one key: the edges the run finder lists (a run at key 0 has
-    no edge before it, a run to key nk none after it)."""
-    rows = [r for r in itertools.product([False, True], repeat=nk)
-            if sum(a and not b for a, b in zip(r, (False,) + r)) <= 2]
-    dense = np.array(rows, dtype=bool)
-    plan = cm.masks.from_dense(dense).specialize(nq=len(rows), nk=nk)
-    np.testing.assert_array_equal(plan.to_dense(), dense)
 
 
 def test_from_dense_names_a_row_of_three_runs_in_a_later_block():

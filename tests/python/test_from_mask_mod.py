@@ -3,6 +3,8 @@ predicates pair by pair, with the programs that state the same masks byte for by
 errors for what it cannot take."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -90,6 +92,18 @@ def test_a_mask_per_head(backend):
     # Heads that agree share one set of bounds.
     assert cm.masks.from_mask_mod(lambda b, h, q, k: k <= q, 40, heads=4).mask.name == \
         "row_intervals"
+
+
+@pytest.mark.parametrize("nk", [1, 2, 7])
+def test_runs_at_both_ends_of_a_row(nk, backend):
+    """Every row of at most two runs over nk keys, among them runs that start at key 0, end at
+    key nk, cover the row or hold one key: the edges the run finder lists (a run at key 0 has
+    no edge before it, a run to key nk none after it)."""
+    rows = np.array([r for r in itertools.product([False, True], repeat=nk)
+                     if sum(a and not b for a, b in zip(r, (False,) + r)) <= 2], dtype=bool)
+    table = rows if backend == "numpy" else pytest.importorskip("torch").from_numpy(rows)
+    plan = cm.masks.from_mask_mod(lambda b, h, q, k: table[q, k], len(rows), nk)
+    np.testing.assert_array_equal(plan.specialize(nq=len(rows), nk=nk).to_dense(), rows)
 
 
 @pytest.mark.parametrize("call, error, message", [
