@@ -24,7 +24,7 @@ int resolve_workers(int requested, int64_t count) {
 
 void parallel_for(int64_t count, int workers, const std::function<void(double)>& progress,
                   const std::function<void(int64_t item, int worker)>& body) {
-  if (workers <= 1) {  // no thread is worth starting: one (b, h) instance is the common case
+  if (workers <= 1) {  // no thread to start (specialize's one (b, h) instance, say)
     int64_t reported_step = 0;
     for (int64_t item = 0; item < count; ++item) {
       body(item, 0);

@@ -12,9 +12,10 @@ namespace cm::reference {
 // capped at `count`, at least 1.
 int resolve_workers(int requested, int64_t count);
 
-// Runs body(item, worker) once for every item in [0, count), on `workers` threads; `worker` is
-// in [0, workers), so the body can use per-worker scratch. Items are handed out dynamically, so
-// the caller must make each item's result independent of which worker runs it.
+// Runs body(item, worker) once for every item in [0, count), on `workers` threads (one worker:
+// on the calling thread, in order); `worker` is in [0, workers), so the body can use per-worker
+// scratch. Items are handed out dynamically, so the caller must make each item's result
+// independent of which worker runs it.
 // If `progress` is set it is called on the calling thread with the completed fraction, at most
 // 20 times, the last time with 1.0. An exception thrown by a body is rethrown here after all
 // workers stop.
