@@ -62,6 +62,15 @@ struct Problem {
   // softcap), as FlashAttention's softcap; 0 means none. The kernels take tanh from the special
   // function unit (relative error about 2^-11).
   float softcap = 0.f;
+  // Attention sinks (gpt-oss; FlashInfer's and FlashAttention 3's learnable sink): null, or
+  // device float32 [heads_q], a natural-log logit per query head (not scaled, not capped) of a
+  // key of value 0 that every row of the head sees. It joins each row's softmax denominator
+  // only: O = sum_j e^{s_j} v_j / (e^{sinks[h]} + sum_j e^{s_j}), LSE = log(e^{sinks[h]} +
+  // sum_j e^{s_j}); a row that sees no key gets O = 0 and LSE = sinks[h]. -inf is no sink for
+  // that head. The kernels do not read it on the host: NaN or +inf give NaN rows. The backward
+  // reads the LSE that includes the sinks (pass the forward's Problem) and can return their
+  // gradient (BackwardArgs::dsinks).
+  const float* sinks = nullptr;
   TensorRef q, k, v;
   TensorRef out;  // same dtype as q; forward() writes it (through a cast), backward() reads it
   // Natural-log LSE, float32, row stride 1: lse[b * lse_stride_b + h * lse_stride_h + row].
@@ -177,8 +186,9 @@ int forward_num_splits(const DescriptorView& descriptor, const ForwardArgs& args
 // (head_dim + 1) bytes per key part and output row.
 size_t forward_workspace_bytes(const DescriptorView& descriptor, const ForwardArgs& args);
 
-// O = softmax(scale * Q Kᵀ masked) V (or of the capped logits, Problem::softcap) and the LSE,
-// for every (b, h). Rows that see no key get O = 0 and LSE = -inf. `workspace` is device memory
+// O = softmax(scale * Q Kᵀ masked) V (or of the capped logits, Problem::softcap; with
+// Problem::sinks in the denominator) and the LSE, for every (b, h). Rows that see no key get
+// O = 0 and LSE = -inf (the head's sink with sinks). `workspace` is device memory
 // of at least forward_workspace_bytes(...) bytes, 16-byte aligned; its contents need not be
 // initialised.
 void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* workspace,

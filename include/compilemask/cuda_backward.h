@@ -27,6 +27,11 @@ struct BackwardArgs : Problem {
   const float* dlse = nullptr;
   // Outputs, written (their data pointers are cast to writable): dq like q, dk and dv like k.
   TensorRef dq, dk, dv;
+  // With Problem::sinks: null, or device float32 [heads_q] that receives (is overwritten with)
+  // the gradient of the loss with respect to each head's sink, summed over the batch and rows:
+  // -sum e^{sinks[h] - lse} (rowsum(dO O) - dLSE); 0 for a head whose sink is -inf. Summed in a
+  // fixed order by one small kernel, so it is bitwise reproducible in either mode. Needs sinks.
+  float* dsinks = nullptr;
   // Bitwise-identical dQ, dK and dV across runs (dQ adds ordered by key tile); slower.
   bool deterministic = false;
   // Head splits, for launches whose key tiles (batch x heads_kv x key tiles) make only a few

@@ -29,6 +29,13 @@ struct ReferenceOptions {
   // Logit soft-capping (Gemma 2): with softcap > 0 the logits are softcap * tanh(scale * q·k /
   // softcap) instead of scale * q·k. 0 means none.
   float softcap = 0;
+  // Attention sinks (gpt-oss; a learned StreamingLLM sink): when set, sinks[h] for each query
+  // head h is a logit (natural log, taken as is: not scaled, not capped) of a virtual key whose
+  // value is 0 and which every row of head h sees. It joins the softmax's denominator only:
+  // O = sum_j e^{s_j} v_j / (e^{sinks[h]} + sum_j e^{s_j}) and LSE = log(e^{sinks[h]} +
+  // sum_j e^{s_j}). A row that sees no key gets O = 0 and LSE = sinks[h]. -inf is no sink for
+  // that head; NaN and +inf are errors. Null: no sinks.
+  const float* sinks = nullptr;
   Accumulate accumulate = Accumulate::kFloat32;
   int threads = 0;  // 0 means std::thread::hardware_concurrency()
   // If set, called from the calling thread with the completed fraction in (0, 1], at most 20
@@ -36,8 +43,9 @@ struct ReferenceOptions {
   std::function<void(double)> progress;
 };
 
-// O = softmax(scale * Q K^T masked) V and LSE (with options.softcap, of the capped logits). Fully
-// masked rows give O = 0, LSE = -inf. Throws cm::Error if the shape does not match the descriptor.
+// O = softmax(scale * Q K^T masked) V and LSE (with options.softcap, of the capped logits; with
+// options.sinks, the sinks in the denominator). Fully masked rows give O = 0 and LSE = -inf (the
+// head's sink with sinks). Throws cm::Error if the shape does not match the descriptor.
 void reference_forward(const void* descriptor, const AttentionShape& shape, const float* q,
                        const float* k, const float* v, float* out, float* lse,
                        const ReferenceOptions& options = {});
@@ -45,10 +53,12 @@ void reference_forward(const void* descriptor, const AttentionShape& shape, cons
 // dQ, dK, dV for the forward above (out and lse are its results), given the gradients of the
 // loss with respect to O (dout) and, optionally, the LSE (dlse, shaped as lse; null means 0).
 // dK and dV are summed over the query heads of each kv group. Fully masked rows contribute
-// exactly zero.
+// exactly zero to them. With options.sinks, dsinks (if not null; [heads_q]) receives the
+// gradient of the loss with respect to each head's sink, summed over the batch and the rows:
+// -sum e^{sinks[h] - lse} (dO · O - dLSE), 0 for a head whose sink is -inf. dsinks needs sinks.
 void reference_backward(const void* descriptor, const AttentionShape& shape, const float* q,
                         const float* k, const float* v, const float* out, const float* dout,
                         const float* lse, const float* dlse, float* dq, float* dk, float* dv,
-                        const ReferenceOptions& options = {});
+                        float* dsinks, const ReferenceOptions& options = {});
 
 }  // namespace cm

@@ -108,6 +108,10 @@ void validate(const DescriptorView& d, const BackwardArgs& a) {
   check.tensor(a.dq, "dq", packed);
   check.tensor(a.dk, "dk", packed);
   check.tensor(a.dv, "dv", packed);
+  check.require(a.dsinks == nullptr || a.sinks != nullptr,
+                "dsinks needs sinks (the gradient of which sinks?)");
+  check.require(reinterpret_cast<uintptr_t>(a.dsinks) % alignof(float) == 0,
+                "dsinks must be 4-byte aligned (float32)");
 }
 
 template <sm90::ElementKind kElement>
@@ -237,6 +241,10 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
           : dispatch_head_dim<sm90::ElementKind::kFloat16>(kernel_d, prep, main, post, kv_post, q,
                                                            k, v, dout, args.deterministic, stream);
   check.cuda(launched, "launching the backward kernels");
+  if (args.dsinks != nullptr) {
+    const sm90::SinkGradientParams sinks{shape, ws.lse_log2, ws.dsum, args.sinks, args.dsinks};
+    check.cuda(sm90::launch_sink_gradient(sinks, stream), "launching the sink gradient kernel");
+  }
   if (packed) {
     sm90::PackedRowsParams rows{};
     rows.shape = shape;

@@ -27,4 +27,8 @@ cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main
                             const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
                             const CUtensorMap& dout, bool deterministic, cudaStream_t stream);
 
+// Enqueues bwd_sink_gradient (bwd_sink_gradient.cu) on `stream`, after the preprocess that
+// fills the workspace rows it reads: dsinks[h] for every query head h.
+cudaError_t launch_sink_gradient(const SinkGradientParams& params, cudaStream_t stream);
+
 }  // namespace cm::sm90

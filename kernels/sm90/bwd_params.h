@@ -93,6 +93,15 @@ struct BwdPrepParams {
   BwdWorkspace ws;
 };
 
+// sink gradient: dsinks[h] from the preprocess's lse_log2 and dsum rows (bwd_sink_gradient.cu).
+struct SinkGradientParams {
+  BwdShape shape;
+  const float* lse_log2;
+  const float* dsum;
+  const float* sinks;  // [heads_q], natural log
+  float* dsinks;       // [heads_q], written
+};
+
 // A gradient tensor the kernels write, addressed by element strides (stride_b 0 for the packed
 // layout).
 struct GradientRef {

@@ -200,6 +200,7 @@ int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device,
             tensor(dq, dq_strides),
             tensor(dk, dk_strides),
             tensor(dv, dv_strides),
+            nullptr,
             deterministic != 0,
             head_splits};
         cm::cuda::backward({descriptor_host, descriptor_device}, args, workspace, workspace_bytes,

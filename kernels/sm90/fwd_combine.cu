@@ -1,7 +1,8 @@
 // The combine kernel of split keys (fwd_splits.h): each output row's parts, each with its O
 // normalised over its own keys and its LSE, merge into the row's O and LSE. With L the row's
 // LSE, log sum_s exp(lse_s), part s weighs exp(lse_s - L). Parts without a visible key
-// (lse_s = -inf) weigh 0, and a row with none gets O = 0 and LSE = -inf.
+// (lse_s = -inf) weigh 0, and a row with none gets O = 0 and LSE = -inf. The head's attention
+// sink (FwdParams::sinks) is one more part, of LSE the sink and O = 0: it adds to L only.
 #include "dependent_launch.cuh"
 #include "fwd_launch.h"
 #include "fwd_splits.h"
@@ -81,16 +82,18 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock, 1)
     const int s = i * 32 + lane;
     lse_of[i] = s < p.num_splits ? part_lse[s * rows] : kNegInf;
   }
+  const float sink = p.sinks != nullptr ? p.sinks[h] : kNegInf;
   float max = kNegInf;
 #pragma unroll
   for (int i = 0; i < kPartsPerLane; ++i) max = fmaxf(max, lse_of[i]);
-  max = warp_max(max);
+  max = fmaxf(warp_max(max), sink);
   float sum = 0.f;
   if (max != kNegInf) {
 #pragma unroll
     for (int i = 0; i < kPartsPerLane; ++i) sum += __expf(lse_of[i] - max);  // exp(-inf) = 0
   }
   sum = warp_sum(sum);
+  if (sink != kNegInf) sum += __expf(sink - max);
   const float lse = sum > 0.f ? max + __logf(sum) : kNegInf;
   // Lane l's weights of parts l, l + 32, ...: 0 for a part without a visible key (LSE -inf),
   // whose O was never written, so that it is dropped by a select, not multiplied.

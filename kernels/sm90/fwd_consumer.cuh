@@ -169,16 +169,29 @@ struct Consumer {
   }
 
   // The factor that normalises each of the thread's two rows of O and the row's natural-log
-  // LSE: 0 and -inf for a row that saw no key.
-  __device__ void row_totals(const RowState& state, float (&inv_sum)[2], float (&lse)[2]) const {
+  // LSE, with the head's sink (FwdParams::sinks; sink_log2 = its logit * log2(e), -inf for none)
+  // as one more term of the row's sum: 0 and the sink (-inf without one) for a row that saw no
+  // key. Without a sink the arithmetic is the same as with none at all (weights exactly 1 and 0).
+  __device__ void row_totals(const RowState& state, float sink_log2, float (&inv_sum)[2],
+                             float (&lse)[2]) const {
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
       const float total = quad_sum(state.sum[h]);
-      const bool any = total > 0.f;
-      inv_sum[h] = any ? __fdividef(1.f, total) : 0.f;  // total >= 1: no slow path needed
-      lse[h] =
-          any ? (state.max[h] * p.scale_log2 + __log2f(total)) * 0.69314718055994531f : kNegInf;
+      const float row_max = total > 0.f ? state.max[h] * p.scale_log2 : kNegInf;
+      const float top = fmaxf(row_max, sink_log2);
+      const bool any = top != kNegInf;
+      // The keys' weight and the whole sum relative to 2^top; one of the two terms is 1, so
+      // all >= 1 and the fast division needs no slow path.
+      const float keys = any ? exp2f(row_max - top) : 0.f;
+      const float all = total * keys + (any ? exp2f(sink_log2 - top) : 0.f);
+      inv_sum[h] = any ? __fdividef(keys, all) : 0.f;
+      lse[h] = any ? (top + __log2f(all)) * 0.69314718055994531f : kNegInf;
     }
+  }
+
+  // The sink of query head h in log2 units; -inf without sinks.
+  __device__ float sink_log2(int h) const {
+    return p.sinks != nullptr ? p.sinks[h] * 1.4426950408889634f : kNegInf;
   }
 
   // Split keys or packed heads: writes this warpgroup's rows of the item's part, O normalised by
@@ -189,7 +202,7 @@ struct Consumer {
   template <class TO>
   __device__ void store_part(const TO& tOrO, const RowState& state, const WorkItem& item) const {
     float inv_sum[2], lse[2];
-    row_totals(state, inv_sum, lse);
+    row_totals(state, kNegInf, inv_sum, lse);  // the sink joins in fwd_combine
     const int fresh_tid = fresh_thread_index() - 128;
     const int quad = fresh_tid % 4;
     const int first_row = fwd_first_row(fresh_tid);
@@ -222,7 +235,7 @@ struct Consumer {
                         Element* buffer) const {
     const int barrier_id = kFwdEpilogueBarrier + wg;
     float inv_sum[2], lse[2];
-    row_totals(state, inv_sum, lse);
+    row_totals(state, sink_log2(item.h), inv_sum, lse);
     const int64_t row0 = item.q_row0;
     const int64_t batch = p.q_offsets != nullptr ? 0 : item.b;
     // With one Q buffer, the previous item's copy-out below read this buffer. Its reads are

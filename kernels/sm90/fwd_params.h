@@ -18,6 +18,10 @@ struct FwdParams : ProblemShape {
   float scale_log2;        // log2(e) * the logits' factor: scale, or softcap with a cap
   float softcap_scale;     // scale / softcap: a capped logit is softcap * tanh(S softcap_scale);
                            // 0 for no cap
+  // Attention sinks (cm::cuda::Problem::sinks): per query head, a natural-log logit that joins
+  // each row's sum as a key of value 0. Null for none. Added by the epilogue, or by fwd_combine
+  // with `combine`.
+  const float* sinks;
 
   void* out;  // same element type as Q
   int64_t out_stride_b, out_stride_s, out_stride_h;

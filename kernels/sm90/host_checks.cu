@@ -129,6 +129,8 @@ bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) co
   require(a.nq >= 1 && a.nk >= 1, "nq and nk must be >= 1");
   scale(a.scale);
   softcap(a.softcap);
+  require(reinterpret_cast<uintptr_t>(a.sinks) % alignof(float) == 0,
+          "sinks must be 4-byte aligned (float32)");
   fits_header(h, tile, a.batch, a.heads_q, a.nq, a.nk);
   const bool packed = packed_layout(a.q_offsets, a.k_offsets, a.total_q, a.total_k, a.nq, a.nk);
   tensor(a.q, "q", packed);

@@ -171,6 +171,7 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const host::LogitFactors logits = host::logit_factors(args);
   p.scale_log2 = logits.scale_log2;
   p.softcap_scale = logits.softcap_scale;
+  p.sinks = args.sinks;
   p.out = const_cast<void*>(args.out.data);
   p.out_stride_b = packed ? 0 : args.out.stride_b;
   p.out_stride_s = args.out.stride_s;

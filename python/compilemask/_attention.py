@@ -72,10 +72,11 @@ def _check_sequences_inside(name: str, offsets: Tensor, rows: int, tensor: str,
                              f"{start + rows}) do not lie in the {total} rows of {tensor}")
 
 
-def _check_paged(page_table: Any, inputs: tuple[Tensor, ...], plan: Plan, batch: int,
+def _check_paged(page_table: Any, inputs: tuple[Optional[Tensor], ...], plan: Plan, batch: int,
                  nq: int, num_pages: int, page_size: int) -> None:
-    """Raises unless q (inputs[0], nq rows) can attend to the k and v pools (inputs[1:], of
-    num_pages pages of page_size rows) through page_table, forward only."""
+    """Raises unless q (nq rows) can attend to the k and v pools (of num_pages pages of
+    page_size rows) through page_table, forward only: none of `inputs` (q, k, v and the sinks,
+    None without) may require grad."""
     if not isinstance(page_table, Tensor):
         raise TypeError(f"page_table must be a torch.Tensor of int32 page indices, got "
                         f"{type(page_table).__name__}")
@@ -102,9 +103,9 @@ def _check_paged(page_table: Any, inputs: tuple[Tensor, ...], plan: Plan, batch:
     if plan._order_device is not None:
         raise ValueError("paged K/V does not take a plan with a token_order: the pages hold the "
                          "keys in the tensors' order")
-    if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
+    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in inputs):
         raise ValueError("paged K/V has no backward; call cm.attention under torch.no_grad() "
-                         "or torch.inference_mode(), or pass q, k and v detached")
+                         "or torch.inference_mode(), or pass q, k, v and sinks detached")
 
 
 def _split(x: Tensor, layout: str) -> tuple[int, int, int, int]:
@@ -121,7 +122,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
               offsets: Optional[Tensor] = None,
               k_offsets: Optional[Tensor] = None, deterministic: bool = False,
               softcap: Optional[float] = None, num_splits: int = 0,
-              page_table: Optional[Tensor] = None, check_offsets: bool = False) -> Any:
+              page_table: Optional[Tensor] = None, check_offsets: bool = False,
+              sinks: Optional[Tensor] = None) -> Any:
     """softmax(scale * q kᵀ, masked by `plan`) v on torch CUDA tensors (bf16 or fp16, head dim
     a multiple of 8 up to 256), differentiable.
 
@@ -148,6 +150,14 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     take tanh from the GPU's special function unit (relative error about 2^-11). Returns out
     (q's shape and dtype), and with return_lse also the float32 natural-log LSE ([B, Hq, Sq],
     or [Hq, T] for 3-D; -inf where a row sees no key).
+
+    sinks adds attention sinks (gpt-oss; FlashInfer's and FlashAttention 3's learnable sinks): a
+    floating-point tensor [Hq] on q's device holding one logit per query head (natural log, not
+    scaled and not capped) of a key of value 0 that every row of the head sees. It joins each
+    row's softmax denominator only, out = sum_j e^{s_j} v_j / (e^{sinks[h]} + sum_j e^{s_j}),
+    and the LSE includes it, so a row that sees no key gets out 0 and LSE sinks[h]; -inf is no
+    sink for that head. It is differentiable: its gradient is summed over the batch and rows in
+    a fixed order (bitwise reproducible in both modes). The kernels read it as float32.
 
     num_splits cuts each query tile's keys into that many parts, run in parallel and merged by
     their LSEs (FlashAttention's num_splits, for decoding and short query chunks against long
@@ -230,7 +240,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     elif check_offsets:
         raise ValueError("check_offsets checks the offsets of jagged 3-D inputs; none were given")
     elif paged:
-        _check_paged(page_table, (q, k, v), plan, batch, nq, num_pages=k_batch, page_size=nk)
+        _check_paged(page_table, (q, k, v, sinks), plan, batch, nq, num_pages=k_batch,
+                     page_size=nk)
     elif (plan.nq, plan.nk) != (nq, nk):
         raise ValueError(f"the plan was specialized for nq={plan.nq}, nk={plan.nk}, but q has "
                          f"{nq} rows and k has {nk}")
@@ -247,6 +258,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     check_logit_factors(scale, softcap)
     if scale is None:
         scale = 1.0 / math.sqrt(dim)
+    if sinks is not None:
+        _check_sinks(sinks, heads_q, plan.device)
+        sinks = sinks.to(torch.float32).contiguous()  # differentiable: the gradient casts back
 
     if not (isinstance(num_splits, int) and not isinstance(num_splits, bool)
             and 0 <= num_splits <= _MAX_SPLITS):
@@ -281,7 +295,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     out, lse = _torch_ops.differentiable_attention(
         q, k, v, plan._desc_host, plan._desc_device, offsets if jagged else None,
         k_offsets if jagged else None, heads_first, plan.nq, plan.nk, float(scale),
-        float(softcap or 0.0), num_splits, page_table, bool(return_lse), deterministic)
+        float(softcap or 0.0), sinks, num_splits, page_table, bool(return_lse), deterministic)
     if sequence_rows is not None:
         out, lse = _scatter_sequences(out, lse, fits, sequence_rows, q_inside, packed_q)
     elif reorder:  # back into the tensors' order
@@ -289,6 +303,20 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
                                                  heads_first)
         lse = lse.index_select(-1, plan._inverse_device)
     return (out, lse) if return_lse else out
+
+
+def _check_sinks(sinks: Any, heads_q: int, device: torch.device) -> None:
+    """Raises unless sinks is a floating-point tensor [heads_q] on `device`. Its values are not
+    read (a host sync): NaN or +inf give NaN rows."""
+    if not isinstance(sinks, Tensor):
+        raise TypeError(f"sinks must be a torch.Tensor, got {type(sinks).__name__}")
+    if not sinks.is_floating_point():
+        raise TypeError(f"sinks must hold floating-point logits, got dtype {sinks.dtype}")
+    if tuple(sinks.shape) != (heads_q,):
+        raise ValueError(f"sinks must have shape [{heads_q}] (one logit per query head), got "
+                         f"{tuple(sinks.shape)}")
+    if sinks.device != device:
+        raise ValueError(f"sinks is on {sinks.device}, but the plan and q are on {device}")
 
 
 def _rows_in_order(starts: Tensor, order: Tensor) -> Tensor:

@@ -12,10 +12,11 @@ from ._plan import Plan
 
 class ReferenceResult(NamedTuple):
     out: np.ndarray  # [B, Hq, Nq, D]
-    lse: np.ndarray  # [B, Hq, Nq], natural log; -inf for rows that see no key
+    lse: np.ndarray  # [B, Hq, Nq], natural log; -inf (the head's sink) for rows that see no key
     dq: Optional[np.ndarray] = None  # [B, Hq, Nq, D], with backward=
     dk: Optional[np.ndarray] = None  # [B, Hkv, Nk, D]
     dv: Optional[np.ndarray] = None  # [B, Hkv, Nk, D]
+    dsinks: Optional[np.ndarray] = None  # [Hq], with backward= and sinks=
 
 
 def _float32(name: str, value: Any) -> np.ndarray:
@@ -37,13 +38,15 @@ def reference_attention(
     accumulate: str = "float32",
     backward_lse: Any = None,
     softcap: Optional[float] = None,
+    sinks: Any = None,
 ) -> ReferenceResult:
     """softmax(scale * q kᵀ, masked by `plan`) v on the CPU, in [batch, heads, rows, head_dim]
     layout (q: [B, Hq, Nq, D]; k, v: [B, Hkv, Nk, D], Hq a multiple of Hkv). Inputs are
     converted to float32; `accumulate` is "float32" or "float64". With `backward=dout`, also
     returns dq, dk, dv; `backward_lse=dlse` ([B, Hq, Nq]) adds the gradient of a loss that
     uses the LSE too. scale defaults to 1/sqrt(D); softcap caps the logits as in cm.attention
-    (with an exact tanh here). A plan with a token order takes and returns rows in the arrays'
+    (with an exact tanh here), and sinks ([Hq]) are attention sinks as in cm.attention; with
+    backward=, their gradient is returned as dsinks. A plan with a token order takes and returns rows in the arrays'
     own order, as cm.attention does: they are gathered into the mask's order and back. As
     there, a plan of batch 1 (heads 1) serves any batch (head count)."""
     if not isinstance(plan, Plan):
@@ -57,7 +60,8 @@ def reference_attention(
     scale32 = 0.0 if scale is None else float(scale)
     cap32 = 0.0 if softcap is None else float(softcap)
     wide = accumulate == "float64"
-    out, lse = _core.reference_forward(plan._core, q32, k32, v32, scale32, cap32, wide)
+    sinks32 = None if sinks is None else _sinks(sinks)
+    out, lse = _core.reference_forward(plan._core, q32, k32, v32, scale32, cap32, sinks32, wide)
     if backward is None:
         if backward_lse is not None:
             raise ValueError("backward_lse needs backward (the output's gradient) too")
@@ -70,9 +74,19 @@ def reference_attention(
             raise ValueError(f"backward_lse must have the LSE's shape {lse.shape}, got "
                              f"{dlse.shape}")
         dlse = into(dlse)
-    dq, dk, dv = _core.reference_backward(plan._core, q32, k32, v32, out, dout, lse, dlse,
-                                          scale32, cap32, wide)
-    return ReferenceResult(*(back(x) for x in (out, lse, dq, dk, dv)))
+    dq, dk, dv, dsinks = _core.reference_backward(plan._core, q32, k32, v32, out, dout, lse, dlse,
+                                                  scale32, cap32, sinks32, wide)
+    return ReferenceResult(*(back(x) for x in (out, lse, dq, dk, dv)), dsinks)
+
+
+def _sinks(value: Any) -> np.ndarray:
+    """The sink logits as a contiguous float32 vector (one per query head; the core checks
+    the count and the values)."""
+    array = np.asarray(value)
+    if array.dtype.kind != "f" or array.ndim != 1:
+        raise ValueError(f"sinks must be a 1-D floating-point array of one logit per query head, "
+                         f"got dtype {array.dtype} and shape {array.shape}")
+    return np.ascontiguousarray(array, dtype=np.float32)
 
 
 def _row_gather(order: Optional[np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:

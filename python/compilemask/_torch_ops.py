@@ -1,5 +1,5 @@
 """The torch operators over the sm90 kernels: compilemask::attention_forward (out, lse) and
-compilemask::attention_backward (dq, dk, dv), torch.library custom ops with fake (meta)
+compilemask::attention_backward (dq, dk, dv, dsinks), torch.library custom ops with fake (meta)
 implementations joined by autograd, so that torch.compile traces the forward and the backward
 without a graph break; and compilemask::permute_rows, the gather into a plan's token order,
 whose gradient is the gather back. Plain eager calls reach the attention operators'
@@ -106,6 +106,7 @@ def _attention_forward(
     nk: int,
     scale: float,
     softcap: float,
+    sinks: Optional[Tensor],
     num_splits: int,
     page_table: Optional[Tensor],
     lse_grad: bool,
@@ -113,7 +114,8 @@ def _attention_forward(
 ) -> tuple[Tensor, Tensor]:
     """(out, lse). q/k/v: [B, S, H, D] (heads_first=False), [B, H, S, D] (True) or [T, H, D]
     (one sequence without offsets, else sequence b at rows offsets[b] + [0, n)). softcap: 0
-    for no logit cap. num_splits: key parts (0 automatic, cm::cuda::ForwardArgs). page_table:
+    for no logit cap. sinks: None, or float32 [heads_q], the attention sinks' logits
+    (cm::cuda::Problem::sinks). num_splits: key parts (0 automatic, cm::cuda::ForwardArgs). page_table:
     None, or int32 [B, pages per sequence] with k and v pools [num_pages, page_size, H, D]
     ([num_pages, H, page_size, D] when heads_first; 4-D q only): key row j of sequence b is row
     j % page_size of page page_table[b, j // page_size] (cm::cuda::PagedKV). lse_grad (the
@@ -122,19 +124,24 @@ def _attention_forward(
     q, k, v = (_kernel_layout(x) for x in (q, k, v))
     if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
         out, lse = _launch_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), desc_host,
-                                   desc_device, None, None, False, nq, nk, scale, softcap,
+                                   desc_device, None, None, False, nq, nk, scale, softcap, sinks,
                                    num_splits, None)
         return out.squeeze(0), lse.squeeze(0)
     return _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
-                           nq, nk, scale, softcap, num_splits, page_table)
+                           nq, nk, scale, softcap, sinks, num_splits, page_table)
 
 
 attention_forward = torch.library.custom_op(
     "compilemask::attention_forward", mutates_args=(), device_types="cuda")(_attention_forward)
 
 
+def _address(x: Optional[Tensor]) -> int:
+    """x's data pointer, 0 for None (the kernels' "none")."""
+    return 0 if x is None else x.data_ptr()
+
+
 def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk,
-                    scale, softcap, num_splits, page_table):
+                    scale, softcap, sinks, num_splits, page_table):
     packed = q_offsets is not None
     # With offsets the kernels write the rows outside every sequence too (0 and -inf).
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -145,7 +152,7 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
             _cuda.workspace_bytes(desc_host.data_ptr(), desc_device.data_ptr(), dims, num_splits),
             dtype=torch.uint8, device=q.device)
         _cuda.forward(
-            desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap,
+            desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap, _address(sinks),
             q.data_ptr(), _bsh_strides(q, heads_first, packed),
             k.data_ptr(), _bsh_strides(k, heads_first, packed),
             v.data_ptr(), _bsh_strides(v, heads_first, packed),
@@ -160,7 +167,7 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
 
 @attention_forward.register_fake
 def _attention_forward_fake(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
-                            nq, nk, scale, softcap, num_splits, page_table, lse_grad,
+                            nq, nk, scale, softcap, sinks, num_splits, page_table, lse_grad,
                             deterministic):
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
@@ -184,11 +191,13 @@ def _attention_backward(
     nk: int,
     scale: float,
     softcap: float,
+    sinks: Optional[Tensor],
     deterministic: bool,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """(dq, dk, dv) of attention_forward's outputs for the gradients dout (of out) and dlse (of
-    lse; None for none), in the shapes and dtype of q, k and v (dk and dv summed over the query
-    heads of each GQA group; zero on the rows of a jagged layout outside every sequence).
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(dq, dk, dv, dsinks) of attention_forward's outputs for the gradients dout (of out) and
+    dlse (of lse; None for none), in the shapes and dtype of q, k and v (dk and dv summed over
+    the query heads of each GQA group; zero on the rows of a jagged layout outside every
+    sequence), and the sinks' gradient, float32 [heads_q] (empty without sinks).
     output and lse are the forward's outputs (named `output`: schemas reserve `out` for out=
     variants); the other arguments are the forward's."""
     q, k, v, out, dout = (_kernel_layout(x) for x in (q, k, v, output, dout))
@@ -197,22 +206,27 @@ def _attention_backward(
     if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
         grads = _launch_backward(*(x.unsqueeze(0) for x in (q, k, v, out, lse, dout)),
                                  None if dlse is None else dlse.unsqueeze(0), desc_host,
-                                 desc_device, None, None, False, nq, nk, scale, softcap,
+                                 desc_device, None, None, False, nq, nk, scale, softcap, sinks,
                                  deterministic)
-        return tuple(g.squeeze(0) for g in grads)
+        return (*(g.squeeze(0) for g in grads[:3]), grads[3])
     return _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets,
-                            k_offsets, heads_first, nq, nk, scale, softcap, deterministic)
+                            k_offsets, heads_first, nq, nk, scale, softcap, sinks, deterministic)
 
 
 attention_backward = torch.library.custom_op(
     "compilemask::attention_backward", mutates_args=(), device_types="cuda")(_attention_backward)
 
 
+def _sink_gradient_like(sinks: Optional[Tensor], device: torch.device) -> Tensor:
+    return torch.empty(0 if sinks is None else sinks.shape[0], dtype=torch.float32, device=device)
+
+
 def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets, k_offsets,
-                     heads_first, nq, nk, scale, softcap, deterministic):
+                     heads_first, nq, nk, scale, softcap, sinks, deterministic):
     packed = q_offsets is not None
     # With offsets the kernels write the rows outside every sequence too (0).
     dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, k))
+    dsinks = _sink_gradient_like(sinks, q.device)
     dims = _dims(q, k, q_offsets, heads_first, nq, nk)
     tensors = [(x.data_ptr(), _bsh_strides(x, heads_first, packed))
                for x in (q, k, v, out, dout, dq, dk, dv)]
@@ -224,27 +238,29 @@ def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_of
                                            deterministic),
             dtype=torch.uint8, device=q.device)
         _cuda.backward(
-            desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap, tensors,
-            lse.data_ptr(), _lse_strides(lse, packed), 0 if dlse is None else dlse.data_ptr(),
-            *_packing(q, k, q_offsets, k_offsets), deterministic, 0,
+            desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap, _address(sinks),
+            tensors, lse.data_ptr(), _lse_strides(lse, packed), _address(dlse),
+            0 if sinks is None else dsinks.data_ptr(), *_packing(q, k, q_offsets, k_offsets), deterministic, 0,
             workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
         )
-    return dq, dk, dv
+    return dq, dk, dv, dsinks
 
 
 @attention_backward.register_fake
 def _attention_backward_fake(q, k, v, output, lse, dout, dlse, desc_host, desc_device, q_offsets,
-                             k_offsets, heads_first, nq, nk, scale, softcap, deterministic):
+                             k_offsets, heads_first, nq, nk, scale, softcap, sinks,
+                             deterministic):
     return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
             torch.empty(k.shape, dtype=k.dtype, device=k.device),
-            torch.empty(k.shape, dtype=k.dtype, device=k.device))
+            torch.empty(k.shape, dtype=k.dtype, device=k.device),
+            _sink_gradient_like(sinks, q.device))
 
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale, softcap,
-     _num_splits, page_table, lse_grad, deterministic) = inputs
+     sinks, _num_splits, page_table, lse_grad, deterministic) = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets)
+    ctx.save_for_backward(q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets, sinks)
     ctx.options = (heads_first, nq, nk, scale, softcap)
     ctx.lse_grad, ctx.deterministic = lse_grad, deterministic
     ctx.paged = page_table is not None
@@ -256,15 +272,16 @@ def _gradients(ctx, dout, dlse, backward):
     # cm.attention refuses paged K/V with autograd; a direct call of the operator gets here.
     if ctx.paged:
         raise RuntimeError("compilemask::attention_forward with a page_table has no backward")
-    q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets = ctx.saved_tensors
+    q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets, sinks = ctx.saved_tensors
     if dout is None:  # a loss of the LSE alone
         dout = torch.zeros_like(out)
     # Without lse_grad the caller never saw the LSE, so its gradient is zero.
     dlse = dlse if ctx.lse_grad else None
-    dq, dk, dv = backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets,
-                          k_offsets, *ctx.options, ctx.deterministic)
+    dq, dk, dv, dsinks = backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device,
+                                  q_offsets, k_offsets, *ctx.options, sinks, ctx.deterministic)
     # One gradient slot per input of attention_forward.
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None, None, None
+    return (dq, dk, dv, None, None, None, None, None, None, None, None, None,
+            None if sinks is None else dsinks, None, None, None, None)
 
 
 torch.library.register_autograd(
@@ -292,6 +309,7 @@ class _EagerAttention(torch.autograd.Function):
 
 
 _PLAIN_TENSORS = (Tensor, torch.nn.Parameter)
+_SINKS_INPUT = 12  # attention_forward's sinks: the one input besides q, k, v with a gradient
 
 
 def differentiable_attention(*inputs) -> tuple[Tensor, Tensor]:
@@ -302,7 +320,9 @@ def differentiable_attention(*inputs) -> tuple[Tensor, Tensor]:
     if (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0
             or any(type(x) not in _PLAIN_TENSORS for x in inputs[:3])):
         return torch.ops.compilemask.attention_forward(*inputs)
-    if not (torch.is_grad_enabled() and any(x.requires_grad for x in inputs[:3])):
+    differentiable = [*inputs[:3], inputs[_SINKS_INPUT]]
+    if not (torch.is_grad_enabled()
+            and any(x is not None and x.requires_grad for x in differentiable)):
         return _attention_forward(*inputs)
     return _EagerAttention.apply(*inputs)
 

@@ -7,6 +7,8 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/tuple.h>
 
+#include <string>
+
 #include "numpy_out.h"
 
 #include "bindings.h"
@@ -18,6 +20,8 @@ namespace {
 
 using Input = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 using RowInput = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
+using HeadInput = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Sinks = std::optional<HeadInput>;
 using Output = nb::ndarray<nb::numpy, float>;
 
 int32_t dim(const Input& a, size_t axis) {
@@ -46,22 +50,29 @@ void require_shape_of(const Input& a, const Input& q, const char* name) {
   }
 }
 
-ReferenceOptions options(float scale, float softcap, bool float64) {
+// sinks, if given, holds one logit per query head of q.
+ReferenceOptions options(const Input& q, float scale, float softcap, const Sinks& sinks,
+                         bool float64) {
+  if (sinks && sinks->shape(0) != q.shape(1)) {
+    throw Error("sinks must hold one logit per query head: shape [" + std::to_string(q.shape(1)) +
+                "], got [" + std::to_string(sinks->shape(0)) + "]");
+  }
   ReferenceOptions o;
   o.scale = scale;
   o.softcap = softcap;
+  o.sinks = sinks ? sinks->data() : nullptr;
   o.accumulate = float64 ? Accumulate::kFloat64 : Accumulate::kFloat32;
   return o;
 }
 
 std::tuple<Output, Output> forward(const Plan& plan, const Input& q, const Input& k, const Input& v,
-                                   float scale, float softcap, bool float64) {
+                                   float scale, float softcap, const Sinks& sinks, bool float64) {
   const AttentionShape s = shape_of(q, k, v);
+  const ReferenceOptions o = options(q, scale, softcap, sinks, float64);
   std::vector<float> out(q.size()), lse(sz(s.batch) * sz(s.heads_q) * sz(s.nq));
   {
     nb::gil_scoped_release unlocked;
-    reference_forward(plan.blob(), s, q.data(), k.data(), v.data(), out.data(), lse.data(),
-                      options(scale, softcap, float64));
+    reference_forward(plan.blob(), s, q.data(), k.data(), v.data(), out.data(), lse.data(), o);
   }
   return {to_numpy(std::move(out), {sz(s.batch), sz(s.heads_q), sz(s.nq), sz(s.head_dim)}),
           to_numpy(std::move(lse), {sz(s.batch), sz(s.heads_q), sz(s.nq)})};
@@ -74,36 +85,40 @@ void require_rows_of(const RowInput& a, const Input& q, const char* name) {
   }
 }
 
-std::tuple<Output, Output, Output> backward(const Plan& plan, const Input& q, const Input& k,
-                                            const Input& v, const Input& out, const Input& dout,
-                                            const RowInput& lse,
-                                            const std::optional<RowInput>& dlse, float scale,
-                                            float softcap, bool float64) {
+// dq, dk, dv, and with sinks the sinks' gradient [heads_q] (else None).
+std::tuple<Output, Output, Output, std::optional<Output>> backward(
+    const Plan& plan, const Input& q, const Input& k, const Input& v, const Input& out,
+    const Input& dout, const RowInput& lse, const std::optional<RowInput>& dlse, float scale,
+    float softcap, const Sinks& sinks, bool float64) {
   const AttentionShape s = shape_of(q, k, v);
   require_shape_of(out, q, "out");
   require_shape_of(dout, q, "dout");
   require_rows_of(lse, q, "lse");
   if (dlse) require_rows_of(*dlse, q, "the LSE's gradient");
-  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+  const ReferenceOptions o = options(q, scale, softcap, sinks, float64);
+  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size()), dsinks(sinks ? q.shape(1) : 0);
   {
     nb::gil_scoped_release unlocked;
     reference_backward(plan.blob(), s, q.data(), k.data(), v.data(), out.data(), dout.data(),
                        lse.data(), dlse ? dlse->data() : nullptr, dq.data(), dk.data(), dv.data(),
-                       options(scale, softcap, float64));
+                       sinks ? dsinks.data() : nullptr, o);
   }
+  std::optional<Output> dsinks_out;
+  if (sinks) dsinks_out = to_numpy(std::move(dsinks), {sz(s.heads_q)});
   return {to_numpy(std::move(dq), {sz(s.batch), sz(s.heads_q), sz(s.nq), sz(s.head_dim)}),
           to_numpy(std::move(dk), {sz(s.batch), sz(s.heads_kv), sz(s.nk), sz(s.head_dim)}),
-          to_numpy(std::move(dv), {sz(s.batch), sz(s.heads_kv), sz(s.nk), sz(s.head_dim)})};
+          to_numpy(std::move(dv), {sz(s.batch), sz(s.heads_kv), sz(s.nk), sz(s.head_dim)}),
+          std::move(dsinks_out)};
 }
 
 }  // namespace
 
 void bind_reference(nb::module_& m) {
   m.def("reference_forward", &forward, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
-        nb::arg("scale"), nb::arg("softcap"), nb::arg("float64"));
+        nb::arg("scale"), nb::arg("softcap"), nb::arg("sinks").none(), nb::arg("float64"));
   m.def("reference_backward", &backward, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
         nb::arg("out"), nb::arg("dout"), nb::arg("lse"), nb::arg("dlse").none(), nb::arg("scale"),
-        nb::arg("softcap"), nb::arg("float64"));
+        nb::arg("softcap"), nb::arg("sinks").none(), nb::arg("float64"));
 }
 
 }  // namespace cm::python

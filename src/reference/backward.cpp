@@ -1,6 +1,7 @@
 // Reference attention, backward pass. dQ: one work item per (b, h, query tile) over the forward
 // form. dK and dV: one work item per (b, kv head, key tile) over the transposed form, summing
 // the query heads of the kv group, so every output row has exactly one writer.
+#include <compilemask/compilemask.h>
 #include <compilemask/reference.h>
 
 #include "reference/parallel_for.h"
@@ -29,6 +30,7 @@ struct BackwardTensors {
   float* dq;
   float* dk;
   float* dv;
+  float* dsinks;  // may be null
 };
 
 template <class Acc>
@@ -169,6 +171,26 @@ class BackwardWorker {
   std::vector<Acc> dv_acc_;
 };
 
+// d loss / d sink of query head h: the sink is a logit whose value row is 0, so its dP is 0 and
+// its dS = P_sink (0 - delta), summed over the rows of every batch row.
+template <class Acc>
+float sink_gradient(const Problem& p, const BackwardTensors& t, int h) {
+  const Acc sink = static_cast<Acc>(p.sink(h));
+  if (std::isinf(sink)) return 0.0f;  // -inf: no sink, and e^{sink - lse} could be NaN
+  const int d = p.shape.head_dim;
+  Acc sum = 0;
+  for (int b = 0; b < p.shape.batch; ++b) {
+    for (int q = 0; q < p.shape.nq; ++q) {
+      const int64_t offset = p.q_offset(b, h) + static_cast<int64_t>(q) * d;
+      const int64_t lse_at = p.lse_offset(b, h) + q;
+      const Acc dlse = t.dlse != nullptr ? static_cast<Acc>(t.dlse[lse_at]) : Acc{0};
+      const Acc delta = reference::dot<Acc>(t.dout + offset, t.out + offset, d) - dlse;
+      sum -= std::exp(sink - static_cast<Acc>(t.lse[lse_at])) * delta;
+    }
+  }
+  return static_cast<float>(sum);
+}
+
 template <class Acc>
 void backward(const Problem& p, const BackwardTensors& t, const ReferenceOptions& options) {
   // Items [0, dq_count) are (query tile, b, h); the rest are (key tile, b, kv head). Tile index
@@ -192,6 +214,12 @@ void backward(const Problem& p, const BackwardTensors& t, const ReferenceOptions
                 static_cast<int>(rest / kv_heads));
     }
   });
+  if (t.dsinks != nullptr) {
+    const int sink_workers = reference::resolve_workers(options.threads, p.shape.heads_q);
+    reference::parallel_for(p.shape.heads_q, sink_workers, {}, [&](int64_t h, int) {
+      t.dsinks[h] = sink_gradient<Acc>(p, t, static_cast<int>(h));
+    });
+  }
 }
 
 }  // namespace
@@ -199,12 +227,15 @@ void backward(const Problem& p, const BackwardTensors& t, const ReferenceOptions
 void reference_backward(const void* descriptor, const AttentionShape& shape, const float* q,
                         const float* k, const float* v, const float* out, const float* dout,
                         const float* lse, const float* dlse, float* dq, float* dk, float* dv,
-                        const ReferenceOptions& options) {
+                        float* dsinks, const ReferenceOptions& options) {
   const Problem p = reference::make_problem(descriptor, shape, options);
   const void* tensors[] = {q, k, v, out, dout, lse, dq, dk, dv};
   const char* names[] = {"q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv"};
   for (int i = 0; i < 9; ++i) reference::require_tensor(tensors[i], names[i]);
-  const BackwardTensors t{q, k, v, out, dout, lse, dlse, dq, dk, dv};
+  if (dsinks != nullptr && options.sinks == nullptr) {
+    throw Error("reference attention: dsinks needs options.sinks (the gradient of which sinks?)");
+  }
+  const BackwardTensors t{q, k, v, out, dout, lse, dlse, dq, dk, dv, dsinks};
   if (options.accumulate == Accumulate::kFloat64) {
     backward<double>(p, t, options);
   } else {

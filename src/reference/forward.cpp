@@ -60,13 +60,16 @@ class ForwardWorker {
         max_score = std::max(max_score, s);
       }
     }
-    if (scores_.empty()) {  // fully masked row
+    // The sink is one more logit, of a key whose value is 0: it adds to the sum only.
+    const auto sink = static_cast<Acc>(p_.sink(h));
+    if (scores_.empty()) {  // fully masked row: the sink alone, if any
       std::fill(out_row, out_row + d, 0.0f);
-      lse = -std::numeric_limits<float>::infinity();
+      lse = static_cast<float>(sink);
       return;
     }
+    max_score = std::max(max_score, sink);
     std::fill(out_acc_.begin(), out_acc_.end(), Acc{0});
-    Acc sum = 0;
+    Acc sum = std::exp(sink - max_score);  // 0 without a sink
     size_t index = 0;
     for (const Interval& iv : visible) {
       for (int j = iv.lo; j < iv.hi; ++j) {

@@ -4,6 +4,7 @@
 #include <compilemask/compilemask.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace cm::reference {
@@ -64,6 +65,14 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
           "options.scale must be finite and >= 0 (0 means 1/sqrt(head_dim))");
   require(std::isfinite(options.softcap) && options.softcap >= 0,
           "options.softcap must be finite and >= 0 (0 means no logit cap)");
+  if (options.sinks != nullptr) {
+    for (int32_t h = 0; h < shape.heads_q; ++h) {
+      const float sink = options.sinks[h];
+      require(!std::isnan(sink) && sink != std::numeric_limits<float>::infinity(),
+              "options.sinks[" + std::to_string(h) + "] = " + std::to_string(sink) +
+                  " must be finite or -inf (no sink)");
+    }
+  }
   require(options.threads >= 0,
           "options." + value_of("threads", options.threads) + " must be >= 0 (0 means all cores)");
 
@@ -72,6 +81,7 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
   p.shape = shape;
   p.scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(double{1.0} * shape.head_dim);
   p.softcap = options.softcap;
+  p.sinks = options.sinks;
   p.group = shape.heads_q / shape.heads_kv;
   p.tile_n = hd.tile_n;
   p.num_q_tiles = hd.num_q_tiles;

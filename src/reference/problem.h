@@ -7,16 +7,18 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace cm::reference {
 
 struct Problem {
   const void* blob = nullptr;
   AttentionShape shape;
-  double scale = 0;    // resolved softmax scale, never 0
-  double softcap = 0;  // logit cap; 0 means none
-  int32_t group = 1;   // query heads per kv head
-  int32_t tile_n = 0;  // the widest key tile (key tiles restart at block boundaries)
+  double scale = 0;              // resolved softmax scale, never 0
+  double softcap = 0;            // logit cap; 0 means none
+  const float* sinks = nullptr;  // per query head, checked: finite or -inf; null means none
+  int32_t group = 1;             // query heads per kv head
+  int32_t tile_n = 0;            // the widest key tile (key tiles restart at block boundaries)
   int32_t num_q_tiles = 0, num_k_tiles = 0;
 
   // The logit of a query-key dot product, and its slope: the factor that turns a gradient by
@@ -32,6 +34,11 @@ struct Problem {
     if (softcap == 0) return {scaled, Acc{1}};
     const Acc t = std::tanh(scaled / static_cast<Acc>(softcap));
     return {static_cast<Acc>(softcap) * t, Acc{1} - t * t};
+  }
+
+  // The sink logit of query head h; -inf for none.
+  double sink(int h) const {
+    return sinks != nullptr ? double{sinks[h]} : -std::numeric_limits<double>::infinity();
   }
 
   // Offsets of row 0 of a (b, h) slice of the query-side and key-side tensors, and of the LSE.

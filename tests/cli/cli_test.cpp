@@ -320,6 +320,18 @@ TEST(Cli, RunTakesALogitCap) {
   }
 }
 
+// --sinks reaches both references and the backward reports the sinks' gradient; rows 180 on
+// lie in no document and see no key, so their LSE is the sink.
+TEST(Cli, RunTakesAttentionSinks) {
+  const CliResult r =
+      expect_ok({"run", example("doc_causal"), "-p", "docs=0,70,130,180", "-n", "200", "--heads",
+                 "4", "--heads-kv", "2", "--dim", "32", "--backward", "--threads", "2", "--sinks"});
+  EXPECT_TRUE(contains(r.out, ", attention sinks\n")) << r.out;
+  for (const char* label : {"O", "LSE", "dQ", "dK", "dV", "dsinks"}) {
+    EXPECT_LT(value_after(r.out, label), 1e-3) << label << "\n" << r.out;
+  }
+}
+
 // Effective TFLOP/s count 4 D flops per visible pair: causal has n (n + 1) / 2 per (b, h).
 TEST(Cli, RunReportsEffectiveThroughput) {
   const int n = 512, dim = 64, batch = 2, heads = 3;
@@ -369,6 +381,14 @@ TEST(Cli, RunOnGpuOrExplainsWhyNot) {
     // against the reference's.
     expect_gpu_errors_near_rounding(expect_ok({"run", example("causal"), "-n", "300", "--heads",
                                                "2", "--backward", "--gpu", "--softcap", "0.3"}));
+    // Attention sinks, in the epilogue and in the combine kernel of five key parts.
+    for (const char* splits : {"1", "5"}) {
+      const CliResult sinks =
+          expect_ok({"run", example("causal"), "--nq", "100", "--nk", "3000", "--heads", "4",
+                     "--heads-kv", "2", "--backward", "--gpu", "--sinks", "--splits", splits});
+      expect_gpu_errors_near_rounding(sinks);
+      EXPECT_LE(value_after(sinks.out, "dsinks"), 1e-2) << sinks.out;
+    }
     // Few query rows against many keys, the keys in five parts merged by their LSEs.
     const CliResult split_keys =
         expect_ok({"run", example("causal"), "--nq", "16", "--nk", "3000", "--heads", "2",

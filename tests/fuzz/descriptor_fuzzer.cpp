@@ -39,7 +39,7 @@ void run_reference(const void* blob, const cm::desc::Header& h) {
   options.threads = 1;
   cm::reference_forward(blob, shape, q.data(), k.data(), v.data(), out.data(), lse.data(), options);
   cm::reference_backward(blob, shape, q.data(), k.data(), v.data(), out.data(), dout.data(),
-                         lse.data(), nullptr, dq.data(), dk.data(), dv.data(), options);
+                         lse.data(), nullptr, dq.data(), dk.data(), dv.data(), nullptr, options);
   for (const std::vector<float>* t : {&out, &dq, &dk, &dv}) {
     for (const float x : *t) {
       if (!std::isfinite(x)) __builtin_trap();

@@ -1,7 +1,8 @@
 // The sm90 backward kernel against the float64 CPU reference driven by the same descriptor
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
 // head dims 64, 128 and 256 and padded ones, both dtypes and both dQ modes, some of them with a
-// gradient of the LSE too and some with soft-capped logits, some in the packed layout with NaN
+// gradient of the LSE too, some with soft-capped logits or attention sinks (and their gradient),
+// some in the packed layout with NaN
 // between the sequences; bitwise determinism; CUDA graph capture; and the launcher's input
 // validation. Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
@@ -45,7 +46,8 @@ class Problem {
 
   // deterministic and head_splits: BackwardArgs's (head splits 0: automatic, for the mode).
   explicit Problem(const Case& c, bool deterministic, int gap = 0, int head_splits = 0)
-      : c_(c),
+      : sinks(c.sinks ? cm::gpu_test::sink_logits(c.heads_q) : std::vector<float>{}),
+        c_(c),
         gap_(gap),
         deterministic_(deterministic),
         head_splits_(head_splits),
@@ -66,6 +68,8 @@ class Problem {
         dk_(stored(nk_elems_, c.nk) * 2),
         dv_(stored(nk_elems_, c.nk) * 2),
         offsets_(2 * kBatch * sizeof(int32_t)),
+        sinks_(std::max<size_t>(sinks.size(), 1) * 4),
+        dsinks_(std::max<size_t>(sinks.size(), 1) * 4),
         workspace_(workspace_bytes_) {
     std::vector<int32_t> offsets;  // q_offsets, then k_offsets
     for (int b = 0; b < kBatch; ++b) offsets.push_back(b * c.heads_q * (c.nq + gap));
@@ -91,6 +95,7 @@ class Problem {
     cm::ReferenceOptions options;
     options.accumulate = cm::Accumulate::kFloat64;
     options.softcap = c_.softcap;
+    options.sinks = c_.sinks ? sinks.data() : nullptr;
     std::vector<float> out_exact(nq_elems_);
     lse.assign(lse_elems_, 0.f);
     cm::reference_forward(plan_.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
@@ -99,10 +104,15 @@ class Problem {
     ref_dq.assign(nq_elems_, 0.f);
     ref_dk.assign(nk_elems_, 0.f);
     ref_dv.assign(nk_elems_, 0.f);
+    ref_dsinks.assign(sinks.size(), 0.f);
     cm::reference_backward(plan_.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
                            out.values.data(), dout.values.data(), lse.data(),
                            dlse.empty() ? nullptr : dlse.data(), ref_dq.data(), ref_dk.data(),
-                           ref_dv.data(), options);
+                           ref_dv.data(), c_.sinks ? ref_dsinks.data() : nullptr, options);
+    if (c_.sinks) {
+      sink_terms = sink_term_magnitudes(shape);
+      upload(sinks_, sinks);
+    }
     upload(q_, with_gaps(q.bits, c_.heads_q, c_.nq, c_.head_dim, kNaNBits));
     upload(k_, with_gaps(k.bits, c_.heads_kv, c_.nk, c_.head_dim, kNaNBits));
     upload(v_, with_gaps(v.bits, c_.heads_kv, c_.nk, c_.head_dim, kNaNBits));
@@ -121,6 +131,7 @@ class Problem {
       const size_t bytes = b == &dq_ ? stored(nq_elems_, c_.nq) * 2 : stored(nk_elems_, c_.nk) * 2;
       ASSERT_EQ(cudaMemset(b->ptr, 0xff, bytes), cudaSuccess);
     }
+    ASSERT_EQ(cudaMemset(dsinks_.ptr, 0xff, sinks.size() * 4), cudaSuccess);
     ASSERT_EQ(cudaMemset(workspace_.ptr, 0xff, workspace_bytes_), cudaSuccess);
   }
 
@@ -130,6 +141,8 @@ class Problem {
     static_cast<cm::cuda::Problem&>(a) = cm::cuda::dense_problem(
         c_.dtype, shape(), q_.ptr, k_.ptr, v_.ptr, out_.ptr, static_cast<const float*>(lse_.ptr));
     a.softcap = c_.softcap;
+    a.sinks = c_.sinks ? static_cast<const float*>(sinks_.ptr) : nullptr;
+    a.dsinks = c_.sinks ? static_cast<float*>(dsinks_.ptr) : nullptr;
     a.dout = dense_bhsd(dout_.ptr, c_.heads_q, q_rows, d);
     a.dlse = dlse.empty() ? nullptr : static_cast<const float*>(dlse_.ptr);
     a.dq = dense_bhsd(dq_.ptr, c_.heads_q, q_rows, d);
@@ -171,6 +184,14 @@ class Problem {
     return r;
   }
 
+  // The sinks' gradient as the kernel wrote it.
+  std::vector<float> sink_gradient() const {
+    std::vector<float> got(sinks.size());
+    EXPECT_EQ(cudaMemcpy(got.data(), dsinks_.ptr, got.size() * 4, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return got;
+  }
+
   const Case& spec() const { return c_; }
   const cm::cuda::DeviceDescriptor& descriptor() const { return descriptor_; }
   void* workspace() const { return workspace_.ptr; }
@@ -178,8 +199,32 @@ class Problem {
 
   Rounded q, k, v, dout, out;
   std::vector<float> lse, dlse, ref_dq, ref_dk, ref_dv;  // dlse is empty without an LSE gradient
+  // With sinks: their logits, the reference gradient and, per head, the sum of its terms'
+  // magnitudes |e^{sink - lse} (dO · O - dLSE)|, the scale of a float32 sum's rounding.
+  const std::vector<float> sinks;
+  std::vector<float> ref_dsinks;
+  std::vector<double> sink_terms;
 
  private:
+  std::vector<double> sink_term_magnitudes(const cm::AttentionShape& s) const {
+    std::vector<double> sums(sinks.size(), 0.0);
+    for (int b = 0; b < s.batch; ++b) {
+      for (int h = 0; h < s.heads_q; ++h) {
+        for (int i = 0; i < s.nq; ++i) {
+          const size_t row = (size_t(b) * s.heads_q + h) * s.nq + i;
+          double delta = dlse.empty() ? 0.0 : -double(dlse[row]);
+          for (int d = 0; d < s.head_dim; ++d) {
+            delta += double(dout.values[row * s.head_dim + d]) * out.values[row * s.head_dim + d];
+          }
+          // A head without a sink (-inf) has no terms; its rows' LSE may be -inf too.
+          if (!std::isinf(sinks[h]))
+            sums[h] += std::abs(std::exp(double(sinks[h]) - lse[row]) * delta);
+        }
+      }
+    }
+    return sums;
+  }
+
   // Elements of a [B, H, rows, width] tensor of `elems` elements as stored, gaps included.
   size_t stored(size_t elems, int rows) const { return elems / rows * (rows + gap_); }
 
@@ -235,7 +280,8 @@ class Problem {
   cm::Plan plan_;
   cm::cuda::DeviceDescriptor descriptor_;
   size_t nq_elems_, nk_elems_, lse_elems_, workspace_bytes_;
-  DeviceBuffer q_, k_, v_, out_, dout_, lse_, dlse_, dq_, dk_, dv_, offsets_, workspace_;
+  DeviceBuffer q_, k_, v_, out_, dout_, lse_, dlse_, dq_, dk_, dv_, offsets_, sinks_, dsinks_,
+      workspace_;
 };
 
 // max |got - ref| <= 8 eps max|ref| + 1e-3: the kernel rounds P, dS and the results to the
@@ -268,6 +314,13 @@ void check_gradients(const Case& c, bool deterministic, bool lse_gradient, int g
   expect_close(r[0], problem.ref_dq, c.dtype, "dq");
   expect_close(r[1], problem.ref_dk, c.dtype, "dk");
   expect_close(r[2], problem.ref_dv, c.dtype, "dv");
+  // The sinks' gradient is a float32 sum of the preprocess's rows: its error is the sum's
+  // rounding, small against its terms' magnitudes.
+  const std::vector<float> dsinks = problem.sink_gradient();
+  for (size_t h = 0; h < dsinks.size(); ++h) {
+    EXPECT_NEAR(dsinks[h], problem.ref_dsinks[h], 1e-4 * problem.sink_terms[h] + 1e-6)
+        << "dsinks[" << h << "]";
+  }
   // Rows that see no key get dQ = 0 exactly.
   for (size_t row = 0; row < problem.lse.size(); ++row) {
     if (!std::isinf(problem.lse[row])) continue;
@@ -326,6 +379,15 @@ INSTANTIATE_TEST_SUITE_P(HeadDim256, BackwardMatchesReference,
 INSTANTIATE_TEST_SUITE_P(Softcap, BackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::softcap_cases()),
                                           testing::Bool()));
+// Attention sinks: the LSE that includes them, and their gradient (bwd_sink_gradient.cu) from
+// the preprocess's rows, without and with a gradient of the LSE, and packed between NaN rows.
+INSTANTIATE_TEST_SUITE_P(Sinks, BackwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::sink_cases()),
+                                          testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(Sinks, LseGradientMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::sink_cases()),
+                                          testing::Bool()));
+
 // The default mode's dispatch over all the kv slices at once (BwdShape::slice_group), which the
 // automatic schedule takes for this grid of a few waves on the H200's 132 SMs
 // (bwd_head_splits_test's AutomaticSchedule); deterministic mode keeps its own order.
@@ -353,6 +415,9 @@ TEST_P(PackedBackwardMatchesReference, Gradients) {
 
 INSTANTIATE_TEST_SUITE_P(Examples, PackedBackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(every_third_case()), testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(Sinks, PackedBackwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::sink_cases()),
+                                          testing::Bool()));
 INSTANTIATE_TEST_SUITE_P(HeadDim256, PackedBackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),
                                           testing::Bool()));
@@ -394,23 +459,28 @@ INSTANTIATE_TEST_SUITE_P(Forced, HeadSplitsMatchReference,
                          testing::Combine(testing::ValuesIn(split_cases()), testing::Bool()));
 
 // Deterministic mode: bitwise-identical results over 10 runs, also when captured in a graph, at
-// head dims 128 and 256 (whose two items per key tile add to dQ in their own order).
+// head dims 128 and 256 (whose two items per key tile add to dQ in their own order); with
+// attention sinks, whose gradient must repeat too.
 class BackwardDeterminism : public testing::TestWithParam<int> {};
 
 TEST_P(BackwardDeterminism, BitwiseOverRunsAndGraphReplays) {
   SKIP_WITHOUT_HOPPER();
-  Problem problem({"causal", {}, 1000, 1000, GetParam(), 4, 2, DType::kBFloat16}, true);
+  Case c{"causal", {}, 1000, 1000, GetParam(), 4, 2, DType::kBFloat16};
+  c.sinks = true;
+  Problem problem(c, true);
   problem.prepare(7);
   problem.poison();
   problem.run(nullptr);
   CUDA_OK(cudaDeviceSynchronize());
   const auto first = problem.results();
+  const std::vector<float> first_dsinks = problem.sink_gradient();
   expect_close(first[0], problem.ref_dq, DType::kBFloat16, "dq");
   for (int run = 1; run < 10; ++run) {
     problem.poison();
     problem.run(nullptr);
     CUDA_OK(cudaDeviceSynchronize());
     ASSERT_EQ(problem.results(), first) << "run " << run << " differs";
+    ASSERT_EQ(problem.sink_gradient(), first_dsinks) << "run " << run << "'s dsinks differ";
   }
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -425,6 +495,7 @@ TEST_P(BackwardDeterminism, BitwiseOverRunsAndGraphReplays) {
     CUDA_OK(cudaGraphLaunch(exec, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
     ASSERT_EQ(problem.results(), first) << "graph replay " << replay << " differs";
+    ASSERT_EQ(problem.sink_gradient(), first_dsinks) << "graph replay " << replay;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

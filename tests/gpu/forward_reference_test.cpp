@@ -2,9 +2,9 @@
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
 // head dims 64 and 128 (and padded ones), both dtypes and both mainloops, on one CTA per SM and
 // on two CTAs, a selection at head dims above 128 (the kernel for 256), one with soft-capped
-// logits, and split keys: forced on every example, automatic and forced on few query rows
-// against many keys; K and V in pages of a shuffled pool and packed between NaN rows. Skips
-// without a Hopper GPU.
+// logits, attention sinks, and split keys: forced on every example, automatic and forced on few
+// query rows against many keys; K and V in pages of a shuffled pool and packed between NaN rows.
+// Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda.h>
 #include <compilemask/reference.h>
@@ -153,6 +153,9 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
   cm::ReferenceOptions options;
   options.accumulate = cm::Accumulate::kFloat64;
   options.softcap = c.softcap;
+  const std::vector<float> sinks =
+      c.sinks ? cm::gpu_test::sink_logits(c.heads_q) : std::vector<float>{};
+  options.sinks = c.sinks ? sinks.data() : nullptr;
   cm::reference_forward(plan.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
                         ref_out.data(), ref_lse.data(), options);
 
@@ -166,6 +169,8 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
   DeviceBuffer dq(nq_elems * 2), dk(keys.k_bits.size() * 2), dv(keys.v_bits.size() * 2);
   DeviceBuffer dout(nq_elems * 2), dlse(lse_elems * 4);
   DeviceBuffer dtable(std::max<size_t>(keys.table.size(), 1) * 4);
+  DeviceBuffer dsinks(std::max<size_t>(sinks.size(), 1) * 4);
+  CUDA_OK(cudaMemcpy(dsinks.ptr, sinks.data(), sinks.size() * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dq.ptr, q.bits.data(), nq_elems * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dk.ptr, keys.k_bits.data(), keys.k_bits.size() * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dv.ptr, keys.v_bits.data(), keys.v_bits.size() * 2, cudaMemcpyHostToDevice));
@@ -200,6 +205,7 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
     args.v = {dv.ptr, keys.v.stride_b, keys.v.stride_s, keys.v.stride_h};
   }
   args.softcap = c.softcap;
+  args.sinks = c.sinks ? static_cast<const float*>(dsinks.ptr) : nullptr;
   args.mainloop = mainloop;
   args.max_ctas = max_ctas;
   args.num_splits = num_splits;
@@ -302,6 +308,12 @@ INSTANTIATE_TEST_SUITE_P(HeadDim256, ForwardMatchesReference,
 INSTANTIATE_TEST_SUITE_P(Softcap, ForwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::softcap_cases()),
                                           kMainloops, testing::Values(0), testing::Values(1, 2)));
+
+// Attention sinks, added by the epilogue (keys whole) or by fwd_combine (keys in parts, and the
+// decoding cases' packed heads), in both mainloops.
+INSTANTIATE_TEST_SUITE_P(Sinks, ForwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::sink_cases()), kMainloops,
+                                          testing::Values(0), testing::Values(1, 3)));
 
 // Keys in pages of a pool (decoding against a paged cache): pages smaller than a stage's keys,
 // as large as a tile and larger, both page layouts, keys whole and split automatically.

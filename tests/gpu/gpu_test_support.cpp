@@ -2,6 +2,7 @@
 #include "gpu_test_support.h"
 
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -60,6 +61,14 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.example << " nq=" << c.nq << " nk=" << c.nk << " d=" << c.head_dim << " h=" << c.heads_q
       << "/" << c.heads_kv << (c.dtype == cuda::DType::kBFloat16 ? " bf16" : " fp16");
   if (c.softcap > 0) *os << " softcap=" << c.softcap;
+  if (c.sinks) *os << " sinks";
+}
+
+std::vector<float> sink_logits(int heads) {
+  std::vector<float> sinks;
+  for (int h = 0; h < heads; ++h) sinks.push_back(-1.5f + 0.9f * static_cast<float>(h % 6));
+  if (heads > 1) sinks[1] = -std::numeric_limits<float>::infinity();
+  return sinks;
 }
 
 std::vector<Case> example_cases() {
@@ -253,6 +262,22 @@ std::vector<Case> softcap_cases() {
       example_case("clear", 940, 0),          example_case("sliding_window", 300, 0),
       example_case("chunked_causal", 300, 0), example_case("hstu", 300, 200)};
   for (Case& c : cases) c.softcap = 1.5f;
+  return cases;
+}
+
+std::vector<Case> sink_cases() {
+  std::vector<Case> cases = {example_case("causal", 300, 0),
+                             example_case("doc_causal", 700, 0),
+                             example_case("clear", 940, 0),
+                             example_case("hstu", 300, 200),
+                             example_case("causal", 300, 64),
+                             decode_cases()[0],
+                             decode_cases()[4],  // rows that see no key
+                             decode_cases()[5]};
+  Case capped = example_case("sliding_window", 300, 0);
+  capped.softcap = 1.5f;
+  cases.push_back(capped);
+  for (Case& c : cases) c.sinks = true;
   return cases;
 }
 

@@ -65,8 +65,14 @@ struct Case {
   int head_dim;
   int heads_q, heads_kv;
   cuda::DType dtype;
-  float softcap = 0;  // logit cap (cuda::Problem::softcap); 0 means none
+  float softcap = 0;   // logit cap (cuda::Problem::softcap); 0 means none
+  bool sinks = false;  // attention sinks (cuda::Problem::sinks) of sink_logits(heads_q)
 };
+
+// One attention-sink logit per query head, from -1.5 up in steps of 0.9 (about the range of
+// these inputs' largest logits, so a sink weighs from little to most of a row), head 1's -inf
+// (no sink).
+std::vector<float> sink_logits(int heads);
 
 void PrintTo(const Case& c, std::ostream* os);
 
@@ -84,6 +90,11 @@ std::vector<Case> wide_head_cases();
 // head dims 64, 128 and 200 (the kernels for 256), both dtypes, full tiles, partial tiles from
 // bands and from grid formulas, and rows that see no key.
 std::vector<Case> softcap_cases();
+
+// Cases with attention sinks: full and partial tiles, rows that see no key (which then get the
+// sink's LSE), GQA, both dtypes, head dims 64, 128 and 200 (the kernel for 256), a soft cap,
+// and decoding shapes whose key parts and packed heads fwd_combine merges.
+std::vector<Case> sink_cases();
 
 // Few query rows against many keys, the shapes that split keys and packed heads serve
 // (decoding, a chunk of queries against a long cache): causal (aligned bottom-right) with one

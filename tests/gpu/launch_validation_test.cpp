@@ -66,6 +66,11 @@ std::vector<Rule> problem_rules() {
       {"negative softcap", [](P& a) { a.softcap = -1.f; }, "softcap must be finite and >= 0"},
       {"infinite softcap", [](P& a) { a.softcap = std::numeric_limits<float>::infinity(); },
        "softcap must be finite and >= 0"},
+      {"sink alignment",
+       [](P& a) {
+         a.sinks = reinterpret_cast<const float*>(reinterpret_cast<const char*>(&a) + 1);
+       },
+       "sinks must be 4-byte aligned (float32)"},
       {"nq", [](P& a) { a.nq = kN - 1; }, "differ from the descriptor's nq=256"},
       {"heads", [](P& a) { a.heads_q = a.heads_kv = 4; }, "descriptor heads 2 must be 1 or"},
       {"half packed", [](P& a) { a.q_offsets = reinterpret_cast<const int32_t*>(&a); },
@@ -313,6 +318,11 @@ TEST_F(LaunchValidation, BackwardRejectsEachBrokenRule) {
       {"dk.data is null", [](B& a) { a.dk.data = nullptr; }},
       {"dv.stride_h must be a positive multiple", [](B& a) { a.dv.stride_h = 4; }},
       {"head_splits must be 0 (automatic)", [](B& a) { a.head_splits = -1; }},
+      {"dsinks needs sinks",
+       [](B& a) {
+         static float never_written;  // rejected before any launch
+         a.dsinks = &never_written;
+       }},
   };
   for (const auto& [message, apply] : outputs) {
     BackwardArgs a = backward_args();

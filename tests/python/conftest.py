@@ -50,19 +50,30 @@ def workloads():
     return _load("workloads", path)
 
 
-def dense_attention64(q, k, v, visible, scale, dout=None, dlse=None, softcap=None):
+def dense_attention64(q, k, v, visible, scale, dout=None, dlse=None, softcap=None, sinks=None):
     """Float64 masked attention on [B, Hq, Nq, D] / [B, Hkv, Nk, D] numpy arrays with
     visible[b, h] an [Nq, Nk] bool array (b, h broadcast when 1), the logits capped at
-    softcap * tanh(logit / softcap) when softcap is set. Returns out, lse and, given dout (and
-    optionally dlse, the LSE's gradient [B, Hq, Nq]), dq, dk, dv (dk, dv summed over each GQA
-    group). Rows that see nothing: out 0, lse -inf, no gradient."""
+    softcap * tanh(logit / softcap) when softcap is set, and with sinks ([Hq]) one more key per
+    head of that logit and value 0. Returns out, lse and, given dout (and optionally dlse, the
+    LSE's gradient [B, Hq, Nq]), dq, dk, dv (dk, dv summed over each GQA group), and with sinks
+    dsinks. Rows that see nothing: out 0, lse -inf (the sink), no gradient to q, k, v."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     group = q.shape[1] // k.shape[1]
+    nk = k.shape[2]
     k_h, v_h = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-    logits, slope = scale * q @ k_h.swapaxes(-1, -2), 1.0  # slope: d logit / d (scale q·k)
+    logits, slope = scale * q @ k_h.swapaxes(-1, -2), np.ones(1)  # d logit / d (scale q·k)
     if softcap:
         t = np.tanh(logits / softcap)
         logits, slope = softcap * t, 1 - t * t
+    visible = np.broadcast_to(visible, logits.shape)
+    if sinks is not None:  # the sink as key nk: always seen (unless -inf), value 0, not capped
+        column = np.broadcast_to(np.asarray(sinks, np.float64)[None, :, None, None],
+                                 (*logits.shape[:3], 1))
+        logits = np.concatenate([logits, column], -1)
+        visible = np.concatenate([visible, np.isfinite(column)], -1)
+        slope = np.concatenate([np.broadcast_to(slope, logits[..., :nk].shape),
+                                np.ones_like(column)], -1)
+        v_h = np.concatenate([v_h, np.zeros((*v_h.shape[:2], 1, v_h.shape[-1]))], -2)
     s = np.where(visible, logits, -np.inf)
     row_max = s.max(-1, keepdims=True)
     any_visible = np.isfinite(row_max)
@@ -80,10 +91,13 @@ def dense_attention64(q, k, v, visible, scale, dout=None, dlse=None, softcap=Non
     if dlse is not None:  # d lse_i / d s_ij = p_ij
         row_term = row_term - np.asarray(dlse, np.float64)[..., None]
     ds = p * (dp - row_term) * slope
-    dq = scale * ds @ k_h
-    dk_h = scale * ds.swapaxes(-1, -2) @ q
+    dq = scale * ds[..., :nk] @ k_h
+    dk_h = scale * ds[..., :nk].swapaxes(-1, -2) @ q
 
     def fold(x):
         return x.reshape(x.shape[0], k.shape[1], group, *x.shape[2:]).sum(2)
 
-    return out, lse, dq, fold(dk_h), fold(dv_h)
+    grads = (dq, fold(dk_h), fold(dv_h[..., :nk, :]))
+    if sinks is not None:
+        grads += (ds[..., nk].sum((0, 2)),)
+    return (out, lse, *grads)

@@ -290,23 +290,42 @@ def random_inputs(rng, batch, heads_q, heads_kv, nq, nk, dim):
 @pytest.mark.parametrize("accumulate", ["float32", "float64"])
 @pytest.mark.parametrize("lse_in_loss", [False, True])
 @pytest.mark.parametrize("softcap", [None, 0.8])  # scale q·k has a deviation of 1.7: 0.8 bends it
-def test_reference_attention_matches_float64_dense(accumulate, lse_in_loss, softcap):
+# Sinks about the rows' largest logits, so that each weighs from little to most of a row; head
+# 1 has none.
+@pytest.mark.parametrize("sinks", [None, [0.5, -np.inf, 2.5, -1.0]])
+def test_reference_attention_matches_float64_dense(accumulate, lse_in_loss, softcap, sinks):
     rng = np.random.default_rng(0)
     nq, nk, heads = 150, 200, 4
-    # Rows q < 60 see nothing: out 0, lse -inf, no gradient.
+    # Rows q < 60 see nothing: out 0, lse -inf (or the sink), no gradient to q, k and v.
     mask = cm.compile("mask late() { q in all: k in [0, diag - 110] }")
     plan = mask.specialize(nq=nq, nk=nk, batch=2, heads=heads, tile=(64, 64))
     q, k, v = random_inputs(rng, 2, heads, 2, nq, nk, 32)
     dout = rng.standard_normal(q.shape)
     dlse = rng.standard_normal(q.shape[:3]) if lse_in_loss else None
     got = cm.reference_attention(q, k, v, plan, scale=0.3, backward=dout, accumulate=accumulate,
-                                 backward_lse=dlse, softcap=softcap)
+                                 backward_lse=dlse, softcap=softcap, sinks=sinks)
     visible = plan.to_dense()
     assert not visible[:60].any() and visible[60:].any(axis=1).all()
-    want = dense_attention64(q, k, v, visible, 0.3, dout, dlse, softcap)
-    for name, g, w in zip(["out", "lse", "dq", "dk", "dv"], got, want):
+    want = dense_attention64(q, k, v, visible, 0.3, dout, dlse, softcap, sinks)
+    names = ["out", "lse", "dq", "dk", "dv"] + (["dsinks"] if sinks else [])
+    for name, g, w in zip(names, [*got[:5], got.dsinks], want):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4, err_msg=name)
-    assert np.isneginf(got.lse[:, :, :60]).all()
+    empty_lse = np.broadcast_to(np.float32(-np.inf) if sinks is None else
+                                np.float32(sinks)[None, :, None], got.lse[:, :, :60].shape)
+    np.testing.assert_array_equal(got.lse[:, :, :60], empty_lse)
+    assert (got.dsinks is None) == (sinks is None)
+
+
+def test_reference_attention_sink_errors():
+    plan = cm.masks.causal().specialize(nq=8, tile=(16, 16))
+    x = np.ones((1, 2, 8, 16))
+    with pytest.raises(ValueError, match=r"sinks must hold one logit per query head: shape \[2\]"):
+        cm.reference_attention(x, x, x, plan, sinks=[0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="sinks must be a 1-D floating-point array"):
+        cm.reference_attention(x, x, x, plan, sinks=[1, 2])
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ValueError, match=r"options.sinks\[1\] = .* must be finite or -inf"):
+            cm.reference_attention(x, x, x, plan, sinks=[0.0, bad])
 
 
 def test_reference_attention_default_scale_and_forward_only():
@@ -516,7 +535,8 @@ def test_the_reference_takes_a_token_order_plans_rows_in_the_arrays_order():
                                       backward=dout[:, :, order],
                                       backward_lse=dlse[:, :, order], accumulate="float64")
     position = np.argsort(order)
-    for name, g, w in zip(cm.ReferenceResult._fields, got, gathered):
+    assert got.dsinks is None and gathered.dsinks is None  # no sinks
+    for name, g, w in zip(cm.ReferenceResult._fields[:5], got, gathered):
         np.testing.assert_allclose(g, w[:, :, position], rtol=1e-12, atol=1e-12, err_msg=name)
     unordered = cm.reference_attention(q, k, v, plain, accumulate="float64")
     assert not np.allclose(unordered.out, got.out), "the order must change the result"

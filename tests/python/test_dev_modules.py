@@ -93,11 +93,23 @@ def test_rejected_problems_raise_value_error_naming_the_rule(cuda, descriptor):
     t = buffer.ctypes.data
     strides = (N * HEADS * DIM, HEADS * DIM, DIM)  # [B, S, H, D]
     lse_strides = (HEADS * N, N)
+    dims = (0, 1, HEADS, HEADS, N, N, DIM)
+
+    def forward(dims, sinks=0):
+        cuda.forward(d, d, dims, 0.0, 0.0, sinks, t, strides, t, strides, t, strides, t, strides,
+                     t, lse_strides, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0)
+
+    def backward(dims, sinks=0, dsinks=0):
+        cuda.backward(d, d, dims, 0.0, 0.0, sinks, [(t, strides)] * 8, t, lse_strides, 0,
+                      dsinks, 0, 0, 0, 0, False, 1, 0, 0, 0)
+
     with pytest.raises(ValueError, match=r"cm::cuda::forward: head_dim 100 is not supported"):
-        cuda.forward(d, d, (0, 1, HEADS, HEADS, N, N, 100), 0.0, 0.0, t, strides, t, strides, t,
-                     strides, t, strides, t, lse_strides, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0)
+        forward((0, 1, HEADS, HEADS, N, N, 100))
+    with pytest.raises(ValueError, match=r"cm::cuda::forward: sinks must be 4-byte aligned"):
+        forward(dims, sinks=t + 2)
     with pytest.raises(ValueError, match=r"cm::cuda::backward: dtype must be bf16 or fp16"):
-        cuda.backward(d, d, (7, 1, HEADS, HEADS, N, N, DIM), 0.0, 0.0, [(t, strides)] * 8, t,
-                      lse_strides, 0, 0, 0, 0, 0, False, 1, 0, 0, 0)
+        backward((7, *dims[1:]))
+    with pytest.raises(ValueError, match=r"cm::cuda::backward: dsinks needs sinks"):
+        backward(dims, dsinks=t)
     with pytest.raises(ValueError, match=r"batch, heads and rows must be >= 1"):
         cuda.permute_rows(t, strides, t + 16, strides, (0, HEADS, N, DIM), t, 0)

@@ -62,6 +62,54 @@ def test_soft_capped_logits_match_float64(mask, dtype, dim):
     assert (uncapped - out).abs().max() > 0.1, "the cap changed nothing: not applied"
 
 
+@pytest.mark.parametrize("mask, nq, nk, num_splits", [
+    ("causal", 700, 700, 1), ("doc_causal", 700, 700, 1), ("hstu", 700, 700, 1),
+    ("clear", 700, 700, 1),
+    ("causal", 3, 3000, 0),  # split keys and shared GQA tiles: the combine kernel adds the sink
+    ("causal", 300, 200, 6),  # the first 100 rows see no key: out 0, LSE the sink
+])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_attention_sinks_match_float64(mask, nq, nk, num_splits, deterministic):
+    # bf16 sinks, as gpt-oss keeps them, about the rows' largest logits; head 1 has none.
+    torch.manual_seed(5)
+    plan = MASKS[mask](nq).specialize(nq=nq, nk=nk, device=DEVICE)
+    q = torch.randn(2, 4, nq, 128, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(2, 2, nk, 128, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))
+    sinks = torch.tensor([0.5, -math.inf, 2.5, -1.0], device=DEVICE, dtype=torch.bfloat16,
+                         requires_grad=True)
+    out, lse = cm.attention(q, k, v, plan, return_lse=True, layout="bhsd", num_splits=num_splits,
+                            sinks=sinks, deterministic=deterministic)
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    torch.autograd.backward([out, lse], [dout, dlse])
+    exact = check_against_references([out, q.grad, k.grad, v.grad, sinks.grad], q, k, v,
+                                     visible_of(plan), 1 / math.sqrt(128), dout, dlse,
+                                     sinks=sinks.float())
+    assert_lse_matches(lse, exact[1])
+    assert sinks.grad.dtype == torch.bfloat16 and sinks.grad[1] == 0
+    # Against the same call without sinks: the sink adds e^{sink} to each row's sum (over long
+    # rows its share of out can be below the rounding the reference check allows).
+    without, lse_without = cm.attention(q, k, v, plan, return_lse=True, layout="bhsd",
+                                        num_splits=num_splits)
+    torch.testing.assert_close(lse, torch.logaddexp(lse_without, sinks.detach().float()[:, None]),
+                               atol=1e-3, rtol=1e-4)
+
+
+def test_sinks_gradient_is_bitwise_reproducible():
+    torch.manual_seed(6)
+    plan = MASKS["doc_causal"](1000).specialize(nq=1000, device=DEVICE)
+    q, k, v = (torch.randn(2, 1000, 4, 64, device=DEVICE, dtype=torch.bfloat16,
+                           requires_grad=True) for _ in range(3))
+    sinks = torch.randn(4, device=DEVICE, requires_grad=True)
+    dout = torch.randn_like(q)
+    grads = []
+    for _ in range(3):
+        sinks.grad = None
+        cm.attention(q, k, v, plan, sinks=sinks).backward(dout)
+        grads.append(sinks.grad.clone())
+    assert all(torch.equal(g, grads[0]) for g in grads[1:])
+
+
 @pytest.mark.parametrize("mask, nq, nk", [("causal", 3, 3000), ("sliding", 17, 2500),
                                           ("causal", 200, 2100), ("causal", 300, 200)])
 @pytest.mark.parametrize("num_splits", [0, 1, 6])

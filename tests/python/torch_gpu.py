@@ -56,30 +56,42 @@ def random_bounds(n):
     return starts, starts + rng.integers(-10, 300, size=n)
 
 
-def reference(q, k, v, visible, scale, dout=None, dlse=None, dtype=torch.float64, softcap=None):
+def reference(q, k, v, visible, scale, dout=None, dlse=None, dtype=torch.float64, softcap=None,
+              sinks=None):
     """Dense attention in [B, H, S, D] computed in `dtype` with autograd, the logits capped at
     softcap * tanh(logit / softcap) when softcap is set; visible [Bm, Hm, Nq, Nk] broadcasts.
-    Returns out, lse (-inf where a row sees no key) and the gradients dq, dk, dv of
-    sum(out * dout) + sum(lse * dlse) over the rows that see a key (None without dout)."""
-    q, k, v = (x.detach().to(dtype).requires_grad_(dout is not None) for x in (q, k, v))
+    sinks ([H], None for none) adds a key of that logit and value 0 to every row of each head.
+    Returns out, lse (-inf where a row sees no key and no sink) and the gradients dq, dk, dv
+    and dsinks of sum(out * dout) + sum(lse * dlse) over the rows whose LSE is finite (None
+    without dout; dsinks None without sinks)."""
+    grad = dout is not None
+    q, k, v = (x.detach().to(dtype).requires_grad_(grad) for x in (q, k, v))
     group = q.shape[1] // k.shape[1]
     kh, vh = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    seen = visible.any(-1, keepdim=True)
     logits = scale * q @ kh.transpose(-1, -2)
     if softcap:
         logits = softcap * torch.tanh(logits / softcap)
+    visible = visible.expand(logits.shape)
+    if sinks is not None:  # one more key per head: always seen, its logit the sink, its value 0
+        sinks = sinks.detach().to(dtype).requires_grad_(grad)
+        column = sinks[None, :, None, None].expand(*logits.shape[:3], 1)
+        logits = torch.cat([logits, column], -1)
+        visible = torch.cat([visible, torch.isfinite(column)], -1)
+        vh = torch.cat([vh, vh.new_zeros(*vh.shape[:2], 1, vh.shape[-1])], -2)
+    seen = visible.any(-1, keepdim=True)
     s = torch.where(visible, logits, float("-inf"))
     s = torch.where(seen, s, 0)  # rows that see nothing: finite here, cut off below
     lse = torch.logsumexp(s, -1, keepdim=True)
     out = torch.where(visible, torch.exp(s - lse), 0) @ vh
-    if dout is not None:
+    if grad:
         outputs, grads = [out], [dout.to(dtype)]
         if dlse is not None:
             outputs.append(torch.where(seen, lse, 0)[..., 0])
             grads.append(dlse.to(dtype))
         torch.autograd.backward(outputs, grads)
     lse = torch.where(seen, lse, float("-inf"))[..., 0]
-    return out.detach(), lse.detach(), q.grad, k.grad, v.grad
+    dsinks = None if sinks is None else sinks.grad
+    return out.detach(), lse.detach(), q.grad, k.grad, v.grad, dsinks
 
 
 def visible_of(plan):
@@ -88,15 +100,18 @@ def visible_of(plan):
     return torch.stack([torch.stack(row) for row in masks]).to(DEVICE)
 
 
-def check_against_references(got, q, k, v, visible, scale, dout=None, dlse=None, softcap=None):
-    """The issues' rule for (out, dq, dk, dv) in [B, H, S, D] (got: out alone without dout), as
-    the dense checks of tests/gpu apply it: the kernel's error against float64 is at most twice
-    that of the same dense computation done by torch in the input dtype, plus a small floor
-    relative to the values' size. Returns the float64 reference (out, lse, dq, dk, dv)."""
-    exact = reference(q, k, v, visible, scale, dout, dlse, softcap=softcap)
-    rounded = reference(q, k, v, visible, scale, dout, dlse, dtype=q.dtype, softcap=softcap)
-    for name, g, want, low in zip(["out", "dq", "dk", "dv"], got, exact[:1] + exact[2:],
-                                  rounded[:1] + rounded[2:]):
+def check_against_references(got, q, k, v, visible, scale, dout=None, dlse=None, softcap=None,
+                             sinks=None):
+    """The issues' rule for (out, dq, dk, dv) in [B, H, S, D] (got: out alone without dout;
+    with sinks, dsinks after them), as the dense checks of tests/gpu apply it: the kernel's
+    error against float64 is at most twice that of the same dense computation done by torch in
+    the input dtype, plus a small floor relative to the values' size. Returns the float64
+    reference (out, lse, dq, dk, dv, dsinks)."""
+    exact = reference(q, k, v, visible, scale, dout, dlse, softcap=softcap, sinks=sinks)
+    rounded = reference(q, k, v, visible, scale, dout, dlse, dtype=q.dtype, softcap=softcap,
+                        sinks=sinks)
+    names = ["out", "dq", "dk", "dv"] + (["dsinks"] if sinks is not None else [])
+    for name, g, want, low in zip(names, got, exact[:1] + exact[2:], rounded[:1] + rounded[2:]):
         bound = 2 * (low.double() - want).abs().max().item()
         bound += 2e-3 * max(1.0, want.abs().max().item())
         err = (g.double() - want).abs().max().item()

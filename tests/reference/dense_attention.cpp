@@ -1,6 +1,7 @@
 // Naive dense attention in float64: scores for every (q, k) pair, masked by the dense mask.
 // The backward uses D = sum_j P_ij dP_ij, not dO . O, to stay independent of the forward output.
 // With a cap c the logit is c tanh(x / c) of x = scale q·k, whose derivative is 1 - tanh².
+// A sink is one more key, of logit sinks[h] and value 0: its P enters the sum, its dP is 0.
 #include "dense_attention.h"
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 namespace cm::test {
 
 DenseResult dense_attention(
-    const AttentionShape& shape, double scale, double softcap,
+    const AttentionShape& shape, double scale, double softcap, const std::vector<float>& sinks,
     const std::function<const std::vector<uint8_t>&(int32_t b, int32_t h)>& mask_of,
     const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
     const std::vector<float>& dout) {
@@ -21,6 +22,8 @@ DenseResult dense_attention(
   r.lse.assign(static_cast<size_t>(shape.batch * shape.heads_q * nq), 0.0);
   r.dk.assign(k.size(), 0.0);
   r.dv.assign(v.size(), 0.0);
+  r.dsinks.assign(sinks.size(), 0.0);
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
   const int32_t group = shape.heads_q / shape.heads_kv;
   std::vector<double> p(static_cast<size_t>(nk)), dp(static_cast<size_t>(nk));
   std::vector<double> slope(static_cast<size_t>(nk));  // d logit / d (scale q·k)
@@ -28,12 +31,13 @@ DenseResult dense_attention(
   for (int32_t b = 0; b < shape.batch; ++b) {
     for (int32_t h = 0; h < shape.heads_q; ++h) {
       const std::vector<uint8_t>& mask = mask_of(b, h);
+      const double sink = sinks.empty() ? kNone : double{sinks[static_cast<size_t>(h)]};
       const int64_t qh = (static_cast<int64_t>(b) * shape.heads_q + h) * nq;
       const int64_t kh = (static_cast<int64_t>(b) * shape.heads_kv + h / group) * nk;
       const auto at = [d](int64_t row, int64_t i) { return static_cast<size_t>(row * d + i); };
       for (int64_t i = 0; i < nq; ++i) {
         const auto visible = [&](int64_t j) { return mask[static_cast<size_t>(i * nk + j)] != 0; };
-        double max_score = -std::numeric_limits<double>::infinity();
+        double max_score = sink;
         for (int64_t j = 0; j < nk; ++j) {
           if (!visible(j)) continue;
           double s = 0;
@@ -49,11 +53,11 @@ DenseResult dense_attention(
           max_score = std::max(max_score, logit);
         }
         double& lse = r.lse[static_cast<size_t>(qh + i)];
-        if (max_score == -std::numeric_limits<double>::infinity()) {
+        if (max_score == kNone) {
           lse = max_score;
           continue;
         }
-        double sum = 0;
+        double sum = std::exp(sink - max_score);
         for (int64_t j = 0; j < nk; ++j) {
           if (visible(j)) sum += std::exp(p[static_cast<size_t>(j)] - max_score);
         }
@@ -72,6 +76,7 @@ DenseResult dense_attention(
           dp[static_cast<size_t>(j)] = dpj;
           delta += pj * dpj;
         }
+        if (sink != kNone) r.dsinks[static_cast<size_t>(h)] -= std::exp(sink - lse) * delta;
         for (int64_t j = 0; j < nk; ++j) {
           if (!visible(j)) continue;
           const double pj = p[static_cast<size_t>(j)];

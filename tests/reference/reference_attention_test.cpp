@@ -28,9 +28,12 @@ struct HeadConfig {
   float scale;                // softmax scale option; 0 means 1/sqrt(head_dim)
   float softcap;              // logit cap option; 0 means none. 1 bends the logits of these
                               // inputs (scale q·k has a standard deviation of about 1.3)
+  bool sinks;                 // random attention sinks, one head's -inf (none)
 };
-constexpr HeadConfig kHeadConfigs[] = {
-    {2, 2, 0.0f, 0.0f}, {4, 2, 0.0f, 0.0f}, {8, 2, 0.0f, 1.0f}, {4, 1, 0.37f, 0.0f}};
+constexpr HeadConfig kHeadConfigs[] = {{2, 2, 0.0f, 0.0f, false},
+                                       {4, 2, 0.0f, 0.0f, true},
+                                       {8, 2, 0.0f, 1.0f, true},
+                                       {4, 1, 0.37f, 0.0f, false}};
 constexpr int32_t kBatch = 2;
 constexpr int32_t kHeadDim = 21;  // not a multiple of 8, so the dot products' tails run
 constexpr double kFloat32Tolerance = 2e-4;
@@ -39,6 +42,7 @@ constexpr double kFloat64Tolerance = 2e-6;
 struct Inputs {
   AttentionShape shape;
   std::vector<float> q, k, v, dout;
+  std::vector<float> sinks;  // empty: none
 };
 
 Inputs random_inputs(const AttentionShape& shape, std::mt19937& rng) {
@@ -46,12 +50,26 @@ Inputs random_inputs(const AttentionShape& shape, std::mt19937& rng) {
       static_cast<size_t>(shape.batch * shape.heads_q) * shape.nq * shape.head_dim;
   const size_t k_size =
       static_cast<size_t>(shape.batch * shape.heads_kv) * shape.nk * shape.head_dim;
-  return {shape, random_tensor(q_size, rng), random_tensor(k_size, rng), random_tensor(k_size, rng),
-          random_tensor(q_size, rng)};
+  return {shape,
+          random_tensor(q_size, rng),
+          random_tensor(k_size, rng),
+          random_tensor(k_size, rng),
+          random_tensor(q_size, rng),
+          {}};
+}
+
+// Sink logits from -2 to 4, about the range of the rows' largest logits, so that the sink weighs
+// from little to most of a row; head 1 has none (-inf).
+std::vector<float> random_sinks(int32_t heads, std::mt19937& rng) {
+  std::uniform_real_distribution<float> logit(-2.0f, 4.0f);
+  std::vector<float> sinks(static_cast<size_t>(heads));
+  for (float& sink : sinks) sink = logit(rng);
+  sinks[1] = -std::numeric_limits<float>::infinity();
+  return sinks;
 }
 
 struct Outputs {
-  std::vector<float> out, lse, dq, dk, dv;
+  std::vector<float> out, lse, dq, dk, dv, dsinks;
 };
 
 Outputs run_reference(const MaskSet& set, const Inputs& in, float scale, float softcap,
@@ -59,20 +77,24 @@ Outputs run_reference(const MaskSet& set, const Inputs& in, float scale, float s
   ReferenceOptions options;
   options.scale = scale;
   options.softcap = softcap;
+  options.sinks = in.sinks.empty() ? nullptr : in.sinks.data();
   options.accumulate = accumulate;
   Outputs o{poisoned(in.q.size()),
             poisoned(static_cast<size_t>(in.shape.batch) * in.shape.heads_q * in.shape.nq),
-            poisoned(in.q.size()), poisoned(in.k.size()), poisoned(in.v.size())};
+            poisoned(in.q.size()),
+            poisoned(in.k.size()),
+            poisoned(in.v.size()),
+            poisoned(in.sinks.size())};
   reference_forward(set.blob.data(), in.shape, in.q.data(), in.k.data(), in.v.data(), o.out.data(),
                     o.lse.data(), options);
   reference_backward(set.blob.data(), in.shape, in.q.data(), in.k.data(), in.v.data(), o.out.data(),
                      in.dout.data(), o.lse.data(), nullptr, o.dq.data(), o.dk.data(), o.dv.data(),
-                     options);
+                     in.sinks.empty() ? nullptr : o.dsinks.data(), options);
   return o;
 }
 
-// Fully masked rows: O and dQ exactly 0, LSE -inf. Keys no query of the kv group sees: dK and
-// dV exactly 0. Everything else finite.
+// Fully masked rows: O and dQ exactly 0, LSE -inf or the head's sink. Keys no query of the kv group
+// sees: dK and dV exactly 0. Everything else finite.
 void expect_exact_masked_values(const MaskSet& set, const Inputs& in, const Outputs& o) {
   const AttentionShape& s = in.shape;
   const int32_t group = s.heads_q / s.heads_kv;
@@ -88,8 +110,9 @@ void expect_exact_masked_values(const MaskSet& set, const Inputs& in, const Outp
           key_seen[static_cast<size_t>(b * s.heads_kv + h / group) * s.nk + j] = 1;
         }
         const size_t row = static_cast<size_t>(b * s.heads_q + h) * s.nq + i;
-        ASSERT_TRUE(any ? std::isfinite(o.lse[row])
-                        : o.lse[row] == -std::numeric_limits<float>::infinity())
+        const float sink = in.sinks.empty() ? -std::numeric_limits<float>::infinity()
+                                            : in.sinks[static_cast<size_t>(h)];
+        ASSERT_TRUE(any ? std::isfinite(o.lse[row]) : o.lse[row] == sink)
             << "lse of row " << i << " head " << h << " batch " << b << " is " << o.lse[row];
         for (int32_t c = 0; c < s.head_dim; ++c) {
           const size_t e = row * s.head_dim + c;
@@ -117,6 +140,7 @@ void expect_close(const Outputs& got, const DenseResult& want, double tolerance)
   EXPECT_LE(relative_error(got.dq, want.dq), tolerance) << "dQ";
   EXPECT_LE(relative_error(got.dk, want.dk), tolerance) << "dK";
   EXPECT_LE(relative_error(got.dv, want.dv), tolerance) << "dV";
+  EXPECT_LE(relative_error(got.dsinks, want.dsinks), tolerance) << "dsinks";
 }
 
 // Members of sparse grid runs (kPatternGridSparse) that are empty, over both forms of every
@@ -157,7 +181,7 @@ TEST(ReferenceSparseRuns, EmptyMembersAreSkippedExactly) {
     const AttentionShape shape{1, 2, 1, 200, 200, kHeadDim};
     const Inputs in = random_inputs(shape, rng);
     const DenseResult want = dense_attention(
-        shape, 1.0 / std::sqrt(double{kHeadDim}), 0.0,
+        shape, 1.0 / std::sqrt(double{kHeadDim}), 0.0, in.sinks,
         [&](int32_t b, int32_t h) -> const std::vector<uint8_t>& { return set.dense_of(b, h, 2); },
         in.q, in.k, in.v, in.dout);
     const Outputs got = run_reference(set, in, 0.0f, 0.0f, Accumulate::kFloat64);
@@ -175,15 +199,17 @@ TEST_P(ReferenceMatchesDense, ForwardAndBackward) {
                                          tiling.n + static_cast<int>(kind)));
   for (const HeadConfig& heads : kHeadConfigs) {
     SCOPED_TRACE("heads_q " + std::to_string(heads.heads_q) + " heads_kv " +
-                 std::to_string(heads.heads_kv) + " softcap " + std::to_string(heads.softcap));
+                 std::to_string(heads.heads_kv) + " softcap " + std::to_string(heads.softcap) +
+                 (heads.sinks ? " with sinks" : ""));
     const MaskSet set =
         make_mask_set(kind, lengths.nq, lengths.nk, kBatch, heads.heads_q, tiling, rng);
     const AttentionShape shape{kBatch,     heads.heads_q, heads.heads_kv,
                                lengths.nq, lengths.nk,    kHeadDim};
-    const Inputs in = random_inputs(shape, rng);
+    Inputs in = random_inputs(shape, rng);
+    if (heads.sinks) in.sinks = random_sinks(heads.heads_q, rng);
     const DenseResult want = dense_attention(
         shape, heads.scale > 0 ? double{heads.scale} : 1.0 / std::sqrt(double{kHeadDim}),
-        heads.softcap,
+        heads.softcap, in.sinks,
         [&](int32_t b, int32_t h) -> const std::vector<uint8_t>& {
           return set.dense_of(b, h, heads.heads_q);
         },

@@ -51,7 +51,8 @@ Results run(const void* blob, const Fixture& f, const ReferenceOptions& options)
   reference_forward(blob, kShape, f.q.data(), f.k.data(), f.v.data(), r.out.data(), r.lse.data(),
                     options);
   reference_backward(blob, kShape, f.q.data(), f.k.data(), f.v.data(), r.out.data(), f.dout.data(),
-                     r.lse.data(), nullptr, r.dq.data(), r.dk.data(), r.dv.data(), options);
+                     r.lse.data(), nullptr, r.dq.data(), r.dk.data(), r.dv.data(), nullptr,
+                     options);
   return r;
 }
 

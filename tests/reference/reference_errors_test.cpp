@@ -30,7 +30,8 @@ class ReferenceErrors : public testing::Test {
         if (pass == 0) {
           reference_forward(descriptor, shape, t, t, t, t, t, options);
         } else {
-          reference_backward(descriptor, shape, t, t, t, t, t, t, nullptr, t, t, t, options);
+          reference_backward(descriptor, shape, t, t, t, t, t, t, nullptr, t, t, t, nullptr,
+                             options);
         }
         ADD_FAILURE() << (pass == 0 ? "forward" : "backward") << " accepted a bad call; expected "
                       << expected;
@@ -91,6 +92,30 @@ TEST_F(ReferenceErrors, OptionsMustBeValid) {
   }
 }
 
+TEST_F(ReferenceErrors, SinksMustBeFiniteOrMinusInfinity) {
+  std::vector<float> sinks = {0.5f, -std::numeric_limits<float>::infinity(), 1.0f, 2.0f};
+  ReferenceOptions options;
+  options.sinks = sinks.data();
+  for (const float bad :
+       {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    sinks[2] = bad;
+    expect_rejected(
+        kGood, "options.sinks[2] = " + std::to_string(bad) + " must be finite or -inf (no sink)",
+        options);
+  }
+}
+
+TEST_F(ReferenceErrors, SinkGradientNeedsSinks) {
+  float* t = buffer_.data();
+  try {
+    reference_backward(set_.blob.data(), kGood, t, t, t, t, t, t, nullptr, t, t, t, t);
+    ADD_FAILURE() << "dsinks without sinks was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dsinks needs options.sinks"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(ReferenceErrors, DescriptorMustBeACompileMaskBlob) {
   std::vector<uint64_t> garbage(set_.blob.size(), 0);
   expect_rejected(kGood, "descriptor does not start with the CMSK magic number", {},
@@ -101,7 +126,7 @@ TEST_F(ReferenceErrors, TensorsMustNotBeNull) {
   float* t = buffer_.data();
   EXPECT_THROW(reference_forward(set_.blob.data(), kGood, t, nullptr, t, t, t), Error);
   try {
-    reference_backward(set_.blob.data(), kGood, t, t, t, t, t, t, nullptr, t, nullptr, t);
+    reference_backward(set_.blob.data(), kGood, t, t, t, t, t, t, nullptr, t, nullptr, t, nullptr);
     ADD_FAILURE() << "a null dk was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dk must not be null"), std::string::npos) << e.what();

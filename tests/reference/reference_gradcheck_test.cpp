@@ -1,6 +1,6 @@
 // The reference backward against central finite differences of the reference forward, on a
 // tiny GQA case with a fully masked row, in float64 accumulation, for a loss of O alone and of
-// O and the LSE, without and with a logit cap.
+// O and the LSE, without and with a logit cap, without and with attention sinks.
 #include <compilemask/reference.h>
 
 #include "descriptor/build.h"
@@ -17,11 +17,19 @@ namespace {
 
 constexpr AttentionShape kShape{1, 2, 1, 5, 7, 4};
 
-ReferenceOptions float64_options(float softcap) {
+struct Tensors {
+  // loss = sum(weight * O) + sum(lse_weight * LSE) over the rows whose LSE is finite;
+  // lse_weight is empty for a loss of O alone. sinks: one per query head, or empty for none.
+  std::vector<float> q, k, v, weight, lse_weight, sinks;
+  float softcap;
+};
+
+ReferenceOptions float64_options(const Tensors& t) {
   ReferenceOptions options;
   options.accumulate = Accumulate::kFloat64;
   options.threads = 1;
-  options.softcap = softcap;
+  options.softcap = t.softcap;
+  options.sinks = t.sinks.empty() ? nullptr : t.sinks.data();
   return options;
 }
 
@@ -38,17 +46,10 @@ InstanceRows tiny_instance(const std::vector<std::vector<Interval>>& rows) {
   return inst;
 }
 
-struct Tensors {
-  // loss = sum(weight * O) + sum(lse_weight * LSE) over the rows that see a key; lse_weight is
-  // empty for a loss of O alone.
-  std::vector<float> q, k, v, weight, lse_weight;
-  float softcap;
-};
-
 double loss(const void* blob, const Tensors& t) {
   std::vector<float> out(t.q.size()), lse(static_cast<size_t>(kShape.heads_q * kShape.nq));
   reference_forward(blob, kShape, t.q.data(), t.k.data(), t.v.data(), out.data(), lse.data(),
-                    float64_options(t.softcap));
+                    float64_options(t));
   double sum = 0;
   for (size_t i = 0; i < out.size(); ++i) sum += double{t.weight[i]} * out[i];
   for (size_t i = 0; i < t.lse_weight.size(); ++i) {
@@ -71,12 +72,13 @@ double numeric_gradient(const void* blob, Tensors& t, std::vector<float>& x, siz
   return (up - down) / (up_x - down_x);
 }
 
-// (LSE in the loss, softcap); scale q·k has a standard deviation of about 1.3 here, so a cap of
-// 0.7 bends it.
-class ReferenceGradcheck : public testing::TestWithParam<std::tuple<bool, float>> {};
+// (LSE in the loss, softcap, sinks); scale q·k has a standard deviation of about 1.3 here, so a
+// cap of 0.7 bends it.
+using Loss = std::tuple<bool, float, bool>;
+class ReferenceGradcheck : public testing::TestWithParam<Loss> {};
 
 TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
-  const auto [lse_in_loss, softcap] = GetParam();
+  const auto [lse_in_loss, softcap, with_sinks] = GetParam();
   const InstanceRows head0 = tiny_instance({{{0, 1}}, {{0, 2}}, {{1, 3}, {5, 7}}, {}, {{0, 7}}});
   const InstanceRows head1 = tiny_instance({{{6, 7}}, {{2, 5}}, {}, {{0, 4}}, {{3, 4}, {5, 6}}});
   PlanStats stats;
@@ -89,25 +91,30 @@ TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
             random_tensor(static_cast<size_t>(kShape.heads_kv * kShape.nk * kShape.head_dim), rng),
             {},
             {},
+            {},
             softcap};
   t.weight = random_tensor(t.q.size(), rng);
   if (lse_in_loss)
     t.lse_weight = random_tensor(static_cast<size_t>(kShape.heads_q * kShape.nq), rng);
+  // About the rows' logits, so that both the sinks' and the keys' terms weigh.
+  if (with_sinks) t.sinks = {0.8f, -0.3f};
 
   std::vector<float> out = poisoned(t.q.size()), lse = poisoned(kShape.heads_q * kShape.nq);
   std::vector<float> dq = poisoned(t.q.size()), dk = poisoned(t.k.size()),
-                     dv = poisoned(t.v.size());
+                     dv = poisoned(t.v.size()), dsinks = poisoned(t.sinks.size());
   reference_forward(blob.data(), kShape, t.q.data(), t.k.data(), t.v.data(), out.data(), lse.data(),
-                    float64_options(softcap));
+                    float64_options(t));
   reference_backward(blob.data(), kShape, t.q.data(), t.k.data(), t.v.data(), out.data(),
                      t.weight.data(), lse.data(), lse_in_loss ? t.lse_weight.data() : nullptr,
-                     dq.data(), dk.data(), dv.data(), float64_options(softcap));
+                     dq.data(), dk.data(), dv.data(), with_sinks ? dsinks.data() : nullptr,
+                     float64_options(t));
 
   const struct {
     const char* name;
     std::vector<float>* input;
     const std::vector<float>* analytic;
-  } checks[] = {{"dq", &t.q, &dq}, {"dk", &t.k, &dk}, {"dv", &t.v, &dv}};
+  } checks[] = {
+      {"dq", &t.q, &dq}, {"dk", &t.k, &dk}, {"dv", &t.v, &dv}, {"dsinks", &t.sinks, &dsinks}};
   for (const auto& check : checks) {
     for (size_t i = 0; i < check.input->size(); ++i) {
       const double numeric = numeric_gradient(blob.data(), t, *check.input, i);
@@ -120,14 +127,15 @@ TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
   for (int c = 0; c < kShape.head_dim; ++c) EXPECT_EQ(dq[3 * kShape.head_dim + c], 0.0f);
 }
 
-std::string case_name(const testing::TestParamInfo<std::tuple<bool, float>>& info) {
-  const auto [lse_in_loss, softcap] = info.param;
-  return std::string(lse_in_loss ? "OutputAndLse" : "Output") + (softcap > 0 ? "Softcap" : "");
+std::string case_name(const testing::TestParamInfo<Loss>& info) {
+  const auto [lse_in_loss, softcap, with_sinks] = info.param;
+  return std::string(lse_in_loss ? "OutputAndLse" : "Output") + (softcap > 0 ? "Softcap" : "") +
+         (with_sinks ? "Sinks" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Loss, ReferenceGradcheck,
-                         testing::Combine(testing::Values(false, true),
-                                          testing::Values(0.0f, 0.7f)),
+                         testing::Combine(testing::Values(false, true), testing::Values(0.0f, 0.7f),
+                                          testing::Values(false, true)),
                          case_name);
 
 }  // namespace

@@ -38,6 +38,7 @@ AttentionResult run_reference(Accumulate accumulate, const void* descriptor,
   ReferenceOptions ref;
   ref.accumulate = accumulate;
   ref.softcap = p.softcap;
+  ref.sinks = p.sinks.empty() ? nullptr : p.sinks.data();
   ref.threads = options.threads;
   ref.progress = options.on_progress;
   AttentionResult r;
@@ -52,17 +53,20 @@ AttentionResult run_reference(Accumulate accumulate, const void* descriptor,
   r.dq.resize(p.q.size());
   r.dk.resize(p.k.size());
   r.dv.resize(p.v.size());
+  r.dsinks.resize(p.sinks.size());
   if (options.on_phase) options.on_phase("backward");
   start = std::chrono::steady_clock::now();
   reference_backward(descriptor, s, p.q.data(), p.k.data(), p.v.data(), r.out.data(), p.dout.data(),
-                     r.lse.data(), nullptr, r.dq.data(), r.dk.data(), r.dv.data(), ref);
+                     r.lse.data(), nullptr, r.dq.data(), r.dk.data(), r.dv.data(),
+                     r.dsinks.empty() ? nullptr : r.dsinks.data(), ref);
   r.backward_seconds = seconds_since(start);
   return r;
 }
 
 }  // namespace
 
-AttentionProblem random_problem(const AttentionShape& shape, uint64_t seed, bool backward) {
+AttentionProblem random_problem(const AttentionShape& shape, uint64_t seed, bool backward,
+                                bool sinks) {
   const size_t q_size = tensor_size(shape.batch, shape.heads_q, shape.nq, shape.head_dim, "query");
   const size_t kv_size =
       tensor_size(shape.batch, shape.heads_kv, shape.nk, shape.head_dim, "key/value");
@@ -73,6 +77,10 @@ AttentionProblem random_problem(const AttentionShape& shape, uint64_t seed, bool
   p.k = uniform(kv_size, rng);
   p.v = uniform(kv_size, rng);
   if (backward) p.dout = uniform(q_size, rng);
+  if (sinks) {
+    p.sinks = uniform(static_cast<size_t>(shape.heads_q), rng);
+    for (float& x : p.sinks) x = 1.0f + 2.0f * x;
+  }
   return p;
 }
 

@@ -17,7 +17,8 @@ namespace cm::cli {
 // Dense row-major tensors with the layouts of include/compilemask/reference.h.
 struct AttentionProblem {
   AttentionShape shape;
-  float softcap = 0;  // logit cap (ReferenceOptions::softcap); 0 means none
+  float softcap = 0;         // logit cap (ReferenceOptions::softcap); 0 means none
+  std::vector<float> sinks;  // a sink logit per query head (ReferenceOptions::sinks); or none
   std::vector<float> q, k, v;
   std::vector<float> dout;  // empty unless the backward pass is run
 };
@@ -25,6 +26,7 @@ struct AttentionProblem {
 struct AttentionResult {
   std::vector<float> out, lse;
   std::vector<float> dq, dk, dv;  // empty unless the backward pass is run
+  std::vector<float> dsinks;      // with sinks and the backward pass
   double forward_seconds = 0;
   double backward_seconds = 0;
   // How the backend cut its work, for the timing line: the GPU's key splits and head splits
@@ -54,9 +56,11 @@ struct AttentionBackend {
   std::function<float(float)> round_to_storage;
 };
 
-// Inputs uniform in [-1, 1), reproducible from `seed`. Throws cm::Error if a tensor would
-// exceed 2^28 elements.
-AttentionProblem random_problem(const AttentionShape& shape, uint64_t seed, bool backward);
+// Inputs uniform in [-1, 1), reproducible from `seed`; with `sinks`, a sink logit per query head
+// uniform in [-1, 3) (about the largest logits of such rows, so a sink weighs from little to
+// much). Throws cm::Error if a tensor would exceed 2^28 elements.
+AttentionProblem random_problem(const AttentionShape& shape, uint64_t seed, bool backward,
+                                bool sinks);
 
 // The CPU reference with the given accumulation precision.
 AttentionBackend reference_backend(Accumulate accumulate);

@@ -146,6 +146,8 @@ void print_errors(const AttentionResult& r, const AttentionResult& oracle, bool 
   if (backward) {
     std::printf("  dQ %.3g  dK %.3g  dV %.3g", max_abs_error(r.dq, oracle.dq),
                 max_abs_error(r.dk, oracle.dk), max_abs_error(r.dv, oracle.dv));
+    if (!oracle.dsinks.empty())
+      std::printf("  dsinks %.3g", max_abs_error(r.dsinks, oracle.dsinks));
   }
   std::printf("\n");
 }
@@ -200,7 +202,7 @@ int run_attention(const ParsedArgs& args) {
   dims.batch = shape.batch;
   dims.heads = shape.heads_q;
   const Plan plan = make_plan(mask, args, dims, tiling);
-  AttentionProblem problem = random_problem(shape, seed, options.backward);
+  AttentionProblem problem = random_problem(shape, seed, options.backward, args.has("sinks"));
   problem.softcap = softcap;
   for (const AttentionBackend& backend : candidates) {
     if (backend.round_to_storage) round_inputs(problem, backend.round_to_storage);
@@ -211,6 +213,7 @@ int run_attention(const ParsedArgs& args) {
               mask.name().c_str(), shape.batch, shape.heads_q, shape.heads_kv, shape.nq, shape.nk,
               shape.head_dim, tiling.m, tiling.n, static_cast<unsigned long long>(seed));
   if (problem.softcap > 0) std::printf(", softcap %g", problem.softcap);
+  if (!problem.sinks.empty()) std::printf(", attention sinks");
   if (options.page_size > 0) std::printf(", K/V in pages of %d rows", options.page_size);
   std::printf("\n");
   std::fflush(stdout);
@@ -249,6 +252,8 @@ Command run_command() {
           {"dim", 0, "D", false, "head dimension (default 64)"},
           {"softcap", 0, "C", false,
            "cap the logits at C tanh(logit / C), as Gemma 2 (default: no cap)"},
+          {"sinks", 0, "", false,
+           "add an attention sink per query head (gpt-oss), its logit drawn from the seed"},
           {"backward", 0, "", false, "also run the backward pass (dQ, dK, dV)"},
           {"seed", 0, "S", false, "random seed for the inputs (default 0)"},
           {"threads", 0, "T", false, "worker threads (default 0: all cores)"},

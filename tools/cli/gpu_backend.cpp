@@ -120,7 +120,7 @@ cuda::DType kernel_dtype(GpuDType dtype) {
 std::vector<float> download_floats(const DeviceBuffer& buffer) {
   std::vector<float> values(buffer.bytes() / sizeof(float));
   check(cudaMemcpy(values.data(), buffer.get(), buffer.bytes(), cudaMemcpyDeviceToHost),
-        "downloading the LSE");
+        "downloading float32 results");
   return values;
 }
 
@@ -186,6 +186,13 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
   static_cast<cuda::Problem&>(f) = cuda::dense_problem(dtype, s, q.get(), k.get(), v.get(),
                                                        out.get(), static_cast<float*>(lse.get()));
   f.softcap = p.softcap;
+  std::optional<DeviceBuffer> sinks, dsinks;
+  if (!p.sinks.empty()) {
+    sinks.emplace(p.sinks.size() * sizeof(float), "the sinks");
+    check(cudaMemcpy(sinks->get(), p.sinks.data(), sinks->bytes(), cudaMemcpyHostToDevice),
+          "uploading the sinks");
+    f.sinks = static_cast<const float*>(sinks->get());
+  }
   f.num_splits = options.num_splits;
   std::optional<DeviceBuffer> page_table;
   if (paged) {
@@ -230,6 +237,11 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
   b.dq = cuda::dense_bhsd(dq.get(), s.heads_q, s.nq, s.head_dim);
   b.dk = cuda::dense_bhsd(dk.get(), s.heads_kv, s.nk, s.head_dim);
   b.dv = cuda::dense_bhsd(dv.get(), s.heads_kv, s.nk, s.head_dim);
+  if (sinks) {
+    dsinks.emplace(sinks->bytes(), "the sinks' gradient");
+    dsinks->poison();
+    b.dsinks = static_cast<float*>(dsinks->get());
+  }
   b.head_splits = options.head_splits;  // then the count it gives, asked once as num_splits was
   b.head_splits = cuda::backward_head_splits(descriptor.view(), b);
   r.schedule += ", head splits " + std::to_string(b.head_splits);
@@ -249,6 +261,7 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
   r.dq = dq.download();
   r.dk = dk.download();
   r.dv = dv.download();
+  if (dsinks) r.dsinks = download_floats(*dsinks);
   return r;
 }
 
