@@ -169,21 +169,24 @@ struct Consumer {
   }
 
   // The factor that normalises each of the thread's two rows of O and the row's natural-log
-  // LSE, with the head's sink (FwdParams::sinks; sink_log2 = its logit * log2(e), -inf for none)
-  // as one more term of the row's sum: 0 and the sink (-inf without one) for a row that saw no
-  // key. Without a sink the arithmetic is the same as with none at all (weights exactly 1 and 0).
+  // LSE: 0 and -inf for a row that saw no key. With the head's sink (FwdParams::sinks;
+  // sink_log2 = its logit * log2(e), -inf for none; the same for the whole item) as one more
+  // term of the row's sum, such a row gets the sink as its LSE.
   __device__ void row_totals(const RowState& state, float sink_log2, float (&inv_sum)[2],
                              float (&lse)[2]) const {
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const float total = quad_sum(state.sum[h]);
-      const float row_max = total > 0.f ? state.max[h] * p.scale_log2 : kNegInf;
-      const float top = fmaxf(row_max, sink_log2);
-      const bool any = top != kNegInf;
-      // The keys' weight and the whole sum relative to 2^top; one of the two terms is 1, so
-      // all >= 1 and the fast division needs no slow path.
-      const float keys = any ? exp2f(row_max - top) : 0.f;
-      const float all = total * keys + (any ? exp2f(sink_log2 - top) : 0.f);
+      float all = quad_sum(state.sum[h]);       // the row's sum relative to 2^top
+      float top = state.max[h] * p.scale_log2;  // -inf for a row that saw no key
+      float keys = 1.f;                         // the keys' weight in it
+      if (sink_log2 != kNegInf) {
+        const float with_sink = fmaxf(top, sink_log2);
+        keys = exp2f(top - with_sink);  // 0 for a row that saw no key
+        all = all * keys + exp2f(sink_log2 - with_sink);
+        top = with_sink;
+      }
+      // all >= 1 where any term counts (the largest is 1): the fast division needs no slow path.
+      const bool any = all > 0.f;
       inv_sum[h] = any ? __fdividef(keys, all) : 0.f;
       lse[h] = any ? (top + __log2f(all)) * 0.69314718055994531f : kNegInf;
     }

@@ -81,20 +81,23 @@ def test_torch_compile_traces_the_backward_kernel_into_the_graph():
     torch._dynamo.reset()
     backend = AotEagerAndRecordGraphs()
 
+    # With attention sinks, whose gradient the backward operator returns too.
     @torch.compile(backend=backend, fullgraph=True)
-    def layer(q, k, v, plan):
-        out, lse = cm.attention(q, k, v, plan, return_lse=True, deterministic=True)
+    def layer(q, k, v, plan, sinks):
+        out, lse = cm.attention(q, k, v, plan, return_lse=True, deterministic=True, sinks=sinks)
         return out.float().square().sum() + lse.sum()
 
     n = 384
     plan = MASKS["shared_prefix"](n).specialize(nq=n, device=DEVICE)
     q, k, v = (torch.randn(1, n, 2, 64, device=DEVICE, dtype=torch.float16, requires_grad=True)
                for _ in range(3))
-    grads = torch.autograd.grad(layer(q, k, v, plan), (q, k, v))
-    out, lse = cm.attention(q, k, v, plan, return_lse=True, deterministic=True)
-    eager = torch.autograd.grad(out.float().square().sum() + lse.sum(), (q, k, v))
+    sinks = torch.tensor([1.0, 3.0], device=DEVICE, requires_grad=True)
+    grads = torch.autograd.grad(layer(q, k, v, plan, sinks), (q, k, v, sinks))
+    out, lse = cm.attention(q, k, v, plan, return_lse=True, deterministic=True, sinks=sinks)
+    eager = torch.autograd.grad(out.float().square().sum() + lse.sum(), (q, k, v, sinks))
     for g, e in zip(grads, eager):
         torch.testing.assert_close(g, e, rtol=1e-2, atol=1e-2)
+    assert grads[3].abs().min() > 0, "no gradient reached the sinks"
     assert len(backend.bw_graphs) == 1
     assert "compilemask.attention_backward" in backend.bw_graphs[0].code
     assert "compilemask.attention_backward" not in backend.fw_graphs[0].code
