@@ -28,11 +28,13 @@ class Backward:
         self.logit_types = logit_types(self.lib)
         # Builds before ABI version 5 have no write_rows_outside (after total_k) and head_splits
         # (after deterministic), and size the workspace by (batch, heads_q, head_dim) alone;
-        # before 6, the size queries do not take deterministic (after head_splits).
+        # before 6, the size queries do not take deterministic (after head_splits); before 7 there
+        # are no sinks (in the logit arguments) and no dsinks (after dlse).
         self.has_splits = abi_version(self.lib) >= 5
         self.has_mode_query = abi_version(self.lib) >= 6
+        self.has_sinks = abi_version(self.lib) >= 7
         f.argtypes = ([p, p, i, i, i, i, i, i, i, *self.logit_types]
-                      + [p, i64p] * 5 + [p, i64p, p] + [p, i64p] * 3
+                      + [p, i64p] * 5 + [p, i64p, p, *([p] * self.has_sinks)] + [p, i64p] * 3
                       + [p, p, i64, i64, *([i] * self.has_splits), i, *([i] * self.has_splits),
                          p, ctypes.c_size_t, p, ctypes.c_char_p, ctypes.c_size_t])
         f.restype = ctypes.c_int
@@ -77,11 +79,14 @@ class Backward:
 
     def backward(self, desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bshd", scale=0.0,
                  q_offsets=None, k_offsets=None, deterministic=False, dlse=None, softcap=0.0,
-                 head_splits=0, write_rows_outside=False):
+                 head_splits=0, write_rows_outside=False, sinks=None, dsinks=None):
         """dq/dk/dv are written. lse: float32 [B, H, S] (bshd/bhsd) or [H, T] (thd); dlse,
-        the LSE's gradient, None or a float32 tensor with lse's strides; softcap as in the
-        forward; head_splits: 0 automatic, 1 none, else that many parts of each kv group
+        the LSE's gradient, None or a float32 tensor with lse's strides; softcap and sinks as in
+        the forward; dsinks: None, or float32 [H] that receives the sinks' gradient;
+        head_splits: 0 automatic, 1 none, else that many parts of each kv group
         (cm::cuda::BackwardArgs); write_rows_outside as in Kernel.forward."""
+        if dsinks is not None and not self.has_sinks:
+            raise KernelError("this build of the library has no dsinks (cm_cuda_abi_version < 7)")
         batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k = problem_shape(
             q, k, lse, layout, q_offsets)
         if write_rows_outside and not self.has_splits:
@@ -94,10 +99,11 @@ class Backward:
         call_checked(
             self.lib.cm_cuda_backward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,
-            desc.nq, desc.nk, head_dim, *logit_arguments(self.logit_types, scale, softcap),
+            desc.nq, desc.nk, head_dim, *logit_arguments(self.logit_types, scale, softcap, sinks),
             q.data_ptr(), st["q"], k.data_ptr(), st["k"], v.data_ptr(), st["v"],
             out.data_ptr(), st["out"], dout.data_ptr(), st["dout"],
             lse.data_ptr(), int64_array(lse_strides), data_ptr_or_null(dlse),
+            *([data_ptr_or_null(dsinks)] * self.has_sinks),
             dq.data_ptr(), st["dq"], dk.data_ptr(), st["dk"], dv.data_ptr(), st["dv"],
             data_ptr_or_null(q_offsets), data_ptr_or_null(k_offsets), total_q, total_k,
             *([int(write_rows_outside)] * self.has_splits), int(deterministic),
