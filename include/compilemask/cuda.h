@@ -67,9 +67,10 @@ struct Problem {
   // key of value 0 that every row of the head sees. It joins each row's softmax denominator
   // only: O = sum_j e^{s_j} v_j / (e^{sinks[h]} + sum_j e^{s_j}), LSE = log(e^{sinks[h]} +
   // sum_j e^{s_j}); a row that sees no key gets O = 0 and LSE = sinks[h]. -inf is no sink for
-  // that head. The kernels do not read it on the host: NaN or +inf give NaN rows. The backward
-  // reads the LSE that includes the sinks (pass the forward's Problem) and can return their
-  // gradient (BackwardArgs::dsinks).
+  // that head; in the packed layout the rows outside every sequence keep LSE -inf
+  // (write_rows_outside_sequences). The kernels do not read it on the host: NaN or +inf give
+  // NaN rows. The backward reads the LSE that includes the sinks (pass the forward's Problem)
+  // and can return their gradient (BackwardArgs::dsinks).
   const float* sinks = nullptr;
   TensorRef q, k, v;
   TensorRef out;  // same dtype as q; forward() writes it (through a cast), backward() reads it
