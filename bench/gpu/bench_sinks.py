@@ -4,9 +4,9 @@ kernel without sinks does (out * sigmoid(lse - sink), which the LSE's gradient t
 back), side by side in one process.
 
 Rows: workloads.py's masks on the cm.masks helpers' plans, B*N = 32768 tokens, 16 heads, head
-dim --dim (128), bf16, [B, H, N, D]; and a decoding step (one query row of 32 heads, GQA 4:1, against
-N keys), whose split keys and shared GQA tiles add the sink in the combine kernel. The sinks are
-float32 parameters (requires_grad in the forward + backward columns).
+dim --dim (128), bf16, [B, H, N, D]; and a decoding step (one query row of 32 heads, GQA 4:1,
+against N keys), whose split keys and shared GQA tiles add the sink in the combine kernel. The
+sinks are float32 parameters (requires_grad in the forward + backward columns).
 
 Usage: bench_sinks.py --workloads DIR --out OUTDIR [--lens 32768] [--masks causal,...]
        [--rounds 6]

@@ -46,9 +46,10 @@ def reference_attention(
     returns dq, dk, dv; `backward_lse=dlse` ([B, Hq, Nq]) adds the gradient of a loss that
     uses the LSE too. scale defaults to 1/sqrt(D); softcap caps the logits as in cm.attention
     (with an exact tanh here), and sinks ([Hq]) are attention sinks as in cm.attention; with
-    backward=, their gradient is returned as dsinks. A plan with a token order takes and returns rows in the arrays'
-    own order, as cm.attention does: they are gathered into the mask's order and back. As
-    there, a plan of batch 1 (heads 1) serves any batch (head count)."""
+    backward=, their gradient is returned as dsinks. A plan with a token order takes and
+    returns rows in the arrays' own order, as cm.attention does: they are gathered into the
+    mask's order and back. As there, a plan of batch 1 (heads 1) serves any batch (head
+    count)."""
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be a compilemask.Plan, got {type(plan).__name__}")
     into = _row_gather(plan.token_order)

@@ -115,12 +115,12 @@ def _attention_forward(
     """(out, lse). q/k/v: [B, S, H, D] (heads_first=False), [B, H, S, D] (True) or [T, H, D]
     (one sequence without offsets, else sequence b at rows offsets[b] + [0, n)). softcap: 0
     for no logit cap. sinks: None, or float32 [heads_q], the attention sinks' logits
-    (cm::cuda::Problem::sinks). num_splits: key parts (0 automatic, cm::cuda::ForwardArgs). page_table:
-    None, or int32 [B, pages per sequence] with k and v pools [num_pages, page_size, H, D]
-    ([num_pages, H, page_size, D] when heads_first; 4-D q only): key row j of sequence b is row
-    j % page_size of page page_table[b, j // page_size] (cm::cuda::PagedKV). lse_grad (the
-    caller sees the LSE, so the backward carries its gradient) and deterministic are read only
-    by the backward. Inputs are checked by compilemask._attention."""
+    (cm::cuda::Problem::sinks). num_splits: key parts (0 automatic, cm::cuda::ForwardArgs).
+    page_table: None, or int32 [B, pages per sequence] with k and v pools [num_pages,
+    page_size, H, D] ([num_pages, H, page_size, D] when heads_first; 4-D q only): key row j of
+    sequence b is row j % page_size of page page_table[b, j // page_size] (cm::cuda::PagedKV).
+    lse_grad (the caller sees the LSE, so the backward carries its gradient) and deterministic
+    are read only by the backward. Inputs are checked by compilemask._attention."""
     q, k, v = (_kernel_layout(x) for x in (q, k, v))
     if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
         out, lse = _launch_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), desc_host,
@@ -218,6 +218,7 @@ attention_backward = torch.library.custom_op(
 
 
 def _sink_gradient_like(sinks: Optional[Tensor], device: torch.device) -> Tensor:
+    """The sinks' gradient, uninitialised: float32 [heads_q], or empty without sinks."""
     return torch.empty(0 if sinks is None else sinks.shape[0], dtype=torch.float32, device=device)
 
 
@@ -240,8 +241,8 @@ def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_of
         _cuda.backward(
             desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap, _address(sinks),
             tensors, lse.data_ptr(), _lse_strides(lse, packed), _address(dlse),
-            0 if sinks is None else dsinks.data_ptr(), *_packing(q, k, q_offsets, k_offsets), deterministic, 0,
-            workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
+            0 if sinks is None else dsinks.data_ptr(), *_packing(q, k, q_offsets, k_offsets),
+            deterministic, 0, workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
         )
     return dq, dk, dv, dsinks
 
