@@ -33,6 +33,27 @@ struct BackwardTensors {
   float* dsinks;  // may be null
 };
 
+// Per query row: its tensors and the softmax statistics the gradients need.
+template <class Acc>
+struct Row {
+  const float* q;
+  const float* dout;
+  Acc lse;
+  // dO · O - dLSE: the row term of the softmax Jacobian. The LSE's gradient joins it because
+  // d lse / d s_j = P_j, so it adds dLSE · P_j to every dS_j = P_j (dP_j - dO · O).
+  Acc delta;
+};
+
+template <class Acc>
+Row<Acc> row_at(const Problem& p, const BackwardTensors& t, int b, int h, int q) {
+  const int d = p.shape.head_dim;
+  const int64_t offset = p.q_offset(b, h) + static_cast<int64_t>(q) * d;
+  const int64_t lse_at = p.lse_offset(b, h) + q;
+  const Acc dlse = t.dlse != nullptr ? static_cast<Acc>(t.dlse[lse_at]) : Acc{0};
+  return {t.q + offset, t.dout + offset, static_cast<Acc>(t.lse[lse_at]),
+          reference::dot<Acc>(t.dout + offset, t.out + offset, d) - dlse};
+}
+
 template <class Acc>
 class BackwardWorker {
  public:
@@ -86,28 +107,9 @@ class BackwardWorker {
   }
 
  private:
-  // Per query row: its tensors and the softmax statistics the gradients need.
-  struct Row {
-    const float* q;
-    const float* dout;
-    Acc lse;
-    // dO · O - dLSE: the row term of the softmax Jacobian. The LSE's gradient joins it because
-    // d lse / d s_j = P_j, so it adds dLSE · P_j to every dS_j = P_j (dP_j - dO · O).
-    Acc delta;
-  };
-
-  Row row_at(int b, int h, int q) const {
-    const int d = p_.shape.head_dim;
-    const int64_t offset = p_.q_offset(b, h) + static_cast<int64_t>(q) * d;
-    const int64_t lse_at = p_.lse_offset(b, h) + q;
-    const Acc dlse = t_.dlse != nullptr ? static_cast<Acc>(t_.dlse[lse_at]) : Acc{0};
-    return {t_.q + offset, t_.dout + offset, static_cast<Acc>(t_.lse[lse_at]),
-            reference::dot<Acc>(t_.dout + offset, t_.out + offset, d) - dlse};
-  }
-
   // P and dS = P * (dP - delta) * slope (the gradient by scale * q·k) of row `row` against
   // key j of kv head hkv.
-  void probabilities(const Row& row, const float* k_row, const float* v_row, Acc& prob,
+  void probabilities(const Row<Acc>& row, const float* k_row, const float* v_row, Acc& prob,
                      Acc& dscore) const {
     const int d = p_.shape.head_dim;
     const auto logit = p_.logit(reference::dot<Acc>(row.q, k_row, d));
@@ -122,7 +124,7 @@ class BackwardWorker {
       std::fill(dq_out, dq_out + d, 0.0f);
       return;
     }
-    const Row row = row_at(b, h, q);
+    const Row<Acc> row = row_at<Acc>(p_, t_, b, h, q);
     const float* k_head = t_.k + p_.kv_offset(b, h / p_.group);
     const float* v_head = t_.v + p_.kv_offset(b, h / p_.group);
     std::fill(dq_acc_.begin(), dq_acc_.end(), Acc{0});
@@ -149,7 +151,7 @@ class BackwardWorker {
     for (int q = q0; q < q1; ++q) {
       const std::vector<Interval>& visible = columns_.tile(pattern, m, n, q);
       if (visible.empty()) continue;
-      const Row row = row_at(b, h, q);
+      const Row<Acc> row = row_at<Acc>(p_, t_, b, h, q);
       for (const Interval& iv : visible) {
         for (int j = iv.lo; j < iv.hi; ++j) {
           Acc prob, dscore;
@@ -177,15 +179,11 @@ template <class Acc>
 float sink_gradient(const Problem& p, const BackwardTensors& t, int h) {
   const Acc sink = static_cast<Acc>(p.sink(h));
   if (std::isinf(sink)) return 0.0f;  // -inf: no sink, and e^{sink - lse} could be NaN
-  const int d = p.shape.head_dim;
   Acc sum = 0;
   for (int b = 0; b < p.shape.batch; ++b) {
     for (int q = 0; q < p.shape.nq; ++q) {
-      const int64_t offset = p.q_offset(b, h) + static_cast<int64_t>(q) * d;
-      const int64_t lse_at = p.lse_offset(b, h) + q;
-      const Acc dlse = t.dlse != nullptr ? static_cast<Acc>(t.dlse[lse_at]) : Acc{0};
-      const Acc delta = reference::dot<Acc>(t.dout + offset, t.out + offset, d) - dlse;
-      sum -= std::exp(sink - static_cast<Acc>(t.lse[lse_at])) * delta;
+      const Row<Acc> row = row_at<Acc>(p, t, b, h, q);
+      sum -= std::exp(sink - row.lse) * row.delta;
     }
   }
   return static_cast<float>(sum);
