@@ -266,14 +266,15 @@ std::vector<Case> softcap_cases() {
 }
 
 std::vector<Case> sink_cases() {
+  const std::vector<Case> decode = decode_cases();
   std::vector<Case> cases = {example_case("causal", 300, 0),
                              example_case("doc_causal", 700, 0),
                              example_case("clear", 940, 0),
                              example_case("hstu", 300, 200),
                              example_case("causal", 300, 64),
-                             decode_cases()[0],
-                             decode_cases()[4],  // rows that see no key
-                             decode_cases()[5]};
+                             decode[0],
+                             decode[4],  // rows that see no key
+                             decode[5]};
   Case capped = example_case("sliding_window", 300, 0);
   capped.softcap = 1.5f;
   cases.push_back(capped);
