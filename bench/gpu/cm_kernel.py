@@ -115,20 +115,23 @@ def abi_version(lib):
 
 def logit_types(lib):
     """The ctypes of the logit arguments of lib's cm_cuda_forward and cm_cuda_backward: scale,
-    softcap and the sinks (ABI version 7 on), scale and softcap (2 on), or scale alone in builds
-    before it, which have no cap."""
+    softcap, the sinks (ABI version 7 on) and the ALiBi slopes (8 on), scale and softcap (2 on),
+    or scale alone in builds before it, which have no cap."""
     version = abi_version(lib)
-    return [ctypes.c_float] * (2 if version >= 2 else 1) + [ctypes.c_void_p] * (version >= 7)
+    return ([ctypes.c_float] * (2 if version >= 2 else 1)
+            + [ctypes.c_void_p] * ((version >= 7) + (version >= 8)))
 
 
-def logit_arguments(types, scale, softcap, sinks=None):
-    """The logit arguments for a library with these logit_types; sinks: None, or a float32
-    device tensor [heads_q]."""
+def logit_arguments(types, scale, softcap, sinks=None, alibi_slopes=None):
+    """The logit arguments for a library with these logit_types; sinks and alibi_slopes: None,
+    or a float32 device tensor [heads_q]."""
     if len(types) == 1 and softcap:
         raise KernelError("this build of the library has no softcap (cm_cuda_abi_version < 2)")
     if len(types) < 3 and sinks is not None:
         raise KernelError("this build of the library has no sinks (cm_cuda_abi_version < 7)")
-    return [scale, softcap, data_ptr_or_null(sinks)][:len(types)]
+    if len(types) < 4 and alibi_slopes is not None:
+        raise KernelError("this build of the library has no ALiBi (cm_cuda_abi_version < 8)")
+    return [scale, softcap, data_ptr_or_null(sinks), data_ptr_or_null(alibi_slopes)][:len(types)]
 
 
 class Kernel:
@@ -197,7 +200,7 @@ class Kernel:
 
     def forward(self, desc, q, k, v, out, lse, layout="bshd", scale=0.0,
                 q_offsets=None, k_offsets=None, mainloop="auto", softcap=0.0, num_splits=0,
-                page_table=None, write_rows_outside=False, sinks=None):
+                page_table=None, write_rows_outside=False, sinks=None, alibi_slopes=None):
         """Runs the kernel. q/k/v/out: [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd,
         with int32 device q_offsets/k_offsets of length B). lse: float32 [B,H,S] or [H,T].
         mainloop: auto, serial or pingpong (cm::cuda::Mainloop). softcap: 0 for none.
@@ -206,7 +209,8 @@ class Kernel:
         ([pages, page_size, H, D] in bshd, [pages, H, page_size, D] in bhsd; cm::cuda::PagedKV).
         write_rows_outside: the packed rows outside every sequence written as rows that see no
         key (cm::cuda::Problem; a build of ABI version 5 on). sinks: None, or float32 device
-        attention-sink logits [H] (cm::cuda::Problem; ABI version 7 on)."""
+        attention-sink logits [H] (cm::cuda::Problem; ABI version 7 on). alibi_slopes: None, or
+        float32 device ALiBi slopes [H] (cm::cuda::Problem; ABI version 8 on)."""
         batch, heads_q, heads_kv, head_dim, lse_strides, total_q, total_k = problem_shape(
             q, k, lse, layout, q_offsets)
         if page_table is not None and not self.has_pages:
@@ -225,7 +229,8 @@ class Kernel:
         call_checked(
             self.lib.cm_cuda_forward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,
-            desc.nq, desc.nk, head_dim, *logit_arguments(self.logit_types, scale, softcap, sinks),
+            desc.nq, desc.nk, head_dim,
+            *logit_arguments(self.logit_types, scale, softcap, sinks, alibi_slopes),
             MAINLOOPS[mainloop], *([num_splits] * self.has_splits), *paged,
             q.data_ptr(), strides[0], k.data_ptr(), strides[1], v.data_ptr(), strides[2],
             out.data_ptr(), strides[3], lse.data_ptr(), int64_array(lse_strides),

@@ -72,6 +72,13 @@ struct Problem {
   // NaN rows. The backward reads the LSE that includes the sinks (pass the forward's Problem)
   // and can return their gradient (BackwardArgs::dsinks).
   const float* sinks = nullptr;
+  // ALiBi (Press et al.; FlashAttention 2's alibi_slopes): null, or device float32 [heads_q]:
+  // logit (i, j) of query head h gains -alibi_slopes[h] * |i + nk - nq - j|, where i and j count
+  // from each sequence's first query and key (the last query row and the last key at distance
+  // 0), after the cap and before the mask. The bias does not depend on Q or K, so it has no
+  // gradient of its own. Positions are the kernels' rows: with a token order (Plan::token_order)
+  // they are the reordered ones. The backward needs the same slopes (pass the forward's Problem).
+  const float* alibi_slopes = nullptr;
   TensorRef q, k, v;
   TensorRef out;  // same dtype as q; forward() writes it (through a cast), backward() reads it
   // Natural-log LSE, float32, row stride 1: lse[b * lse_stride_b + h * lse_stride_h + row].

@@ -36,6 +36,11 @@ struct ReferenceOptions {
   // sum_j e^{s_j}). A row that sees no key gets O = 0 and LSE = sinks[h]. -inf is no sink for
   // that head; NaN and +inf are errors. Null: no sinks.
   const float* sinks = nullptr;
+  // ALiBi (Press et al.; FlashAttention 2's alibi_slopes): when set, each logit of query head h
+  // gains the bias -alibi_slopes[h] * |i + nk - nq - j| for query row i and key j (the last
+  // query row and the last key at distance 0), after the cap and before the mask. Finite; null:
+  // no bias.
+  const float* alibi_slopes = nullptr;
   Accumulate accumulate = Accumulate::kFloat32;
   int threads = 0;  // 0 means std::thread::hardware_concurrency()
   // If set, called from the calling thread with the completed fraction in (0, 1], at most 20
@@ -44,8 +49,9 @@ struct ReferenceOptions {
 };
 
 // O = softmax(scale * Q K^T masked) V and LSE (with options.softcap, of the capped logits; with
-// options.sinks, the sinks in the denominator). Fully masked rows give O = 0 and LSE = -inf (the
-// head's sink with sinks). Throws cm::Error if the shape does not match the descriptor.
+// options.alibi_slopes, plus the ALiBi bias; with options.sinks, the sinks in the denominator).
+// Fully masked rows give O = 0 and LSE = -inf (the head's sink with sinks). Throws cm::Error if the
+// shape does not match the descriptor.
 void reference_forward(const void* descriptor, const AttentionShape& shape, const float* q,
                        const float* k, const float* v, float* out, float* lse,
                        const ReferenceOptions& options = {});

@@ -39,7 +39,16 @@ __host__ __device__ __forceinline__ int ds_offset(int q, int k) {
   return 64 * k + 8 * ((q / 8) ^ (k % 8)) + q % 8;
 }
 
-template <class Config, bool kDeterministic, bool kSoftcap, bool kHeadSplits>
+// ALiBi of a step (BwdMainParams::alibi_slopes) for a thread's Sᵀ fragment: element (e, h, j)
+// gains -slope |offset[h] - (8j + e)|, slope in the units of the scores (the logits' slope over
+// their factor, scale_log2 / log2(e)); offset[h] is the distance between the element's key and
+// query position at j = e = 0.
+struct AlibiStep {
+  float slope;
+  float offset[2];
+};
+
+template <class Config, bool kDeterministic, bool kModifiedLogits, bool kHeadSplits>
 struct BwdConsumer {
   using Element = typename Config::Element;
   static constexpr int kBlockM = Config::kBlockM;
@@ -114,14 +123,34 @@ struct BwdConsumer {
     return keep;
   }
 
+  // The step's ALiBi for this thread's fragment, whose step rows start at row_base and whose item
+  // keys start at key_base; first_key is the item's first key in its sequence.
+  __device__ AlibiStep alibi_step(const BwdStep& step, int row_base, int key_base,
+                                  int first_key) const {
+    const Fragment frag(fresh_thread_index() - 128);
+    const int first_row = desc::tile_span(p.shape.q_starts, step.m).begin +
+                          step.half * kBwdStepRows + row_base + frag.col0;
+    const int distance = first_key + key_base + frag.row0 - (first_row + p.shape.nk - p.shape.nq);
+    AlibiStep alibi;
+    alibi.slope = p.alibi_slopes[step.h] * (1.4426950408889634f / p.scale_log2);
+    // Exact in float for distances below 2^24.
+    alibi.offset[0] = static_cast<float>(distance);
+    alibi.offset[1] = static_cast<float>(distance + 8);
+    return alibi;
+  }
+
   // P = exp2(Sᵀ scale_log2 - lse_log2), 0 where keep's bit is clear, and dS = P (dPᵀ - dsum),
   // in the element type, for this thread's kCols / 8 x 4 fragment elements, whose step rows
-  // start at row_base (keep_bits); lse_log2 and dsum are the stage's. With kSoftcap the scores
-  // are t = tanh(Sᵀ softcap_scale) (the forward's soft cap) and dS takes the cap's slope 1 - t².
+  // start at row_base (keep_bits); lse_log2 and dsum are the stage's. With kModifiedLogits the
+  // scores may be t = tanh(Sᵀ softcap_scale) (the forward's soft cap), and dS then takes the
+  // cap's slope 1 - t², and may gain the ALiBi bias (alibi_step), which adds nothing to dS's
+  // slope.
   template <int kCols, class TAcc, class TOut>
   __device__ void probabilities_and_ds(const TAcc& s, const TAcc& dp, uint32_t keep,
                                        const float* lse_log2, const float* dsum, int row_base,
-                                       TOut& prob_out, TOut& ds_out) const {
+                                       const AlibiStep& alibi, TOut& prob_out, TOut& ds_out) const {
+    const bool capped = kModifiedLogits && p.softcap_scale != 0.f;
+    const bool biased = kModifiedLogits && p.alibi_slopes != nullptr;
     const Fragment frag(fresh_thread_index() - 128);
     CUTE_UNROLL
     for (int j = 0; j < kCols / 8; ++j) {
@@ -133,12 +162,16 @@ struct BwdConsumer {
         CUTE_UNROLL
         for (int h = 0; h < 2; ++h) {
           const int i = Fragment::index(e, h, j);
-          const float score = kSoftcap ? tanh_approx(s(i) * p.softcap_scale) : s(i);
-          float prob = exp2_approx(fmaf(score, p.scale_log2, -lse));
+          const float score = capped ? tanh_approx(s(i) * p.softcap_scale) : s(i);
+          const float biased_score =
+              biased ? fmaf(-alibi.slope, fabsf(alibi.offset[h] - static_cast<float>(8 * j + e)),
+                            score)
+                     : score;
+          float prob = exp2_approx(fmaf(biased_score, p.scale_log2, -lse));
           prob = (keep >> i) & 1u ? prob : 0.f;
           prob_out(i) = static_cast<Element>(prob);
           const float ds = prob * (dp(i) - ds_bias);
-          ds_out(i) = static_cast<Element>(kSoftcap ? ds * fmaf(-score, score, 1.f) : ds);
+          ds_out(i) = static_cast<Element>(capped ? ds * fmaf(-score, score, 1.f) : ds);
         }
       }
     }
@@ -242,7 +275,9 @@ struct BwdConsumer {
     PipeState<Config::kDqBuffers> dq;  // the dq buffer this step fills
     StepCursor<kDeterministic> steps(p, item, head_splits_of<kHeadSplits>(p.shape));
     BwdStep step;
-    const int key_width = desc::k_tile_span(p.descriptor, item.n).size();
+    const desc::TileSpan key_tile = desc::k_tile_span(p.descriptor, item.n);
+    const int key_width = key_tile.size();
+    const int first_key = key_tile.begin + item.part * kBlockN;  // the item's, for ALiBi
     while (steps.next(step)) {
       wait_barrier(ss.step_full[st.stage], st.phase);
       // Sᵀ and dPᵀ: element (e, h, j) is item key key_base + row0 + 8h, step row
@@ -261,8 +296,11 @@ struct BwdConsumer {
 
       Tensor tPrP = make_tensor<Element>(typename Config::LayoutPdS{});
       Tensor tdSrdS = make_tensor<Element>(typename Config::LayoutPdS{});
+      const AlibiStep alibi = kModifiedLogits && p.alibi_slopes != nullptr
+                                  ? alibi_step(step, row_base, key_base, first_key)
+                                  : AlibiStep{};
       probabilities_and_ds<kCols>(tSrS, tSrdP, keep, ss.lse_log2[st.stage], ss.dsum[st.stage],
-                                  row_base, tPrP, tdSrdS);
+                                  row_base, alibi, tPrP, tdSrdS);
       if constexpr (!kSplitHeadDim) {
         // dV and dK take P and dS from registers: they run while dS goes through shared memory.
         wgmma<false>(mma_kv, tPrP, tKVrdOt(_, _, _, st.stage), tdVrdV);

@@ -203,6 +203,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   const host::LogitFactors logits = host::logit_factors(args);
   main.scale_log2 = logits.scale_log2;
   main.softcap_scale = logits.softcap_scale;
+  main.alibi_slopes = args.alibi_slopes;
   main.dk = gradient(args.dk);
   main.dv = gradient(args.dv);
   main.ws = ws;

@@ -49,11 +49,12 @@
 
 namespace cm::sm90 {
 
-// kSoftcap: params.softcap_scale is not 0 (a compile-time choice, as the forward's FwdConfig
-// says; tested at run time, the branch made the uncapped backward 1.6-2.8% slower, run 192).
+// kModifiedLogits: params.softcap_scale is not 0 or params.alibi_slopes is not null (a
+// compile-time choice, as the forward's FwdConfig says; tested at run time, the cap's branch made
+// the uncapped backward 1.6-2.8% slower, run 192). Within such a kernel each is tested at run time.
 // kHeadSplits: params.shape.head_splits is more than 1 (compile-time too: as a run-time branch
 // in the epilogue it made the deterministic head-dim-128 kernels spill in their step loop).
-template <class Config, bool kDeterministic, bool kSoftcap, bool kHeadSplits>
+template <class Config, bool kDeterministic, bool kModifiedLogits, bool kHeadSplits>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     bwd_kernel(const __grid_constant__ BwdMainParams params,
                const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
@@ -106,7 +107,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();
     if (sequence_fits(params.shape, item.b)) {
-      BwdConsumer<Config, kDeterministic, kSoftcap, kHeadSplits>{
+      BwdConsumer<Config, kDeterministic, kModifiedLogits, kHeadSplits>{
           params, *ss, item, static_cast<int>(threadIdx.x) - 128}
           .run();
     }

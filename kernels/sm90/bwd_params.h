@@ -112,10 +112,11 @@ struct GradientRef {
 // main: dK, dV per key tile (summed over the query heads of its kv group), dQ into dq_accum.
 struct BwdMainParams {
   BwdShape shape;
-  const void* descriptor;  // device copy of the descriptor blob
-  float scale;             // softmax scale (dK = scale * dSᵀ Q)
-  float scale_log2;        // log2(e) * the logits' factor: scale, or softcap with a cap
-  float softcap_scale;     // scale / softcap (FwdParams); 0 for no cap
+  const void* descriptor;     // device copy of the descriptor blob
+  float scale;                // softmax scale (dK = scale * dSᵀ Q)
+  float scale_log2;           // log2(e) * the logits' factor: scale, or softcap with a cap
+  float softcap_scale;        // scale / softcap (FwdParams); 0 for no cap
+  const float* alibi_slopes;  // per query head (FwdParams); null for none
   GradientRef dk, dv;
   BwdWorkspace ws;
 };

@@ -23,10 +23,10 @@ cm::cuda::TensorRef tensor(const void* data, const int64_t* strides_bsh) {
 // The fields cm_cuda_forward and cm_cuda_backward share, from their C arguments.
 cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int nq, int nk,
                           int head_dim, float scale, float softcap, const float* sinks,
-                          const void* q, const int64_t* q_strides, const void* k,
-                          const int64_t* k_strides, const void* v, const int64_t* v_strides,
-                          const void* out, const int64_t* out_strides, const float* lse,
-                          const int64_t* lse_strides, const int32_t* q_offsets,
+                          const float* alibi_slopes, const void* q, const int64_t* q_strides,
+                          const void* k, const int64_t* k_strides, const void* v,
+                          const int64_t* v_strides, const void* out, const int64_t* out_strides,
+                          const float* lse, const int64_t* lse_strides, const int32_t* q_offsets,
                           const int32_t* k_offsets, int64_t total_q, int64_t total_k,
                           int write_rows_outside) {
   cm::cuda::Problem p;
@@ -40,6 +40,7 @@ cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int n
   p.scale = scale;
   p.softcap = softcap;
   p.sinks = sinks;
+  p.alibi_slopes = alibi_slopes;
   p.q = tensor(q, q_strides);
   p.k = tensor(k, k_strides);
   p.v = tensor(v, v_strides);
@@ -134,21 +135,21 @@ int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descript
 
 int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, int dtype,
                     int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim, float scale,
-                    float softcap, const float* sinks, int mainloop, int num_splits,
-                    const int32_t* page_table, int64_t page_table_stride, int page_size,
-                    int num_pages, const void* q, const int64_t* q_strides, const void* k,
-                    const int64_t* k_strides, const void* v, const int64_t* v_strides, void* out,
-                    const int64_t* out_strides, float* lse, const int64_t* lse_strides,
-                    const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
-                    int64_t total_k, int write_rows_outside, void* workspace,
+                    float softcap, const float* sinks, const float* alibi_slopes, int mainloop,
+                    int num_splits, const int32_t* page_table, int64_t page_table_stride,
+                    int page_size, int num_pages, const void* q, const int64_t* q_strides,
+                    const void* k, const int64_t* k_strides, const void* v,
+                    const int64_t* v_strides, void* out, const int64_t* out_strides, float* lse,
+                    const int64_t* lse_strides, const int32_t* q_offsets, const int32_t* k_offsets,
+                    int64_t total_q, int64_t total_k, int write_rows_outside, void* workspace,
                     size_t workspace_bytes, void* stream, char* error, size_t error_len) {
   return return_code(
       [&] {
         cm::cuda::ForwardArgs args;
         static_cast<cm::cuda::Problem&>(args) =
-            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, sinks, q,
-                    q_strides, k, k_strides, v, v_strides, out, out_strides, lse, lse_strides,
-                    q_offsets, k_offsets, total_q, total_k, write_rows_outside);
+            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, sinks,
+                    alibi_slopes, q, q_strides, k, k_strides, v, v_strides, out, out_strides, lse,
+                    lse_strides, q_offsets, k_offsets, total_q, total_k, write_rows_outside);
         args.mainloop = static_cast<cm::cuda::Mainloop>(mainloop);
         args.num_splits = num_splits;
         args.paged = {page_table, page_table_stride, page_size, num_pages};
@@ -181,22 +182,23 @@ int cm_cuda_backward_head_splits(const void* descriptor_host, const void* descri
 
 int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device, int dtype,
                      int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim,
-                     float scale, float softcap, const float* sinks, const void* q,
-                     const int64_t* q_strides, const void* k, const int64_t* k_strides,
-                     const void* v, const int64_t* v_strides, const void* out,
-                     const int64_t* out_strides, const void* dout, const int64_t* dout_strides,
-                     const float* lse, const int64_t* lse_strides, const float* dlse, float* dsinks,
-                     void* dq, const int64_t* dq_strides, void* dk, const int64_t* dk_strides,
-                     void* dv, const int64_t* dv_strides, const int32_t* q_offsets,
-                     const int32_t* k_offsets, int64_t total_q, int64_t total_k,
-                     int write_rows_outside, int deterministic, int head_splits, void* workspace,
-                     size_t workspace_bytes, void* stream, char* error, size_t error_len) {
+                     float scale, float softcap, const float* sinks, const float* alibi_slopes,
+                     const void* q, const int64_t* q_strides, const void* k,
+                     const int64_t* k_strides, const void* v, const int64_t* v_strides,
+                     const void* out, const int64_t* out_strides, const void* dout,
+                     const int64_t* dout_strides, const float* lse, const int64_t* lse_strides,
+                     const float* dlse, float* dsinks, void* dq, const int64_t* dq_strides,
+                     void* dk, const int64_t* dk_strides, void* dv, const int64_t* dv_strides,
+                     const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
+                     int64_t total_k, int write_rows_outside, int deterministic, int head_splits,
+                     void* workspace, size_t workspace_bytes, void* stream, char* error,
+                     size_t error_len) {
   return return_code(
       [&] {
         const cm::cuda::BackwardArgs args{
-            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, sinks, q,
-                    q_strides, k, k_strides, v, v_strides, out, out_strides, lse, lse_strides,
-                    q_offsets, k_offsets, total_q, total_k, write_rows_outside),
+            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, sinks,
+                    alibi_slopes, q, q_strides, k, k_strides, v, v_strides, out, out_strides, lse,
+                    lse_strides, q_offsets, k_offsets, total_q, total_k, write_rows_outside),
             tensor(dout, dout_strides),
             dlse,
             tensor(dq, dq_strides),

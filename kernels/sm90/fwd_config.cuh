@@ -52,7 +52,7 @@ enum FwdNamedBarrier : int {
   kFwdTurnBarrier = 3,      // + wg, so 3 and 4: the pingpong turn of consumer warpgroup wg
 };
 
-template <class ElementT, int kHeadDimV, bool kIntraOverlapV, bool kSoftcapV>
+template <class ElementT, int kHeadDimV, bool kIntraOverlapV, bool kModifiedLogitsV>
 struct FwdConfig {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
@@ -60,10 +60,11 @@ struct FwdConfig {
   // and let the two consumer warpgroups take turns issuing products (pingpong). Faster than
   // the plain serial mainloop on every measured workload (perf-notes, v9).
   static constexpr bool kIntraOverlap = kIntraOverlapV;
-  // Soft-capped logits (FwdParams::softcap_scale). A compile-time choice: tested at run time,
-  // the branch alone made the serial mainloop at head dim 128 spill 64 bytes where it spilled
-  // none (ptxas).
-  static constexpr bool kSoftcap = kSoftcapV;
+  // Soft-capped or ALiBi-biased logits (FwdParams::softcap_scale, alibi_slopes). A compile-time
+  // choice: tested at run time, the cap's branch alone made the serial mainloop at head dim 128
+  // spill 64 bytes where it spilled none (ptxas). Within such a kernel each is tested at run
+  // time.
+  static constexpr bool kModifiedLogits = kModifiedLogitsV;
   static constexpr int kBlockM = 128;  // query rows per tile (two consumer warpgroups of 64)
   static constexpr int kBlockN = 128;  // key columns per tile
   // Keys per K/V stage and per product: the whole tile, or at head dim 256 a 64-key part, so
@@ -139,6 +140,7 @@ struct FwdConfig {
     QuadBits seen[kMaskSlots][kMaskWarps];  // per mask slot, the keys each mask warp's rows see
     WorkItem item[kItemSlots];              // decoded by the loader; row == nullptr ends the kernel
     KeyTileInfo key_tile[kStages];
+    int32_t first_key[kStages];  // the stage's first key in its sequence, for ALiBi
   };
   static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();
   static_assert(cosize_v<LayoutQ> == kQStages * kBlockM * kHeadDim, "Q layout is dense");

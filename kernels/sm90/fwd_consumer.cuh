@@ -36,6 +36,14 @@ struct RowState {
   float sum[2] = {0.f, 0.f};
 };
 
+// ALiBi of the thread's two rows (FwdParams::alibi_slopes): the bias of key k in row h is
+// -slope[h] |k - position[h]|, slope in the units of the scores (the logits' slope over their
+// factor, scale_log2 / log2(e)) and position the row's index plus nk - nq.
+struct AlibiRows {
+  float slope[2];
+  int position[2];
+};
+
 template <class Config>
 struct Consumer {
   using Element = typename Config::Element;
@@ -88,20 +96,62 @@ struct Consumer {
   // Finishes the scores of a stage, whose Q Kᵀ was just issued, into probabilities: a masked
   // tile's visibility is fetched under the product of its first stage (and kept in `visible` for
   // its other part), then the wait (leaving the newest kPending wgmma groups in flight), the K
-  // stage's release, the soft cap, masking and the online softmax.
+  // stage's release, the soft cap and the ALiBi bias, masking and the online softmax.
   template <int kPending, class TS>
-  __device__ void scores_to_probabilities(TS& tSrS, const KeyTileInfo& tile,
+  __device__ void scores_to_probabilities(TS& tSrS, const KeyTileInfo& tile, int stage,
+                                          const AlibiRows& alibi,
                                           PipeState<Config::kMaskSlots>& mask_slot,
                                           uint32_t (&visible)[2], uint64_t& k_empty,
                                           RowState& state, float (&correction)[2]) const {
     const int part = Config::kTileParts == 1 ? 0 : tile.part;
+    const bool with_alibi = Config::kModifiedLogits && p.alibi_slopes != nullptr;
+    // Read before k_empty hands the stage back to the loader, which then rewrites it.
+    const int first_key = with_alibi ? ss.first_key[stage] : 0;
     if (tile.masked && (Config::kTileParts == 1 || tile.first)) take_visibility(mask_slot, visible);
     warpgroup_wait<kPending>();
     warpgroup_fence_operand(tSrS);
     arrive_per_warp(k_empty);
-    if constexpr (Config::kSoftcap) soft_cap(tSrS, p.softcap_scale);
+    if constexpr (Config::kModifiedLogits) {
+      if (p.softcap_scale != 0.f) soft_cap(tSrS, p.softcap_scale);
+      if (with_alibi) add_alibi(tSrS, alibi, first_key);
+    }
     if (tile.masked) mask_tile(tSrS, visible, part);
     online_softmax(tSrS, state, correction);
+  }
+
+  // The ALiBi rows of the thread for work item `item`; with packed heads its two rows may
+  // belong to different query heads.
+  __device__ AlibiRows alibi_rows(const WorkItem& item) const {
+    AlibiRows rows{};
+    if (!Config::kModifiedLogits || p.alibi_slopes == nullptr) return rows;
+    const float to_score_units = 1.4426950408889634f / p.scale_log2;
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int t = row_in_tile + 8 * h;  // row r of query head item.h + head
+      const int head = t / p.rows_per_head;
+      rows.slope[h] = p.alibi_slopes[item.h + head] * to_score_units;
+      rows.position[h] = item.q0 + (t & (p.rows_per_head - 1)) + p.nk - p.nq;
+    }
+    return rows;
+  }
+
+  // Adds the ALiBi bias to the scores of a stage whose first key is first_key: element (e, h, j)
+  // is key first_key + 8j + 2 quad + e (mask_tile). Before masking, which then sets -inf.
+  template <class TS>
+  __device__ void add_alibi(TS& tSrS, const AlibiRows& rows, int first_key) const {
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      // Exact in float for distances below 2^24.
+      const auto offset = static_cast<float>(first_key + 2 * (lane % 4) - rows.position[h]);
+      CUTE_UNROLL
+      for (int j = 0; j < kStageKeys / 8; ++j) {
+        CUTE_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          float& s = tSrS(make_coord(e, h, j), 0, 0);
+          s = fmaf(-rows.slope[h], fabsf(offset + static_cast<float>(8 * j + e)), s);
+        }
+      }
+    }
   }
 
   // Scores S become tanh(S softcap_scale): the logits softcap * tanh, whose factor softcap is in
@@ -352,6 +402,7 @@ struct Consumer {
       Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBlockM>, Int<kHeadDim>>{});
       clear(tOrO);
       RowState state;
+      const AlibiRows alibi = alibi_rows(item);
       uint32_t visible[2] = {};  // the current masked tile's rows
       wait_barrier(ss.q_full[qs.stage], qs.phase);
       if (item.has_key_tiles) {
@@ -371,8 +422,8 @@ struct Consumer {
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             pass_turn();
             float correction[2];
-            scores_to_probabilities<0>(tSrS, tile, mask_slot, visible, ss.k_empty[kv.stage], state,
-                                       correction);
+            scores_to_probabilities<0>(tSrS, tile, kv.stage, alibi, mask_slot, visible,
+                                       ss.k_empty[kv.stage], state, correction);
             convert(tSrS, tOrP);
           }
           PipeState<Config::kStages> prev = kv;
@@ -388,8 +439,8 @@ struct Consumer {
             wgmma<false>(mma_pv, tOrP, tOrVt(_, _, _, prev.stage), tOrO);
             pass_turn();
             float correction[2];
-            scores_to_probabilities<1>(tSrS, tile, mask_slot, visible, ss.k_empty[kv.stage], state,
-                                       correction);
+            scores_to_probabilities<1>(tSrS, tile, kv.stage, alibi, mask_slot, visible,
+                                       ss.k_empty[kv.stage], state, correction);
             warpgroup_wait<0>();
             warpgroup_fence_operand(tOrO);
             warpgroup_fence_operand(tOrP);
@@ -415,8 +466,8 @@ struct Consumer {
             last = tile.last;
             wgmma<true>(mma_qk, tSrQs, tSrK(_, _, _, kv.stage), tSrS);
             float correction[2];
-            scores_to_probabilities<0>(tSrS, tile, mask_slot, visible, ss.k_empty[kv.stage], state,
-                                       correction);
+            scores_to_probabilities<0>(tSrS, tile, kv.stage, alibi, mask_slot, visible,
+                                       ss.k_empty[kv.stage], state, correction);
             rescale(tOrO, correction);
             Tensor tOrP = make_tensor<Element>(PLayout{});
             convert(tSrS, tOrP);

@@ -116,6 +116,7 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
         const KeyTileInfo tile{masked, part == 0, cursor.done() && part + 1 == parts,
                                static_cast<uint8_t>(part)};
         ss.key_tile[kv.stage] = tile;
+        ss.first_key[kv.stage] = first_key;
         expect_bytes(ss.k_full[kv.stage], bytes);  // releases key_tile with the K load
         load_stage<Config>(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kStageElems, box, boxes,
                            box_rows, kv_head);

@@ -22,6 +22,9 @@ struct FwdParams : ProblemShape {
   // each row's sum as a key of value 0. Null for none. Added by the epilogue, or by fwd_combine
   // with `combine`.
   const float* sinks;
+  // ALiBi (cm::cuda::Problem::alibi_slopes): per query head, the slope of the bias
+  // -slope |i + nk - nq - j| of logit (i, j). Null for none.
+  const float* alibi_slopes;
 
   void* out;  // same element type as Q
   int64_t out_stride_b, out_stride_s, out_stride_h;

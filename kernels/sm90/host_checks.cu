@@ -131,6 +131,8 @@ bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) co
   softcap(a.softcap);
   require(reinterpret_cast<uintptr_t>(a.sinks) % alignof(float) == 0,
           "sinks must be 4-byte aligned (float32)");
+  require(reinterpret_cast<uintptr_t>(a.alibi_slopes) % alignof(float) == 0,
+          "alibi_slopes must be 4-byte aligned (float32)");
   fits_header(h, tile, a.batch, a.heads_q, a.nq, a.nk);
   const bool packed = packed_layout(a.q_offsets, a.k_offsets, a.total_q, a.total_k, a.nq, a.nk);
   tensor(a.q, "q", packed);

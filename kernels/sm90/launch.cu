@@ -94,17 +94,20 @@ WorkLayout work_layout(const desc::Header& h, const DescriptorView& d, const For
   return w;
 }
 
-template <sm90::ElementKind kElement, bool kOverlap, bool kSoftcap>
+template <sm90::ElementKind kElement, bool kOverlap, bool kModifiedLogits>
 cudaError_t dispatch_head_dim(int head_dim, const sm90::FwdParams& p, const CUtensorMap& q,
                               const CUtensorMap& k, const CUtensorMap& v, int grid,
                               cudaStream_t stream) {
   switch (head_dim) {
     case 64:
-      return sm90::launch_forward<kElement, 64, kOverlap, kSoftcap>(p, q, k, v, grid, stream);
+      return sm90::launch_forward<kElement, 64, kOverlap, kModifiedLogits>(p, q, k, v, grid,
+                                                                           stream);
     case 128:
-      return sm90::launch_forward<kElement, 128, kOverlap, kSoftcap>(p, q, k, v, grid, stream);
+      return sm90::launch_forward<kElement, 128, kOverlap, kModifiedLogits>(p, q, k, v, grid,
+                                                                            stream);
     default:
-      return sm90::launch_forward<kElement, 256, kOverlap, kSoftcap>(p, q, k, v, grid, stream);
+      return sm90::launch_forward<kElement, 256, kOverlap, kModifiedLogits>(p, q, k, v, grid,
+                                                                            stream);
   }
 }
 
@@ -172,6 +175,7 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   p.scale_log2 = logits.scale_log2;
   p.softcap_scale = logits.softcap_scale;
   p.sinks = args.sinks;
+  p.alibi_slopes = args.alibi_slopes;
   p.out = const_cast<void*>(args.out.data);
   p.out_stride_b = packed ? 0 : args.out.stride_b;
   p.out_stride_s = args.out.stride_s;
@@ -216,13 +220,14 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const bool pingpong = args.mainloop == Mainloop::kPingpong ||
                         (args.mainloop == Mainloop::kAuto && kernel_head_dim <= 128);
   const cudaError_t launched = sm90::with_flags(
-      [&]<bool kBFloat16, bool kOverlap, bool kSoftcap>() {
+      [&]<bool kBFloat16, bool kOverlap, bool kModifiedLogits>() {
         constexpr auto kElement =
             kBFloat16 ? sm90::ElementKind::kBFloat16 : sm90::ElementKind::kFloat16;
-        return dispatch_head_dim<kElement, kOverlap, kSoftcap>(kernel_head_dim, p, q, k, v, grid,
-                                                               stream);
+        return dispatch_head_dim<kElement, kOverlap, kModifiedLogits>(kernel_head_dim, p, q, k, v,
+                                                                      grid, stream);
       },
-      args.dtype == DType::kBFloat16, pingpong, p.softcap_scale != 0.f);
+      args.dtype == DType::kBFloat16, pingpong,
+      p.softcap_scale != 0.f || p.alibi_slopes != nullptr);
   check.cuda(launched, "launching the forward kernel");
   if (work.combine) {
     const sm90::ElementKind element =

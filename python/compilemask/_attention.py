@@ -123,7 +123,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
               k_offsets: Optional[Tensor] = None, deterministic: bool = False,
               softcap: Optional[float] = None, num_splits: int = 0,
               page_table: Optional[Tensor] = None, check_offsets: bool = False,
-              sinks: Optional[Tensor] = None) -> Any:
+              sinks: Optional[Tensor] = None, alibi_slopes: Optional[Tensor] = None) -> Any:
     """softmax(scale * q kᵀ, masked by `plan`) v on torch CUDA tensors (bf16 or fp16, head dim
     a multiple of 8 up to 256), differentiable.
 
@@ -158,6 +158,13 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     and the LSE includes it, so a row that sees no key gets out 0 and LSE sinks[h]; -inf is no
     sink for that head. It is differentiable: its gradient is summed over the batch and rows in
     a fixed order (bitwise reproducible in both modes). The kernels read it as float32.
+
+    alibi_slopes adds ALiBi (Press et al.; FlashAttention 2's alibi_slopes): a floating-point
+    tensor [Hq] on q's device, one slope per query head, and logit (i, j) of head h gains
+    -alibi_slopes[h] * |i + nk - nq - j| for query row i and key j of a sequence (the last query
+    row and the last key at distance 0), after the soft cap and before the mask. It takes no
+    gradient (pass it without requires_grad) and needs a plan without a token_order, whose
+    rows would put the distances in the mask's order. The kernels read it as float32.
 
     num_splits cuts each query tile's keys into that many parts, run in parallel and merged by
     their LSEs (FlashAttention's num_splits, for decoding and short query chunks against long
@@ -259,8 +266,18 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     if scale is None:
         scale = 1.0 / math.sqrt(dim)
     if sinks is not None:
-        _check_sinks(sinks, heads_q, plan.device)
+        _check_per_head("sinks", "logit", sinks, heads_q, plan.device)
         sinks = sinks.to(torch.float32).contiguous()  # differentiable: the gradient casts back
+    if alibi_slopes is not None:
+        _check_per_head("alibi_slopes", "slope", alibi_slopes, heads_q, plan.device)
+        if alibi_slopes.requires_grad:
+            raise ValueError("alibi_slopes takes no gradient: pass it detached (the bias "
+                             "-slope * distance does not depend on q or k, and the kernels do not "
+                             "differentiate it)")
+        if plan._order_device is not None:
+            raise ValueError("alibi_slopes needs a plan without a token_order: its kernels would "
+                             "measure the distances between rows in the mask's order")
+        alibi_slopes = alibi_slopes.to(torch.float32).contiguous()
 
     if not (isinstance(num_splits, int) and not isinstance(num_splits, bool)
             and 0 <= num_splits <= _MAX_SPLITS):
@@ -295,7 +312,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     out, lse = _torch_ops.differentiable_attention(
         q, k, v, plan._desc_host, plan._desc_device, offsets if jagged else None,
         k_offsets if jagged else None, heads_first, plan.nq, plan.nk, float(scale),
-        float(softcap or 0.0), sinks, num_splits, page_table, bool(return_lse), deterministic)
+        float(softcap or 0.0), sinks, alibi_slopes, num_splits, page_table, bool(return_lse),
+        deterministic)
     if sequence_rows is not None:
         out, lse = _scatter_sequences(out, lse, fits, sequence_rows, q_inside, packed_q)
     elif reorder:  # back into the tensors' order
@@ -305,18 +323,19 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     return (out, lse) if return_lse else out
 
 
-def _check_sinks(sinks: Any, heads_q: int, device: torch.device) -> None:
-    """Raises unless sinks is a floating-point tensor [heads_q] on `device`. Its values are not
-    read (a host sync): NaN or +inf give NaN rows."""
-    if not isinstance(sinks, Tensor):
-        raise TypeError(f"sinks must be a torch.Tensor, got {type(sinks).__name__}")
-    if not sinks.is_floating_point():
-        raise TypeError(f"sinks must hold floating-point logits, got dtype {sinks.dtype}")
-    if tuple(sinks.shape) != (heads_q,):
-        raise ValueError(f"sinks must have shape [{heads_q}] (one logit per query head), got "
-                         f"{tuple(sinks.shape)}")
-    if sinks.device != device:
-        raise ValueError(f"sinks is on {sinks.device}, but the plan and q are on {device}")
+def _check_per_head(name: str, what: str, x: Any, heads_q: int, device: torch.device) -> None:
+    """Raises unless x (the argument `name`, one `what` per query head) is a floating-point
+    tensor [heads_q] on `device`. Its values are not read (a host sync): NaN or inf give NaN
+    rows."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must hold floating-point {what}s, got dtype {x.dtype}")
+    if tuple(x.shape) != (heads_q,):
+        raise ValueError(f"{name} must have shape [{heads_q}] (one {what} per query head), got "
+                         f"{tuple(x.shape)}")
+    if x.device != device:
+        raise ValueError(f"{name} is on {x.device}, but the plan and q are on {device}")
 
 
 def _rows_in_order(starts: Tensor, order: Tensor) -> Tensor:

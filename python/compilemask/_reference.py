@@ -39,6 +39,7 @@ def reference_attention(
     backward_lse: Any = None,
     softcap: Optional[float] = None,
     sinks: Any = None,
+    alibi_slopes: Any = None,
 ) -> ReferenceResult:
     """softmax(scale * q kᵀ, masked by `plan`) v on the CPU, in [batch, heads, rows, head_dim]
     layout (q: [B, Hq, Nq, D]; k, v: [B, Hkv, Nk, D], Hq a multiple of Hkv). Inputs are
@@ -46,7 +47,9 @@ def reference_attention(
     returns dq, dk, dv; `backward_lse=dlse` ([B, Hq, Nq]) adds the gradient of a loss that
     uses the LSE too. scale defaults to 1/sqrt(D); softcap caps the logits as in cm.attention
     (with an exact tanh here), and sinks ([Hq]) are attention sinks as in cm.attention; with
-    backward=, their gradient is returned as dsinks. A plan with a token order takes and
+    backward=, their gradient is returned as dsinks; alibi_slopes ([Hq]) adds ALiBi as in
+    cm.attention, and as there needs a plan without a token order. A plan with a token order
+    takes and
     returns rows in the arrays' own order, as cm.attention does: they are gathered into the
     mask's order and back. As there, a plan of batch 1 (heads 1) serves any batch (head
     count)."""
@@ -61,8 +64,12 @@ def reference_attention(
     scale32 = 0.0 if scale is None else float(scale)
     cap32 = 0.0 if softcap is None else float(softcap)
     wide = accumulate == "float64"
-    sinks32 = None if sinks is None else _sinks(sinks)
-    out, lse = _core.reference_forward(plan._core, q32, k32, v32, scale32, cap32, sinks32, wide)
+    sinks32 = None if sinks is None else _per_head("sinks", "logit", sinks)
+    slopes32 = None if alibi_slopes is None else _per_head("alibi_slopes", "slope", alibi_slopes)
+    if slopes32 is not None and plan.token_order is not None:
+        raise ValueError("alibi_slopes needs a plan without a token_order (as cm.attention)")
+    out, lse = _core.reference_forward(plan._core, q32, k32, v32, scale32, cap32, sinks32,
+                                       slopes32, wide)
     if backward is None:
         if backward_lse is not None:
             raise ValueError("backward_lse needs backward (the output's gradient) too")
@@ -76,17 +83,17 @@ def reference_attention(
                              f"{dlse.shape}")
         dlse = into(dlse)
     dq, dk, dv, dsinks = _core.reference_backward(plan._core, q32, k32, v32, out, dout, lse, dlse,
-                                                  scale32, cap32, sinks32, wide)
+                                                  scale32, cap32, sinks32, slopes32, wide)
     return ReferenceResult(*(back(x) for x in (out, lse, dq, dk, dv)), dsinks)
 
 
-def _sinks(value: Any) -> np.ndarray:
-    """The sink logits as a contiguous float32 vector (one per query head; the core checks
-    the count and the values)."""
+def _per_head(name: str, what: str, value: Any) -> np.ndarray:
+    """The argument `name`, one `what` per query head, as a contiguous float32 vector (the core
+    checks the count and the values)."""
     array = np.asarray(value)
     if array.dtype.kind != "f" or array.ndim != 1:
-        raise ValueError(f"sinks must be a 1-D floating-point array of one logit per query head, "
-                         f"got dtype {array.dtype} and shape {array.shape}")
+        raise ValueError(f"{name} must be a 1-D floating-point array of one {what} per query "
+                         f"head, got dtype {array.dtype} and shape {array.shape}")
     return np.ascontiguousarray(array, dtype=np.float32)
 
 

@@ -107,6 +107,7 @@ def _attention_forward(
     scale: float,
     softcap: float,
     sinks: Optional[Tensor],
+    alibi_slopes: Optional[Tensor],
     num_splits: int,
     page_table: Optional[Tensor],
     lse_grad: bool,
@@ -115,7 +116,8 @@ def _attention_forward(
     """(out, lse). q/k/v: [B, S, H, D] (heads_first=False), [B, H, S, D] (True) or [T, H, D]
     (one sequence without offsets, else sequence b at rows offsets[b] + [0, n)). softcap: 0
     for no logit cap. sinks: None, or float32 [heads_q], the attention sinks' logits
-    (cm::cuda::Problem::sinks). num_splits: key parts (0 automatic, cm::cuda::ForwardArgs).
+    (cm::cuda::Problem::sinks). alibi_slopes: None, or float32 [heads_q], the ALiBi slopes
+    (cm::cuda::Problem::alibi_slopes). num_splits: key parts (0 automatic, cm::cuda::ForwardArgs).
     page_table: None, or int32 [B, pages per sequence] with k and v pools [num_pages,
     page_size, H, D] ([num_pages, H, page_size, D] when heads_first; 4-D q only): key row j of
     sequence b is row j % page_size of page page_table[b, j // page_size] (cm::cuda::PagedKV).
@@ -125,10 +127,10 @@ def _attention_forward(
     if q.dim() == 3 and q_offsets is None:  # one sequence: batch 1 of [S, H, D]
         out, lse = _launch_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), desc_host,
                                    desc_device, None, None, False, nq, nk, scale, softcap, sinks,
-                                   num_splits, None)
+                                   alibi_slopes, num_splits, None)
         return out.squeeze(0), lse.squeeze(0)
     return _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
-                           nq, nk, scale, softcap, sinks, num_splits, page_table)
+                           nq, nk, scale, softcap, sinks, alibi_slopes, num_splits, page_table)
 
 
 attention_forward = torch.library.custom_op(
@@ -141,7 +143,7 @@ def _address(x: Optional[Tensor]) -> int:
 
 
 def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk,
-                    scale, softcap, sinks, num_splits, page_table):
+                    scale, softcap, sinks, alibi_slopes, num_splits, page_table):
     packed = q_offsets is not None
     # With offsets the kernels write the rows outside every sequence too (0 and -inf).
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -153,7 +155,7 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
             dtype=torch.uint8, device=q.device)
         _cuda.forward(
             desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap, _address(sinks),
-            q.data_ptr(), _bsh_strides(q, heads_first, packed),
+            _address(alibi_slopes), q.data_ptr(), _bsh_strides(q, heads_first, packed),
             k.data_ptr(), _bsh_strides(k, heads_first, packed),
             v.data_ptr(), _bsh_strides(v, heads_first, packed),
             out.data_ptr(), _bsh_strides(out, heads_first, packed),
@@ -167,8 +169,8 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
 
 @attention_forward.register_fake
 def _attention_forward_fake(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
-                            nq, nk, scale, softcap, sinks, num_splits, page_table, lse_grad,
-                            deterministic):
+                            nq, nk, scale, softcap, sinks, alibi_slopes, num_splits, page_table,
+                            lse_grad, deterministic):
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
     return out, lse
@@ -192,6 +194,7 @@ def _attention_backward(
     scale: float,
     softcap: float,
     sinks: Optional[Tensor],
+    alibi_slopes: Optional[Tensor],
     deterministic: bool,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(dq, dk, dv, dsinks) of attention_forward's outputs for the gradients dout (of out) and
@@ -207,10 +210,11 @@ def _attention_backward(
         grads = _launch_backward(*(x.unsqueeze(0) for x in (q, k, v, out, lse, dout)),
                                  None if dlse is None else dlse.unsqueeze(0), desc_host,
                                  desc_device, None, None, False, nq, nk, scale, softcap, sinks,
-                                 deterministic)
+                                 alibi_slopes, deterministic)
         return (*(g.squeeze(0) for g in grads[:3]), grads[3])
     return _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets,
-                            k_offsets, heads_first, nq, nk, scale, softcap, sinks, deterministic)
+                            k_offsets, heads_first, nq, nk, scale, softcap, sinks, alibi_slopes,
+                            deterministic)
 
 
 attention_backward = torch.library.custom_op(
@@ -223,7 +227,7 @@ def _sink_gradient_like(sinks: Optional[Tensor], device: torch.device) -> Tensor
 
 
 def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_offsets, k_offsets,
-                     heads_first, nq, nk, scale, softcap, sinks, deterministic):
+                     heads_first, nq, nk, scale, softcap, sinks, alibi_slopes, deterministic):
     packed = q_offsets is not None
     # With offsets the kernels write the rows outside every sequence too (0).
     dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, k))
@@ -240,7 +244,7 @@ def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_of
             dtype=torch.uint8, device=q.device)
         _cuda.backward(
             desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap, _address(sinks),
-            tensors, lse.data_ptr(), _lse_strides(lse, packed), _address(dlse),
+            _address(alibi_slopes), tensors, lse.data_ptr(), _lse_strides(lse, packed), _address(dlse),
             0 if sinks is None else dsinks.data_ptr(), *_packing(q, k, q_offsets, k_offsets),
             deterministic, 0, workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
         )
@@ -250,7 +254,7 @@ def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_of
 @attention_backward.register_fake
 def _attention_backward_fake(q, k, v, output, lse, dout, dlse, desc_host, desc_device, q_offsets,
                              k_offsets, heads_first, nq, nk, scale, softcap, sinks,
-                             deterministic):
+                             alibi_slopes, deterministic):
     return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
             torch.empty(k.shape, dtype=k.dtype, device=k.device),
             torch.empty(k.shape, dtype=k.dtype, device=k.device),
@@ -259,9 +263,10 @@ def _attention_backward_fake(q, k, v, output, lse, dout, dlse, desc_host, desc_d
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first, nq, nk, scale, softcap,
-     sinks, _num_splits, page_table, lse_grad, deterministic) = inputs
+     sinks, alibi_slopes, _num_splits, page_table, lse_grad, deterministic) = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets, sinks)
+    ctx.save_for_backward(q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets, sinks,
+                          alibi_slopes)
     ctx.options = (heads_first, nq, nk, scale, softcap)
     ctx.lse_grad, ctx.deterministic = lse_grad, deterministic
     ctx.paged = page_table is not None
@@ -273,16 +278,18 @@ def _gradients(ctx, dout, dlse, backward):
     # cm.attention refuses paged K/V with autograd; a direct call of the operator gets here.
     if ctx.paged:
         raise RuntimeError("compilemask::attention_forward with a page_table has no backward")
-    q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets, sinks = ctx.saved_tensors
+    (q, k, v, out, lse, desc_host, desc_device, q_offsets, k_offsets, sinks,
+     alibi_slopes) = ctx.saved_tensors
     if dout is None:  # a loss of the LSE alone
         dout = torch.zeros_like(out)
     # Without lse_grad the caller never saw the LSE, so its gradient is zero.
     dlse = dlse if ctx.lse_grad else None
     dq, dk, dv, dsinks = backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device,
-                                  q_offsets, k_offsets, *ctx.options, sinks, ctx.deterministic)
-    # One gradient slot per input of attention_forward.
+                                  q_offsets, k_offsets, *ctx.options, sinks, alibi_slopes,
+                                  ctx.deterministic)
+    # One gradient slot per input of attention_forward; the ALiBi slopes have none.
     return (dq, dk, dv, None, None, None, None, None, None, None, None, None,
-            None if sinks is None else dsinks, None, None, None, None)
+            None if sinks is None else dsinks, None, None, None, None, None)
 
 
 torch.library.register_autograd(

@@ -21,7 +21,7 @@ namespace {
 using Input = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 using RowInput = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
 using HeadInput = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-using Sinks = std::optional<HeadInput>;
+using PerHead = std::optional<HeadInput>;  // one value per query head, or none
 using Output = nb::ndarray<nb::numpy, float>;
 
 int32_t dim(const Input& a, size_t axis) {
@@ -50,25 +50,33 @@ void require_shape_of(const Input& a, const Input& q, const char* name) {
   }
 }
 
-// sinks, if given, holds one logit per query head of q.
-ReferenceOptions options(const Input& q, float scale, float softcap, const Sinks& sinks,
-                         bool float64) {
-  if (sinks && sinks->shape(0) != q.shape(1)) {
-    throw Error("sinks must hold one logit per query head: shape [" + std::to_string(q.shape(1)) +
-                "], got [" + std::to_string(sinks->shape(0)) + "]");
+// x (the argument `name`, one `what` per query head of q), if given, has q's head count; its
+// data or null.
+const float* per_head(const PerHead& x, const Input& q, const char* name, const char* what) {
+  if (!x) return nullptr;
+  if (x->shape(0) != q.shape(1)) {
+    throw Error(std::string(name) + " must hold one " + what + " per query head: shape [" +
+                std::to_string(q.shape(1)) + "], got [" + std::to_string(x->shape(0)) + "]");
   }
+  return x->data();
+}
+
+ReferenceOptions options(const Input& q, float scale, float softcap, const PerHead& sinks,
+                         const PerHead& alibi_slopes, bool float64) {
   ReferenceOptions o;
   o.scale = scale;
   o.softcap = softcap;
-  o.sinks = sinks ? sinks->data() : nullptr;
+  o.sinks = per_head(sinks, q, "sinks", "logit");
+  o.alibi_slopes = per_head(alibi_slopes, q, "alibi_slopes", "slope");
   o.accumulate = float64 ? Accumulate::kFloat64 : Accumulate::kFloat32;
   return o;
 }
 
 std::tuple<Output, Output> forward(const Plan& plan, const Input& q, const Input& k, const Input& v,
-                                   float scale, float softcap, const Sinks& sinks, bool float64) {
+                                   float scale, float softcap, const PerHead& sinks,
+                                   const PerHead& alibi_slopes, bool float64) {
   const AttentionShape s = shape_of(q, k, v);
-  const ReferenceOptions o = options(q, scale, softcap, sinks, float64);
+  const ReferenceOptions o = options(q, scale, softcap, sinks, alibi_slopes, float64);
   std::vector<float> out(q.size()), lse(sz(s.batch) * sz(s.heads_q) * sz(s.nq));
   {
     nb::gil_scoped_release unlocked;
@@ -89,13 +97,13 @@ void require_rows_of(const RowInput& a, const Input& q, const char* name) {
 std::tuple<Output, Output, Output, std::optional<Output>> backward(
     const Plan& plan, const Input& q, const Input& k, const Input& v, const Input& out,
     const Input& dout, const RowInput& lse, const std::optional<RowInput>& dlse, float scale,
-    float softcap, const Sinks& sinks, bool float64) {
+    float softcap, const PerHead& sinks, const PerHead& alibi_slopes, bool float64) {
   const AttentionShape s = shape_of(q, k, v);
   require_shape_of(out, q, "out");
   require_shape_of(dout, q, "dout");
   require_rows_of(lse, q, "lse");
   if (dlse) require_rows_of(*dlse, q, "the LSE's gradient");
-  const ReferenceOptions o = options(q, scale, softcap, sinks, float64);
+  const ReferenceOptions o = options(q, scale, softcap, sinks, alibi_slopes, float64);
   std::vector<float> dq(q.size()), dk(k.size()), dv(v.size()), dsinks(sinks ? q.shape(1) : 0);
   {
     nb::gil_scoped_release unlocked;
@@ -115,10 +123,12 @@ std::tuple<Output, Output, Output, std::optional<Output>> backward(
 
 void bind_reference(nb::module_& m) {
   m.def("reference_forward", &forward, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
-        nb::arg("scale"), nb::arg("softcap"), nb::arg("sinks").none(), nb::arg("float64"));
+        nb::arg("scale"), nb::arg("softcap"), nb::arg("sinks").none(),
+        nb::arg("alibi_slopes").none(), nb::arg("float64"));
   m.def("reference_backward", &backward, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
         nb::arg("out"), nb::arg("dout"), nb::arg("lse"), nb::arg("dlse").none(), nb::arg("scale"),
-        nb::arg("softcap"), nb::arg("sinks").none(), nb::arg("float64"));
+        nb::arg("softcap"), nb::arg("sinks").none(), nb::arg("alibi_slopes").none(),
+        nb::arg("float64"));
 }
 
 }  // namespace cm::python

@@ -45,7 +45,7 @@ struct Packing {
 
 // Fills the sizes and packing of the problem ForwardArgs and BackwardArgs share.
 void set_common(cm::cuda::Problem& args, const Dims& dims, float scale, float softcap,
-                uintptr_t sinks, const Packing& packing) {
+                uintptr_t sinks, uintptr_t alibi_slopes, const Packing& packing) {
   args.dtype = static_cast<cm::cuda::DType>(dims[0]);
   args.batch = dims[1];
   args.heads_q = dims[2];
@@ -56,6 +56,7 @@ void set_common(cm::cuda::Problem& args, const Dims& dims, float scale, float so
   args.scale = scale;
   args.softcap = softcap;
   args.sinks = pointer<const float>(sinks);
+  args.alibi_slopes = pointer<const float>(alibi_slopes);
   args.q_offsets = pointer<const int32_t>(packing.q_offsets);
   args.k_offsets = pointer<const int32_t>(packing.k_offsets);
   args.total_q = packing.total_q;
@@ -66,14 +67,16 @@ void set_common(cm::cuda::Problem& args, const Dims& dims, float scale, float so
 }
 
 void forward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims, float scale,
-             float softcap, uintptr_t sinks, uintptr_t q, const Strides3& q_strides, uintptr_t k,
-             const Strides3& k_strides, uintptr_t v, const Strides3& v_strides, uintptr_t out,
-             const Strides3& out_strides, uintptr_t lse, std::array<int64_t, 2> lse_strides,
-             uintptr_t q_offsets, uintptr_t k_offsets, int64_t total_q, int64_t total_k,
-             int num_splits, uintptr_t page_table, int64_t page_table_stride, int32_t page_size,
-             int32_t num_pages, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
+             float softcap, uintptr_t sinks, uintptr_t alibi_slopes, uintptr_t q,
+             const Strides3& q_strides, uintptr_t k, const Strides3& k_strides, uintptr_t v,
+             const Strides3& v_strides, uintptr_t out, const Strides3& out_strides, uintptr_t lse,
+             std::array<int64_t, 2> lse_strides, uintptr_t q_offsets, uintptr_t k_offsets,
+             int64_t total_q, int64_t total_k, int num_splits, uintptr_t page_table,
+             int64_t page_table_stride, int32_t page_size, int32_t num_pages, uintptr_t workspace,
+             size_t workspace_bytes, uintptr_t stream) {
   cm::cuda::ForwardArgs args;
-  set_common(args, dims, scale, softcap, sinks, {q_offsets, k_offsets, total_q, total_k});
+  set_common(args, dims, scale, softcap, sinks, alibi_slopes,
+             {q_offsets, k_offsets, total_q, total_k});
   args.num_splits = num_splits;
   args.paged = {pointer<const int32_t>(page_table), page_table_stride, page_size, num_pages};
   args.q = tensor(q, q_strides);
@@ -90,13 +93,15 @@ void forward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims&
 // Tensors come as (address, strides) pairs, in the order q, k, v, out, dout, dq, dk, dv. dlse
 // (0: none) has the LSE's strides; dsinks (0: none) receives the sinks' gradient.
 void backward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims, float scale,
-              float softcap, uintptr_t sinks, const std::array<Strided, 8>& tensors, uintptr_t lse,
+              float softcap, uintptr_t sinks, uintptr_t alibi_slopes,
+              const std::array<Strided, 8>& tensors, uintptr_t lse,
               std::array<int64_t, 2> lse_strides, uintptr_t dlse, uintptr_t dsinks,
               uintptr_t q_offsets, uintptr_t k_offsets, int64_t total_q, int64_t total_k,
               bool deterministic, int32_t head_splits, uintptr_t workspace, size_t workspace_bytes,
               uintptr_t stream) {
   cm::cuda::BackwardArgs args;
-  set_common(args, dims, scale, softcap, sinks, {q_offsets, k_offsets, total_q, total_k});
+  set_common(args, dims, scale, softcap, sinks, alibi_slopes,
+             {q_offsets, k_offsets, total_q, total_k});
   cm::cuda::TensorRef* targets[8] = {&args.q,    &args.k,  &args.v,  &args.out,
                                      &args.dout, &args.dq, &args.dk, &args.dv};
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -116,7 +121,7 @@ void backward(uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims
 // The arguments the backward's size queries read (cm::cuda::backward_head_splits).
 cm::cuda::BackwardArgs backward_sizes(const Dims& dims, int32_t head_splits, bool deterministic) {
   cm::cuda::BackwardArgs args;
-  set_common(args, dims, 0.f, 0.f, 0, {0, 0, 0, 0});
+  set_common(args, dims, 0.f, 0.f, 0, 0, {0, 0, 0, 0});
   args.head_splits = head_splits;
   args.deterministic = deterministic;
   return args;
@@ -137,13 +142,14 @@ NB_MODULE(_cuda, m) {
   m.doc() = "CompileMask sm90 attention kernels (used by compilemask.attention)";
   // Pointers are addresses; 0 means none (q_offsets, k_offsets outside the packed layout;
   // page_table when K and V are not paged; dlse without a gradient of the LSE; sinks without
-  // attention sinks, dsinks without their gradient). softcap 0 means no logit cap.
+  // attention sinks, dsinks without their gradient, alibi_slopes without ALiBi). softcap 0 means
+  // no logit cap.
   m.def(
       "workspace_bytes",
       [](uintptr_t descriptor_host, uintptr_t descriptor_device, const Dims& dims,
          int32_t num_splits) {
         cm::cuda::ForwardArgs args;
-        set_common(args, dims, 0.f, 0.f, 0, {0, 0, 0, 0});
+        set_common(args, dims, 0.f, 0.f, 0, 0, {0, 0, 0, 0});
         args.num_splits = num_splits;
         return cm::cuda::forward_workspace_bytes(descriptor(descriptor_host, descriptor_device),
                                                  args);
@@ -151,13 +157,13 @@ NB_MODULE(_cuda, m) {
       nb::arg("descriptor_host"), nb::arg("descriptor_device"), nb::arg("dims"),
       nb::arg("num_splits"));
   m.def("forward", &forward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
-        nb::arg("dims"), nb::arg("scale"), nb::arg("softcap"), nb::arg("sinks"), nb::arg("q"),
-        nb::arg("q_strides"), nb::arg("k"), nb::arg("k_strides"), nb::arg("v"),
-        nb::arg("v_strides"), nb::arg("out"), nb::arg("out_strides"), nb::arg("lse"),
-        nb::arg("lse_strides"), nb::arg("q_offsets"), nb::arg("k_offsets"), nb::arg("total_q"),
-        nb::arg("total_k"), nb::arg("num_splits"), nb::arg("page_table"),
-        nb::arg("page_table_stride"), nb::arg("page_size"), nb::arg("num_pages"),
-        nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("stream"));
+        nb::arg("dims"), nb::arg("scale"), nb::arg("softcap"), nb::arg("sinks"),
+        nb::arg("alibi_slopes"), nb::arg("q"), nb::arg("q_strides"), nb::arg("k"),
+        nb::arg("k_strides"), nb::arg("v"), nb::arg("v_strides"), nb::arg("out"),
+        nb::arg("out_strides"), nb::arg("lse"), nb::arg("lse_strides"), nb::arg("q_offsets"),
+        nb::arg("k_offsets"), nb::arg("total_q"), nb::arg("total_k"), nb::arg("num_splits"),
+        nb::arg("page_table"), nb::arg("page_table_stride"), nb::arg("page_size"),
+        nb::arg("num_pages"), nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("stream"));
   // The backward's size queries: head_splits 0 automatic, else that many parts
   // (cm::cuda::BackwardArgs). The automatic count replays the grid's dispatch (up to about 60 us
   // of host time), so the operator asks for it once and passes the answer to the workspace query
@@ -176,11 +182,11 @@ NB_MODULE(_cuda, m) {
   def_backward_query("backward_head_splits", &cm::cuda::backward_head_splits);
   def_backward_query("backward_workspace_bytes", &cm::cuda::backward_workspace_bytes);
   m.def("backward", &backward, nb::arg("descriptor_host"), nb::arg("descriptor_device"),
-        nb::arg("dims"), nb::arg("scale"), nb::arg("softcap"), nb::arg("sinks"), nb::arg("tensors"),
-        nb::arg("lse"), nb::arg("lse_strides"), nb::arg("dlse"), nb::arg("dsinks"),
-        nb::arg("q_offsets"), nb::arg("k_offsets"), nb::arg("total_q"), nb::arg("total_k"),
-        nb::arg("deterministic"), nb::arg("head_splits"), nb::arg("workspace"),
-        nb::arg("workspace_bytes"), nb::arg("stream"));
+        nb::arg("dims"), nb::arg("scale"), nb::arg("softcap"), nb::arg("sinks"),
+        nb::arg("alibi_slopes"), nb::arg("tensors"), nb::arg("lse"), nb::arg("lse_strides"),
+        nb::arg("dlse"), nb::arg("dsinks"), nb::arg("q_offsets"), nb::arg("k_offsets"),
+        nb::arg("total_q"), nb::arg("total_k"), nb::arg("deterministic"), nb::arg("head_splits"),
+        nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("stream"));
   m.def("permute_rows", &permute_rows, nb::arg("src"), nb::arg("src_strides"), nb::arg("dst"),
         nb::arg("dst_strides"), nb::arg("dims"), nb::arg("order"), nb::arg("stream"));
 }

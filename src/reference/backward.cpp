@@ -42,6 +42,7 @@ struct Row {
   // dO · O - dLSE: the row term of the softmax Jacobian. The LSE's gradient joins it because
   // d lse / d s_j = P_j, so it adds dLSE · P_j to every dS_j = P_j (dP_j - dO · O).
   Acc delta;
+  int head, index;  // query head and row
 };
 
 template <class Acc>
@@ -50,8 +51,12 @@ Row<Acc> row_at(const Problem& p, const BackwardTensors& t, int b, int h, int q)
   const int64_t offset = p.q_offset(b, h) + static_cast<int64_t>(q) * d;
   const int64_t lse_at = p.lse_offset(b, h) + q;
   const Acc dlse = t.dlse != nullptr ? static_cast<Acc>(t.dlse[lse_at]) : Acc{0};
-  return {t.q + offset, t.dout + offset, static_cast<Acc>(t.lse[lse_at]),
-          reference::dot<Acc>(t.dout + offset, t.out + offset, d) - dlse};
+  return {t.q + offset,
+          t.dout + offset,
+          static_cast<Acc>(t.lse[lse_at]),
+          reference::dot<Acc>(t.dout + offset, t.out + offset, d) - dlse,
+          h,
+          q};
 }
 
 template <class Acc>
@@ -108,11 +113,11 @@ class BackwardWorker {
 
  private:
   // P and dS = P * (dP - delta) * slope (the gradient by scale * q·k) of row `row` against
-  // key j of kv head hkv.
-  void probabilities(const Row<Acc>& row, const float* k_row, const float* v_row, Acc& prob,
+  // key j, whose rows of K and V are k_row and v_row.
+  void probabilities(const Row<Acc>& row, int j, const float* k_row, const float* v_row, Acc& prob,
                      Acc& dscore) const {
     const int d = p_.shape.head_dim;
-    const auto logit = p_.logit(reference::dot<Acc>(row.q, k_row, d));
+    const auto logit = p_.logit(reference::dot<Acc>(row.q, k_row, d), row.head, row.index, j);
     prob = std::exp(logit.value - row.lse);
     dscore = prob * (reference::dot<Acc>(row.dout, v_row, d) - row.delta) * logit.slope;
   }
@@ -131,7 +136,7 @@ class BackwardWorker {
     for (const Interval& iv : visible) {
       for (int j = iv.lo; j < iv.hi; ++j) {
         Acc prob, dscore;
-        probabilities(row, k_head + static_cast<int64_t>(j) * d,
+        probabilities(row, j, k_head + static_cast<int64_t>(j) * d,
                       v_head + static_cast<int64_t>(j) * d, prob, dscore);
         reference::add_scaled(dq_acc_.data(), dscore, k_head + static_cast<int64_t>(j) * d, d);
       }
@@ -155,7 +160,7 @@ class BackwardWorker {
       for (const Interval& iv : visible) {
         for (int j = iv.lo; j < iv.hi; ++j) {
           Acc prob, dscore;
-          probabilities(row, k_head + static_cast<int64_t>(j) * d,
+          probabilities(row, j, k_head + static_cast<int64_t>(j) * d,
                         v_head + static_cast<int64_t>(j) * d, prob, dscore);
           const size_t local = static_cast<size_t>(j - k0) * d;
           reference::add_scaled(dv_acc_.data() + local, prob, row.dout, d);

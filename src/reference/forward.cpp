@@ -55,7 +55,8 @@ class ForwardWorker {
     for (const Interval& iv : visible) {
       for (int j = iv.lo; j < iv.hi; ++j) {
         const Acc s =
-            p_.logit(reference::dot<Acc>(q_row, k_head + static_cast<int64_t>(j) * d, d)).value;
+            p_.logit(reference::dot<Acc>(q_row, k_head + static_cast<int64_t>(j) * d, d), h, q, j)
+                .value;
         scores_.push_back(s);
         max_score = std::max(max_score, s);
       }

@@ -73,6 +73,13 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
                   " must be finite or -inf (no sink)");
     }
   }
+  if (options.alibi_slopes != nullptr) {
+    for (int32_t h = 0; h < shape.heads_q; ++h) {
+      const float slope = options.alibi_slopes[h];
+      require(std::isfinite(slope), "options.alibi_slopes[" + std::to_string(h) +
+                                        "] = " + std::to_string(slope) + " must be finite");
+    }
+  }
   require(options.threads >= 0,
           "options." + value_of("threads", options.threads) + " must be >= 0 (0 means all cores)");
 
@@ -82,6 +89,7 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
   p.scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(double{1.0} * shape.head_dim);
   p.softcap = options.softcap;
   p.sinks = options.sinks;
+  p.alibi_slopes = options.alibi_slopes;
   p.group = shape.heads_q / shape.heads_kv;
   p.tile_n = hd.tile_n;
   p.num_q_tiles = hd.num_q_tiles;

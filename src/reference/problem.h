@@ -14,26 +14,35 @@ namespace cm::reference {
 struct Problem {
   const void* blob = nullptr;
   AttentionShape shape;
-  double scale = 0;              // resolved softmax scale, never 0
-  double softcap = 0;            // logit cap; 0 means none
-  const float* sinks = nullptr;  // per query head, checked: finite or -inf; null means none
-  int32_t group = 1;             // query heads per kv head
-  int32_t tile_n = 0;            // the widest key tile (key tiles restart at block boundaries)
+  double scale = 0;                     // resolved softmax scale, never 0
+  double softcap = 0;                   // logit cap; 0 means none
+  const float* sinks = nullptr;         // per query head, checked: finite or -inf; null means none
+  const float* alibi_slopes = nullptr;  // per query head, checked: finite; null means none
+  int32_t group = 1;                    // query heads per kv head
+  int32_t tile_n = 0;  // the widest key tile (key tiles restart at block boundaries)
   int32_t num_q_tiles = 0, num_k_tiles = 0;
 
-  // The logit of a query-key dot product, and its slope: the factor that turns a gradient by
-  // the logit into one by scale * q·k. scale * q·k and 1, or with the cap c, c tanh(scale q·k / c)
-  // and 1 - tanh².
+  // The logit of query row i of head h against key j, from their dot product, and its slope:
+  // the factor that turns a gradient by the logit into one by scale * q·k. scale * q·k and 1, or
+  // with the cap c, c tanh(scale q·k / c) and 1 - tanh²; plus the ALiBi bias, whose slope by
+  // q·k is 0.
   template <class Acc>
   struct Logit {
     Acc value, slope;
   };
   template <class Acc>
-  Logit<Acc> logit(Acc dot) const {
+  Logit<Acc> logit(Acc dot, int h, int i, int j) const {
     const Acc scaled = static_cast<Acc>(scale) * dot;
-    if (softcap == 0) return {scaled, Acc{1}};
-    const Acc t = std::tanh(scaled / static_cast<Acc>(softcap));
-    return {static_cast<Acc>(softcap) * t, Acc{1} - t * t};
+    Logit<Acc> out{scaled, Acc{1}};
+    if (softcap != 0) {
+      const Acc t = std::tanh(scaled / static_cast<Acc>(softcap));
+      out = {static_cast<Acc>(softcap) * t, Acc{1} - t * t};
+    }
+    if (alibi_slopes != nullptr) {
+      const auto distance = std::abs(int64_t{i} + shape.nk - shape.nq - j);
+      out.value -= static_cast<Acc>(alibi_slopes[h]) * static_cast<Acc>(distance);
+    }
+    return out;
   }
 
   // The sink logit of query head h; -inf for none.

@@ -332,6 +332,18 @@ TEST(Cli, RunTakesAttentionSinks) {
   }
 }
 
+// --alibi reaches both references, with nq != nk (the last row aligned with the last key) and
+// the sinks; the header names it.
+TEST(Cli, RunTakesAlibi) {
+  const CliResult r =
+      expect_ok({"run", example("causal"), "--nq", "150", "--nk", "200", "--heads", "4", "--dim",
+                 "32", "--backward", "--threads", "2", "--alibi", "--sinks"});
+  EXPECT_TRUE(contains(r.out, ", attention sinks, ALiBi\n")) << r.out;
+  for (const char* label : {"O", "LSE", "dQ", "dK", "dV", "dsinks"}) {
+    EXPECT_LT(value_after(r.out, label), 1e-3) << label << "\n" << r.out;
+  }
+}
+
 // Effective TFLOP/s count 4 D flops per visible pair: causal has n (n + 1) / 2 per (b, h).
 TEST(Cli, RunReportsEffectiveThroughput) {
   const int n = 512, dim = 64, batch = 2, heads = 3;
@@ -388,6 +400,12 @@ TEST(Cli, RunOnGpuOrExplainsWhyNot) {
                      "--heads-kv", "2", "--backward", "--gpu", "--sinks", "--splits", splits});
       expect_gpu_errors_near_rounding(sinks);
       EXPECT_LE(value_after(sinks.out, "dsinks"), 1e-2) << sinks.out;
+    }
+    // ALiBi with 100 rows against 3000 keys (the offset nk - nq), keys whole and in five parts.
+    for (const char* splits : {"1", "5"}) {
+      expect_gpu_errors_near_rounding(
+          expect_ok({"run", example("causal"), "--nq", "100", "--nk", "3000", "--heads", "4",
+                     "--heads-kv", "2", "--backward", "--gpu", "--alibi", "--splits", splits}));
     }
     // Few query rows against many keys, the keys in five parts merged by their LSEs.
     const CliResult split_keys =

@@ -79,10 +79,11 @@ class Backward:
 
     def backward(self, desc, q, k, v, out, dout, lse, dq, dk, dv, layout="bshd", scale=0.0,
                  q_offsets=None, k_offsets=None, deterministic=False, dlse=None, softcap=0.0,
-                 head_splits=0, write_rows_outside=False, sinks=None, dsinks=None):
+                 head_splits=0, write_rows_outside=False, sinks=None, dsinks=None,
+                 alibi_slopes=None):
         """dq/dk/dv are written. lse: float32 [B, H, S] (bshd/bhsd) or [H, T] (thd); dlse,
-        the LSE's gradient, None or a float32 tensor with lse's strides; softcap and sinks as in
-        the forward; dsinks: None, or float32 [H] that receives the sinks' gradient;
+        the LSE's gradient, None or a float32 tensor with lse's strides; softcap, sinks and
+        alibi_slopes as in the forward; dsinks: None, or float32 [H] that receives the sinks' gradient;
         head_splits: 0 automatic, 1 none, else that many parts of each kv group
         (cm::cuda::BackwardArgs); write_rows_outside as in Kernel.forward."""
         if dsinks is not None and not self.has_sinks:
@@ -99,7 +100,8 @@ class Backward:
         call_checked(
             self.lib.cm_cuda_backward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,
-            desc.nq, desc.nk, head_dim, *logit_arguments(self.logit_types, scale, softcap, sinks),
+            desc.nq, desc.nk, head_dim,
+            *logit_arguments(self.logit_types, scale, softcap, sinks, alibi_slopes),
             q.data_ptr(), st["q"], k.data_ptr(), st["k"], v.data_ptr(), st["v"],
             out.data_ptr(), st["out"], dout.data_ptr(), st["dout"],
             lse.data_ptr(), int64_array(lse_strides), data_ptr_or_null(dlse),

@@ -1,10 +1,9 @@
 // The sm90 backward kernel against the float64 CPU reference driven by the same descriptor
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
 // head dims 64, 128 and 256 and padded ones, both dtypes and both dQ modes, some of them with a
-// gradient of the LSE too, some with soft-capped logits or attention sinks (and their gradient),
-// some in the packed layout with NaN
-// between the sequences; bitwise determinism; CUDA graph capture; and the launcher's input
-// validation. Skips without a Hopper GPU.
+// gradient of the LSE too, some with soft-capped logits, ALiBi or attention sinks (and their
+// gradient), some in the packed layout with NaN between the sequences; bitwise determinism; CUDA
+// graph capture; and the launcher's input validation. Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda_backward.h>
 #include <compilemask/reference.h>
@@ -47,6 +46,7 @@ class Problem {
   // deterministic and head_splits: BackwardArgs's (head splits 0: automatic, for the mode).
   explicit Problem(const Case& c, bool deterministic, int gap = 0, int head_splits = 0)
       : sinks(c.sinks ? cm::gpu_test::sink_logits(c.heads_q) : std::vector<float>{}),
+        slopes(c.alibi ? cm::gpu_test::alibi_slopes(c.heads_q) : std::vector<float>{}),
         c_(c),
         gap_(gap),
         deterministic_(deterministic),
@@ -70,6 +70,7 @@ class Problem {
         offsets_(2 * kBatch * sizeof(int32_t)),
         sinks_(std::max<size_t>(sinks.size(), 1) * 4),
         dsinks_(std::max<size_t>(sinks.size(), 1) * 4),
+        slopes_(std::max<size_t>(slopes.size(), 1) * 4),
         workspace_(workspace_bytes_) {
     std::vector<int32_t> offsets;  // q_offsets, then k_offsets
     for (int b = 0; b < kBatch; ++b) offsets.push_back(b * c.heads_q * (c.nq + gap));
@@ -96,6 +97,7 @@ class Problem {
     options.accumulate = cm::Accumulate::kFloat64;
     options.softcap = c_.softcap;
     options.sinks = c_.sinks ? sinks.data() : nullptr;
+    options.alibi_slopes = c_.alibi ? slopes.data() : nullptr;
     std::vector<float> out_exact(nq_elems_);
     lse.assign(lse_elems_, 0.f);
     cm::reference_forward(plan_.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
@@ -113,6 +115,7 @@ class Problem {
       sink_terms = sink_term_magnitudes(shape);
       upload(sinks_, sinks);
     }
+    if (c_.alibi) upload(slopes_, slopes);
     upload(q_, with_gaps(q.bits, c_.heads_q, c_.nq, c_.head_dim, kNaNBits));
     upload(k_, with_gaps(k.bits, c_.heads_kv, c_.nk, c_.head_dim, kNaNBits));
     upload(v_, with_gaps(v.bits, c_.heads_kv, c_.nk, c_.head_dim, kNaNBits));
@@ -143,6 +146,7 @@ class Problem {
     a.softcap = c_.softcap;
     a.sinks = c_.sinks ? static_cast<const float*>(sinks_.ptr) : nullptr;
     a.dsinks = c_.sinks ? static_cast<float*>(dsinks_.ptr) : nullptr;
+    a.alibi_slopes = c_.alibi ? static_cast<const float*>(slopes_.ptr) : nullptr;
     a.dout = dense_bhsd(dout_.ptr, c_.heads_q, q_rows, d);
     a.dlse = dlse.empty() ? nullptr : static_cast<const float*>(dlse_.ptr);
     a.dq = dense_bhsd(dq_.ptr, c_.heads_q, q_rows, d);
@@ -204,6 +208,7 @@ class Problem {
   const std::vector<float> sinks;
   std::vector<float> ref_dsinks;
   std::vector<double> sink_terms;
+  const std::vector<float> slopes;  // ALiBi's, with alibi
 
  private:
   std::vector<double> sink_term_magnitudes(const cm::AttentionShape& s) const {
@@ -281,7 +286,7 @@ class Problem {
   cm::cuda::DeviceDescriptor descriptor_;
   size_t nq_elems_, nk_elems_, lse_elems_, workspace_bytes_;
   DeviceBuffer q_, k_, v_, out_, dout_, lse_, dlse_, dq_, dk_, dv_, offsets_, sinks_, dsinks_,
-      workspace_;
+      slopes_, workspace_;
 };
 
 // max |got - ref| <= 8 eps max|ref| + 1e-3: the kernel rounds P, dS and the results to the
@@ -387,6 +392,14 @@ INSTANTIATE_TEST_SUITE_P(Sinks, BackwardMatchesReference,
 INSTANTIATE_TEST_SUITE_P(Sinks, LseGradientMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::sink_cases()),
                                           testing::Bool()));
+// ALiBi: P from the biased scores (the bias adds nothing to dS's slope), without and with a
+// gradient of the LSE, and packed between NaN rows (positions from each sequence's first row).
+INSTANTIATE_TEST_SUITE_P(Alibi, BackwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::alibi_cases()),
+                                          testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(Alibi, LseGradientMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::alibi_cases()),
+                                          testing::Bool()));
 
 // The default mode's dispatch over all the kv slices at once (BwdShape::slice_group), which the
 // automatic schedule takes for this grid of a few waves on the H200's 132 SMs
@@ -417,6 +430,9 @@ INSTANTIATE_TEST_SUITE_P(Examples, PackedBackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(every_third_case()), testing::Bool()));
 INSTANTIATE_TEST_SUITE_P(Sinks, PackedBackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::sink_cases()),
+                                          testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(Alibi, PackedBackwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::alibi_cases()),
                                           testing::Bool()));
 INSTANTIATE_TEST_SUITE_P(HeadDim256, PackedBackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),

@@ -46,23 +46,23 @@ class CApi : public testing::Test {
     const int64_t strides[3] = {int64_t{kHeads} * kN * kDim, kDim, int64_t{kN} * kDim};
     const int64_t lse_strides[2] = {int64_t{kHeads} * kN, kN};
     return cm_cuda_forward(descriptor(), descriptor(), dtype, 1, kHeads, kHeads, kN, kN, head_dim,
-                           0.f, 0.f, nullptr, 0, 1, nullptr, 0, 0, 0, tensor(0), strides, tensor(1),
-                           strides, tensor(2), strides, tensor(3), strides,
+                           0.f, 0.f, nullptr, nullptr, 0, 1, nullptr, 0, 0, 0, tensor(0), strides,
+                           tensor(1), strides, tensor(2), strides, tensor(3), strides,
                            reinterpret_cast<float*>(tensor(3)), lse_strides, nullptr, nullptr, 0, 0,
                            0, nullptr, 0, nullptr, error_len == 0 ? nullptr : error_, error_len);
   }
 
   // cm_cuda_backward on the same tensors (dO, dQ, dK and dV alias them: only checked), without
-  // sinks; dsinks: where their gradient would go.
+  // sinks and ALiBi; dsinks: where their gradient would go.
   int backward(int dtype, int head_splits, float* dsinks = nullptr) {
     const int64_t strides[3] = {int64_t{kHeads} * kN * kDim, kDim, int64_t{kN} * kDim};
     const int64_t lse_strides[2] = {int64_t{kHeads} * kN, kN};
     return cm_cuda_backward(
-        descriptor(), descriptor(), dtype, 1, kHeads, 1, kN, kN, kDim, 0.f, 0.f, nullptr, tensor(0),
-        strides, tensor(1), strides, tensor(2), strides, tensor(3), strides, tensor(0), strides,
-        reinterpret_cast<const float*>(tensor(3)), lse_strides, nullptr, dsinks, tensor(0), strides,
-        tensor(1), strides, tensor(2), strides, nullptr, nullptr, 0, 0, 0, 0, head_splits, nullptr,
-        0, nullptr, error_, sizeof(error_));
+        descriptor(), descriptor(), dtype, 1, kHeads, 1, kN, kN, kDim, 0.f, 0.f, nullptr, nullptr,
+        tensor(0), strides, tensor(1), strides, tensor(2), strides, tensor(3), strides, tensor(0),
+        strides, reinterpret_cast<const float*>(tensor(3)), lse_strides, nullptr, dsinks, tensor(0),
+        strides, tensor(1), strides, tensor(2), strides, nullptr, nullptr, 0, 0, 0, 0, head_splits,
+        nullptr, 0, nullptr, error_, sizeof(error_));
   }
 
   cm::Plan plan_;

@@ -2,9 +2,9 @@
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
 // head dims 64 and 128 (and padded ones), both dtypes and both mainloops, on one CTA per SM and
 // on two CTAs, a selection at head dims above 128 (the kernel for 256), one with soft-capped
-// logits, attention sinks, and split keys: forced on every example, automatic and forced on few
-// query rows against many keys; K and V in pages of a shuffled pool and packed between NaN rows.
-// Skips without a Hopper GPU.
+// logits, ALiBi, attention sinks, and split keys: forced on every example, automatic and forced on
+// few query rows against many keys; K and V in pages of a shuffled pool and packed between NaN
+// rows. Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda.h>
 #include <compilemask/reference.h>
@@ -156,6 +156,9 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
   const std::vector<float> sinks =
       c.sinks ? cm::gpu_test::sink_logits(c.heads_q) : std::vector<float>{};
   options.sinks = c.sinks ? sinks.data() : nullptr;
+  const std::vector<float> slopes =
+      c.alibi ? cm::gpu_test::alibi_slopes(c.heads_q) : std::vector<float>{};
+  options.alibi_slopes = c.alibi ? slopes.data() : nullptr;
   cm::reference_forward(plan.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
                         ref_out.data(), ref_lse.data(), options);
 
@@ -171,6 +174,8 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
   DeviceBuffer dtable(std::max<size_t>(keys.table.size(), 1) * 4);
   DeviceBuffer dsinks(std::max<size_t>(sinks.size(), 1) * 4);
   CUDA_OK(cudaMemcpy(dsinks.ptr, sinks.data(), sinks.size() * 4, cudaMemcpyHostToDevice));
+  DeviceBuffer dslopes(std::max<size_t>(slopes.size(), 1) * 4);
+  CUDA_OK(cudaMemcpy(dslopes.ptr, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dq.ptr, q.bits.data(), nq_elems * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dk.ptr, keys.k_bits.data(), keys.k_bits.size() * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dv.ptr, keys.v_bits.data(), keys.v_bits.size() * 2, cudaMemcpyHostToDevice));
@@ -206,6 +211,7 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
   }
   args.softcap = c.softcap;
   args.sinks = c.sinks ? static_cast<const float*>(dsinks.ptr) : nullptr;
+  args.alibi_slopes = c.alibi ? static_cast<const float*>(dslopes.ptr) : nullptr;
   args.mainloop = mainloop;
   args.max_ctas = max_ctas;
   args.num_splits = num_splits;
@@ -315,6 +321,12 @@ INSTANTIATE_TEST_SUITE_P(Sinks, ForwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::sink_cases()), kMainloops,
                                           testing::Values(0), testing::Values(1, 3)));
 
+// ALiBi, in both mainloops, keys whole and in three parts (the decoding cases' packed heads
+// give one tile rows of several heads, each with its own slope).
+INSTANTIATE_TEST_SUITE_P(Alibi, ForwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::alibi_cases()),
+                                          kMainloops, testing::Values(0), testing::Values(1, 3)));
+
 // Keys in pages of a pool (decoding against a paged cache): pages smaller than a stage's keys,
 // as large as a tile and larger, both page layouts, keys whole and split automatically.
 INSTANTIATE_TEST_SUITE_P(PagedKeys, ForwardReadsKeysWhereTheyAre,
@@ -331,6 +343,12 @@ INSTANTIATE_TEST_SUITE_P(PagedKeys, ForwardReadsKeysWhereTheyAre,
 INSTANTIATE_TEST_SUITE_P(PackedKeys, ForwardReadsKeysWhereTheyAre,
                          testing::Combine(testing::ValuesIn(example_cases()), kMainloops,
                                           testing::Values(0, 2),
+                                          testing::Values(KeyStorage::kPackedWithGaps),
+                                          testing::Values(0)));
+// ALiBi in the packed layout: positions count from each sequence's own first row.
+INSTANTIATE_TEST_SUITE_P(PackedKeysAlibi, ForwardReadsKeysWhereTheyAre,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::alibi_cases()),
+                                          kMainloops, testing::Values(0),
                                           testing::Values(KeyStorage::kPackedWithGaps),
                                           testing::Values(0)));
 INSTANTIATE_TEST_SUITE_P(PackedKeysHeadDim256, ForwardReadsKeysWhereTheyAre,

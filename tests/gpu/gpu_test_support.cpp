@@ -1,6 +1,7 @@
 // Helpers shared by the sm90 kernel tests (gpu_test_support.h).
 #include "gpu_test_support.h"
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -62,6 +63,15 @@ void PrintTo(const Case& c, std::ostream* os) {
       << "/" << c.heads_kv << (c.dtype == cuda::DType::kBFloat16 ? " bf16" : " fp16");
   if (c.softcap > 0) *os << " softcap=" << c.softcap;
   if (c.sinks) *os << " sinks";
+  if (c.alibi) *os << " alibi";
+}
+
+std::vector<float> alibi_slopes(int heads) {
+  std::vector<float> slopes;
+  for (int h = 0; h < heads; ++h) {
+    slopes.push_back(std::exp2(-8.0f * static_cast<float>(h + 1) / static_cast<float>(heads)));
+  }
+  return slopes;
 }
 
 std::vector<float> sink_logits(int heads) {
@@ -279,6 +289,28 @@ std::vector<Case> sink_cases() {
   capped.softcap = 1.5f;
   cases.push_back(capped);
   for (Case& c : cases) c.sinks = true;
+  return cases;
+}
+
+std::vector<Case> alibi_cases() {
+  const std::vector<Case> decode = decode_cases();
+  std::vector<Case> cases = {example_case("causal", 300, 0),
+                             example_case("doc_causal", 700, 0),
+                             example_case("clear", 940, 0),
+                             example_case("hstu", 300, 200),
+                             example_case("causal", 300, 64),
+                             example_case("causal", 129, 0),  // 129 rows against 385 keys
+                             decode[0],
+                             decode[3],  // cross attention on the kernel for 256
+                             decode[4],  // rows that see no key
+                             decode[5]};
+  Case capped = example_case("sliding_window", 300, 0);
+  capped.softcap = 1.5f;
+  cases.push_back(capped);
+  Case sunk = example_case("chunked_causal", 300, 0);
+  sunk.sinks = true;
+  cases.push_back(sunk);
+  for (Case& c : cases) c.alibi = true;
   return cases;
 }
 

@@ -67,12 +67,17 @@ struct Case {
   cuda::DType dtype;
   float softcap = 0;   // logit cap (cuda::Problem::softcap); 0 means none
   bool sinks = false;  // attention sinks (cuda::Problem::sinks) of sink_logits(heads_q)
+  bool alibi = false;  // ALiBi (cuda::Problem::alibi_slopes) of alibi_slopes(heads_q)
 };
 
 // One attention-sink logit per query head, from -1.5 up in steps of 0.9 (about the range of
 // these inputs' largest logits, so a sink weighs from little to most of a row), head 1's -inf
 // (no sink).
 std::vector<float> sink_logits(int heads);
+
+// The ALiBi slopes of Press et al. for `heads` heads, 2^(-8 (h + 1) / heads) for head h, as
+// FlashAttention's users pass them.
+std::vector<float> alibi_slopes(int heads);
 
 void PrintTo(const Case& c, std::ostream* os);
 
@@ -95,6 +100,12 @@ std::vector<Case> softcap_cases();
 // sink's LSE), GQA, both dtypes, head dims 64, 128 and 200 (the kernel for 256), a soft cap,
 // and decoding shapes whose key parts and packed heads fwd_combine merges.
 std::vector<Case> sink_cases();
+
+// Cases with ALiBi: full and partial tiles, rows that see no key, Nq != Nk (the bias aligns the
+// last query row with the last key), GQA, both dtypes, head dims 64, 128 and 200 (the kernel
+// for 256), with a soft cap and with sinks, and decoding shapes whose key parts and packed heads
+// (rows of several heads, each its own slope, in one tile) fwd_combine merges.
+std::vector<Case> alibi_cases();
 
 // Few query rows against many keys, the shapes that split keys and packed heads serve
 // (decoding, a chunk of queries against a long cache): causal (aligned bottom-right) with one

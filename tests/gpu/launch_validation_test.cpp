@@ -71,6 +71,11 @@ std::vector<Rule> problem_rules() {
          a.sinks = reinterpret_cast<const float*>(reinterpret_cast<const char*>(&a) + 1);
        },
        "sinks must be 4-byte aligned (float32)"},
+      {"ALiBi alignment",
+       [](P& a) {
+         a.alibi_slopes = reinterpret_cast<const float*>(reinterpret_cast<const char*>(&a) + 2);
+       },
+       "alibi_slopes must be 4-byte aligned (float32)"},
       {"nq", [](P& a) { a.nq = kN - 1; }, "differ from the descriptor's nq=256"},
       {"heads", [](P& a) { a.heads_q = a.heads_kv = 4; }, "descriptor heads 2 must be 1 or"},
       {"half packed", [](P& a) { a.q_offsets = reinterpret_cast<const int32_t*>(&a); },

@@ -50,11 +50,13 @@ def workloads():
     return _load("workloads", path)
 
 
-def dense_attention64(q, k, v, visible, scale, dout=None, dlse=None, softcap=None, sinks=None):
+def dense_attention64(q, k, v, visible, scale, dout=None, dlse=None, softcap=None, sinks=None,
+                      alibi_slopes=None):
     """Float64 masked attention on [B, Hq, Nq, D] / [B, Hkv, Nk, D] numpy arrays with
     visible[b, h] an [Nq, Nk] bool array (b, h broadcast when 1), the logits capped at
-    softcap * tanh(logit / softcap) when softcap is set, and with sinks ([Hq]) one more key per
-    head of that logit and value 0. Returns out, lse and, given dout (and optionally dlse, the
+    softcap * tanh(logit / softcap) when softcap is set, then with alibi_slopes ([Hq]) biased by
+    -slope * |i + Nk - Nq - j|, and with sinks ([Hq]) one more key per head of that logit and
+    value 0. Returns out, lse and, given dout (and optionally dlse, the
     LSE's gradient [B, Hq, Nq]), dq, dk, dv (dk, dv summed over each GQA group), and with sinks
     dsinks. Rows that see nothing: out 0, lse -inf (the sink), no gradient to q, k, v."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
@@ -65,6 +67,10 @@ def dense_attention64(q, k, v, visible, scale, dout=None, dlse=None, softcap=Non
     if softcap:
         t = np.tanh(logits / softcap)
         logits, slope = softcap * t, 1 - t * t
+    if alibi_slopes is not None:
+        nq = q.shape[2]
+        distance = np.abs(np.arange(nq)[:, None] + nk - nq - np.arange(nk)[None, :])
+        logits = logits - np.asarray(alibi_slopes, np.float64)[None, :, None, None] * distance
     visible = np.broadcast_to(visible, logits.shape)
     if sinks is not None:  # the sink as key nk: always seen (unless -inf), value 0, not capped
         column = np.broadcast_to(np.asarray(sinks, np.float64)[None, :, None, None],

@@ -293,7 +293,10 @@ def random_inputs(rng, batch, heads_q, heads_kv, nq, nk, dim):
 # Sinks about the rows' largest logits, so that each weighs from little to most of a row; head
 # 1 has none.
 @pytest.mark.parametrize("sinks", [None, [0.5, -np.inf, 2.5, -1.0]])
-def test_reference_attention_matches_float64_dense(accumulate, lse_in_loss, softcap, sinks):
+# ALiBi slopes of FlashAttention's geometric form for 4 heads, one head without a bias.
+@pytest.mark.parametrize("alibi_slopes", [None, [0.25, 0.0625, 0.0, 0.015625]])
+def test_reference_attention_matches_float64_dense(accumulate, lse_in_loss, softcap, sinks,
+                                                   alibi_slopes):
     rng = np.random.default_rng(0)
     nq, nk, heads = 150, 200, 4
     # Rows q < 60 see nothing: out 0, lse -inf (or the sink), no gradient to q, k and v.
@@ -303,10 +306,11 @@ def test_reference_attention_matches_float64_dense(accumulate, lse_in_loss, soft
     dout = rng.standard_normal(q.shape)
     dlse = rng.standard_normal(q.shape[:3]) if lse_in_loss else None
     got = cm.reference_attention(q, k, v, plan, scale=0.3, backward=dout, accumulate=accumulate,
-                                 backward_lse=dlse, softcap=softcap, sinks=sinks)
+                                 backward_lse=dlse, softcap=softcap, sinks=sinks,
+                                 alibi_slopes=alibi_slopes)
     visible = plan.to_dense()
     assert not visible[:60].any() and visible[60:].any(axis=1).all()
-    want = dense_attention64(q, k, v, visible, 0.3, dout, dlse, softcap, sinks)
+    want = dense_attention64(q, k, v, visible, 0.3, dout, dlse, softcap, sinks, alibi_slopes)
     names = ["out", "lse", "dq", "dk", "dv"] + (["dsinks"] if sinks else [])
     for name, g, w in zip(names, [*got[:5], got.dsinks], want):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4, err_msg=name)
@@ -326,6 +330,24 @@ def test_reference_attention_sink_errors():
     for bad in (np.nan, np.inf):
         with pytest.raises(ValueError, match=r"options.sinks\[1\] = .* must be finite or -inf"):
             cm.reference_attention(x, x, x, plan, sinks=[0.0, bad])
+
+
+def test_reference_attention_alibi_errors():
+    plan = cm.masks.causal().specialize(nq=8, tile=(16, 16))
+    x = np.ones((1, 2, 8, 16))
+    with pytest.raises(ValueError,
+                       match=r"alibi_slopes must hold one slope per query head: shape \[2\]"):
+        cm.reference_attention(x, x, x, plan, alibi_slopes=[0.5, 0.25, 0.125])
+    with pytest.raises(ValueError, match="alibi_slopes must be a 1-D floating-point array"):
+        cm.reference_attention(x, x, x, plan, alibi_slopes=[[0.5, 0.25]])
+    for bad in (np.nan, np.inf, -np.inf):
+        with pytest.raises(ValueError, match=r"options.alibi_slopes\[0\] = .* must be finite"):
+            cm.reference_attention(x, x, x, plan, alibi_slopes=[bad, 0.5])
+    strips = cm.masks.clear(4, 3, 2, strip=2, reorder=True).specialize(nq=13, tile=(16, 16))
+    assert strips.token_order is not None
+    y = np.ones((1, 2, 13, 16))
+    with pytest.raises(ValueError, match="alibi_slopes needs a plan without a token_order"):
+        cm.reference_attention(y, y, y, strips, alibi_slopes=[0.5, 0.25])
 
 
 def test_reference_attention_default_scale_and_forward_only():

@@ -95,13 +95,13 @@ def test_rejected_problems_raise_value_error_naming_the_rule(cuda, descriptor):
     lse_strides = (HEADS * N, N)
     dims = (0, 1, HEADS, HEADS, N, N, DIM)
 
-    def forward(dims, sinks=0):
-        cuda.forward(d, d, dims, 0.0, 0.0, sinks, t, strides, t, strides, t, strides, t, strides,
-                     t, lse_strides, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0)
+    def forward(dims, sinks=0, alibi_slopes=0):
+        cuda.forward(d, d, dims, 0.0, 0.0, sinks, alibi_slopes, t, strides, t, strides, t,
+                     strides, t, strides, t, lse_strides, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0)
 
-    def backward(dims, sinks=0, dsinks=0):
-        cuda.backward(d, d, dims, 0.0, 0.0, sinks, [(t, strides)] * 8, t, lse_strides, 0,
-                      dsinks, 0, 0, 0, 0, False, 1, 0, 0, 0)
+    def backward(dims, sinks=0, dsinks=0, alibi_slopes=0):
+        cuda.backward(d, d, dims, 0.0, 0.0, sinks, alibi_slopes, [(t, strides)] * 8, t,
+                      lse_strides, 0, dsinks, 0, 0, 0, 0, False, 1, 0, 0, 0)
 
     with pytest.raises(ValueError, match=r"cm::cuda::forward: head_dim 100 is not supported"):
         forward((0, 1, HEADS, HEADS, N, N, 100))
@@ -111,5 +111,9 @@ def test_rejected_problems_raise_value_error_naming_the_rule(cuda, descriptor):
         backward((7, *dims[1:]))
     with pytest.raises(ValueError, match=r"cm::cuda::backward: dsinks needs sinks"):
         backward(dims, dsinks=t)
+    for launch, name in ((forward, "forward"), (backward, "backward")):
+        with pytest.raises(ValueError, match=rf"cm::cuda::{name}: alibi_slopes must be 4-byte "
+                                             "aligned"):
+            launch(dims, alibi_slopes=t + 2)
     with pytest.raises(ValueError, match=r"batch, heads and rows must be >= 1"):
         cuda.permute_rows(t, strides, t + 16, strides, (0, HEADS, N, DIM), t, 0)

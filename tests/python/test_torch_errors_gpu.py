@@ -60,6 +60,17 @@ ERRORS = [
      ValueError, r"sinks must have shape \[2\] \(one logit per query head\), got \(3,\)"),
     ("sinks cpu", lambda q, k, v: (q, k, v, {"sinks": torch.zeros(2)}), ValueError,
      "sinks is on cpu"),
+    ("alibi list", lambda q, k, v: (q, k, v, {"alibi_slopes": [0.5, 0.25]}), TypeError,
+     "alibi_slopes must be a torch.Tensor"),
+    ("alibi int", lambda q, k, v: (q, k, v, {"alibi_slopes": torch.ones(2, dtype=torch.int32,
+                                                                        device=DEVICE)}),
+     TypeError, "alibi_slopes must hold floating-point slopes"),
+    ("alibi shape", lambda q, k, v: (q, k, v, {"alibi_slopes": torch.ones(1, 2, device=DEVICE)}),
+     ValueError, r"alibi_slopes must have shape \[2\] \(one slope per query head\), got \(1, 2\)"),
+    ("alibi cpu", lambda q, k, v: (q, k, v, {"alibi_slopes": torch.ones(2)}), ValueError,
+     "alibi_slopes is on cpu"),
+    ("alibi grad", lambda q, k, v: (q, k, v, {"alibi_slopes": torch.ones(
+        2, device=DEVICE, requires_grad=True)}), ValueError, "alibi_slopes takes no gradient"),
     ("num_splits", lambda q, k, v: (q, k, v, {"num_splits": -1}), ValueError,
      "num_splits must be an int from 0 \\(automatic\\) to 256"),
     ("num_splits type", lambda q, k, v: (q, k, v, {"num_splits": 2.0}), ValueError,
@@ -107,3 +118,7 @@ def test_plan_errors():
         cm.attention(q, k, v, "causal")
     with pytest.raises(ValueError, match="must be a CUDA device"):
         cm.masks.causal().specialize(nq=256, device="cpu")
+    ordered = cm.masks.causal().specialize(nq=256, token_order=torch.randperm(256).numpy(),
+                                           device=DEVICE)
+    with pytest.raises(ValueError, match="alibi_slopes needs a plan without a token_order"):
+        cm.attention(q, k, v, ordered, alibi_slopes=torch.ones(2, device=DEVICE))

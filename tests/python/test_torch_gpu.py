@@ -95,6 +95,71 @@ def test_attention_sinks_match_float64(mask, nq, nk, num_splits, deterministic):
                                atol=1e-3, rtol=1e-4)
 
 
+def alibi_slopes(heads):
+    """The ALiBi slopes of Press et al. for `heads` heads: 2^(-8 (h + 1) / heads)."""
+    return torch.tensor([2.0 ** (-8 * (h + 1) / heads) for h in range(heads)], device=DEVICE)
+
+
+@pytest.mark.parametrize("mask, nq, nk, num_splits", [
+    ("causal", 700, 700, 1), ("doc_causal", 700, 700, 1), ("hstu", 700, 700, 1),
+    ("clear", 700, 700, 1), ("sliding", 700, 700, 1),
+    ("causal", 3, 3000, 0),  # split keys and shared GQA tiles: rows of two heads in one tile
+    ("causal", 300, 200, 6),  # the first 100 rows see no key; the last row aligns with the last key
+    ("causal", 200, 2100, 1),  # the bias's offset nk - nq over whole tiles
+])
+@pytest.mark.parametrize("extras", ["alibi", "alibi, softcap and sinks"])
+def test_alibi_matches_float64(mask, nq, nk, num_splits, extras):
+    torch.manual_seed(8)
+    plan = MASKS[mask](nq).specialize(nq=nq, nk=nk, device=DEVICE)
+    q = torch.randn(2, 4, nq, 128, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(2, 2, nk, 128, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))
+    slopes = alibi_slopes(4).to(torch.bfloat16)  # any float dtype; read as float32
+    more = {} if extras == "alibi" else {
+        "softcap": 1.5, "sinks": torch.tensor([0.5, -math.inf, 2.5, -1.0], device=DEVICE)}
+    out, lse = cm.attention(q, k, v, plan, return_lse=True, layout="bhsd", num_splits=num_splits,
+                            alibi_slopes=slopes, **more)
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    torch.autograd.backward([out, lse], [dout, dlse])
+    exact = check_against_references([out, q.grad, k.grad, v.grad], q, k, v, visible_of(plan),
+                                     1 / math.sqrt(128), dout, dlse, alibi_slopes=slopes.float(),
+                                     **more)
+    assert_lse_matches(lse, exact[1])
+    # The bias matters at these distances: without it the result is far from the reference.
+    unbiased = cm.attention(q, k, v, plan, layout="bhsd", num_splits=num_splits, **more)
+    assert (unbiased.double() - exact[0]).abs().max() > 0.1, "ALiBi changed nothing"
+
+
+def test_alibi_in_jagged_sequences_counts_from_each_sequences_first_row():
+    """Jagged sequences give the batch they pack with ALiBi too, bit for bit in deterministic
+    mode: each sequence's distances count from its own first row, whatever its offset."""
+    torch.manual_seed(9)
+    n, heads = 500, 4
+    plan = MASKS["hstu"](n).specialize(nq=n, device=DEVICE)
+    q4, k4, v4 = (torch.randn(2, n, heads, 64, device=DEVICE, dtype=torch.bfloat16,
+                              requires_grad=True) for _ in range(3))
+    slopes = alibi_slopes(heads)
+    starts = torch.tensor([7, 7 + n + 3], device=DEVICE, dtype=torch.int32)
+    rows = (starts.long()[:, None] + torch.arange(n, device=DEVICE)[None, :]).flatten()
+
+    def packed(x):  # the batch's sequences at `starts`, zeros around them
+        t = torch.zeros((2 * n + 20, *x.shape[2:]), device=DEVICE, dtype=x.dtype)
+        return t.index_copy(0, rows, x.detach().flatten(0, 1))
+
+    dout4 = torch.randn_like(q4)
+    out4 = cm.attention(q4, k4, v4, plan, alibi_slopes=slopes, deterministic=True)
+    out4.backward(dout4)
+    check_against_references([out4, q4.grad, k4.grad, v4.grad],
+                             *(x.transpose(1, 2) for x in (q4, k4, v4)), visible_of(plan),
+                             1 / math.sqrt(64), dout4.transpose(1, 2), alibi_slopes=slopes)
+    got = [packed(x).requires_grad_() for x in (q4, k4, v4)]
+    out = cm.attention(*got, plan, offsets=starts, alibi_slopes=slopes, deterministic=True)
+    out.backward(packed(dout4))
+    assert torch.equal(out.index_select(0, rows), out4.flatten(0, 1))
+    for g, w in zip(got, (q4, k4, v4)):
+        assert torch.equal(g.grad.index_select(0, rows), w.grad.flatten(0, 1))
+
+
 def test_sinks_gradient_is_bitwise_reproducible():
     torch.manual_seed(6)
     plan = MASKS["doc_causal"](1000).specialize(nq=1000, device=DEVICE)

@@ -57,9 +57,10 @@ def random_bounds(n):
 
 
 def reference(q, k, v, visible, scale, dout=None, dlse=None, dtype=torch.float64, softcap=None,
-              sinks=None):
+              sinks=None, alibi_slopes=None):
     """Dense attention in [B, H, S, D] computed in `dtype` with autograd, the logits capped at
-    softcap * tanh(logit / softcap) when softcap is set; visible [Bm, Hm, Nq, Nk] broadcasts.
+    softcap * tanh(logit / softcap) when softcap is set, then with alibi_slopes ([H]) biased by
+    -slope * |i + Nk - Nq - j|; visible [Bm, Hm, Nq, Nk] broadcasts.
     sinks ([H], None for none) adds a key of that logit and value 0 to every row of each head.
     Returns out, lse (-inf where a row sees no key and no sink) and the gradients dq, dk, dv
     and dsinks of sum(out * dout) + sum(lse * dlse) over the rows whose LSE is finite (None
@@ -71,6 +72,11 @@ def reference(q, k, v, visible, scale, dout=None, dlse=None, dtype=torch.float64
     logits = scale * q @ kh.transpose(-1, -2)
     if softcap:
         logits = softcap * torch.tanh(logits / softcap)
+    if alibi_slopes is not None:
+        nq, nk = logits.shape[-2:]
+        rows = torch.arange(nq, device=logits.device)[:, None] + nk - nq
+        distance = (rows - torch.arange(nk, device=logits.device)[None, :]).abs().to(dtype)
+        logits = logits - alibi_slopes.to(dtype)[None, :, None, None] * distance
     visible = visible.expand(logits.shape)
     if sinks is not None:  # one more key per head: always seen, its logit the sink, its value 0
         sinks = sinks.detach().to(dtype).requires_grad_(grad)
@@ -101,15 +107,16 @@ def visible_of(plan):
 
 
 def check_against_references(got, q, k, v, visible, scale, dout=None, dlse=None, softcap=None,
-                             sinks=None):
+                             sinks=None, alibi_slopes=None):
     """The issues' rule for (out, dq, dk, dv) in [B, H, S, D] (got: out alone without dout;
     with sinks, dsinks after them), as the dense checks of tests/gpu apply it: the kernel's
     error against float64 is at most twice that of the same dense computation done by torch in
     the input dtype, plus a small floor relative to the values' size. Returns the float64
     reference (out, lse, dq, dk, dv, dsinks)."""
-    exact = reference(q, k, v, visible, scale, dout, dlse, softcap=softcap, sinks=sinks)
+    exact = reference(q, k, v, visible, scale, dout, dlse, softcap=softcap, sinks=sinks,
+                      alibi_slopes=alibi_slopes)
     rounded = reference(q, k, v, visible, scale, dout, dlse, dtype=q.dtype, softcap=softcap,
-                        sinks=sinks)
+                        sinks=sinks, alibi_slopes=alibi_slopes)
     names = ["out", "dq", "dk", "dv"] + (["dsinks"] if sinks is not None else [])
     for name, g, want, low in zip(names, got, exact[:1] + exact[2:], rounded[:1] + rounded[2:]):
         bound = 2 * (low.double() - want).abs().max().item()

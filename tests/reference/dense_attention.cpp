@@ -2,6 +2,7 @@
 // The backward uses D = sum_j P_ij dP_ij, not dO . O, to stay independent of the forward output.
 // With a cap c the logit is c tanh(x / c) of x = scale q·k, whose derivative is 1 - tanh².
 // A sink is one more key, of logit sinks[h] and value 0: its P enters the sum, its dP is 0.
+// The ALiBi bias is added to the logit and does not depend on q·k.
 #include "dense_attention.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@ namespace cm::test {
 
 DenseResult dense_attention(
     const AttentionShape& shape, double scale, double softcap, const std::vector<float>& sinks,
+    const std::vector<float>& alibi_slopes,
     const std::function<const std::vector<uint8_t>&(int32_t b, int32_t h)>& mask_of,
     const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
     const std::vector<float>& dout) {
@@ -32,6 +34,8 @@ DenseResult dense_attention(
     for (int32_t h = 0; h < shape.heads_q; ++h) {
       const std::vector<uint8_t>& mask = mask_of(b, h);
       const double sink = sinks.empty() ? kNone : double{sinks[static_cast<size_t>(h)]};
+      const double alibi =
+          alibi_slopes.empty() ? 0.0 : double{alibi_slopes[static_cast<size_t>(h)]};
       const int64_t qh = (static_cast<int64_t>(b) * shape.heads_q + h) * nq;
       const int64_t kh = (static_cast<int64_t>(b) * shape.heads_kv + h / group) * nk;
       const auto at = [d](int64_t row, int64_t i) { return static_cast<size_t>(row * d + i); };
@@ -49,6 +53,7 @@ DenseResult dense_attention(
             logit = softcap * t;
             slope[static_cast<size_t>(j)] = 1 - t * t;
           }
+          logit -= alibi * static_cast<double>(std::abs(i + nk - nq - j));
           p[static_cast<size_t>(j)] = logit;
           max_score = std::max(max_score, logit);
         }

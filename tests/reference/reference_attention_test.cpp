@@ -29,11 +29,12 @@ struct HeadConfig {
   float softcap;              // logit cap option; 0 means none. 1 bends the logits of these
                               // inputs (scale q·k has a standard deviation of about 1.3)
   bool sinks;                 // random attention sinks, one head's -inf (none)
+  bool alibi;                 // random ALiBi slopes
 };
-constexpr HeadConfig kHeadConfigs[] = {{2, 2, 0.0f, 0.0f, false},
-                                       {4, 2, 0.0f, 0.0f, true},
-                                       {8, 2, 0.0f, 1.0f, true},
-                                       {4, 1, 0.37f, 0.0f, false}};
+constexpr HeadConfig kHeadConfigs[] = {{2, 2, 0.0f, 0.0f, false, false},
+                                       {4, 2, 0.0f, 0.0f, true, false},
+                                       {8, 2, 0.0f, 1.0f, true, true},
+                                       {4, 1, 0.37f, 0.0f, false, true}};
 constexpr int32_t kBatch = 2;
 constexpr int32_t kHeadDim = 21;  // not a multiple of 8, so the dot products' tails run
 constexpr double kFloat32Tolerance = 2e-4;
@@ -42,7 +43,8 @@ constexpr double kFloat64Tolerance = 2e-6;
 struct Inputs {
   AttentionShape shape;
   std::vector<float> q, k, v, dout;
-  std::vector<float> sinks;  // empty: none
+  std::vector<float> sinks;         // empty: none
+  std::vector<float> alibi_slopes;  // empty: none
 };
 
 Inputs random_inputs(const AttentionShape& shape, std::mt19937& rng) {
@@ -55,6 +57,7 @@ Inputs random_inputs(const AttentionShape& shape, std::mt19937& rng) {
           random_tensor(k_size, rng),
           random_tensor(k_size, rng),
           random_tensor(q_size, rng),
+          {},
           {}};
 }
 
@@ -68,6 +71,17 @@ std::vector<float> random_sinks(int32_t heads, std::mt19937& rng) {
   return sinks;
 }
 
+// ALiBi slopes from 0 to 0.1: across these lengths (distances up to 255) the bias moves the
+// logits by up to 25, far past q·k, while the LSE that the backward reads back as float32 keeps
+// the float64 comparison's precision; head 0 has slope 0.
+std::vector<float> random_alibi_slopes(int32_t heads, std::mt19937& rng) {
+  std::uniform_real_distribution<float> slope(0.0f, 0.1f);
+  std::vector<float> slopes(static_cast<size_t>(heads));
+  for (float& s : slopes) s = slope(rng);
+  slopes[0] = 0.0f;
+  return slopes;
+}
+
 struct Outputs {
   std::vector<float> out, lse, dq, dk, dv, dsinks;
 };
@@ -78,6 +92,7 @@ Outputs run_reference(const MaskSet& set, const Inputs& in, float scale, float s
   options.scale = scale;
   options.softcap = softcap;
   options.sinks = in.sinks.empty() ? nullptr : in.sinks.data();
+  options.alibi_slopes = in.alibi_slopes.empty() ? nullptr : in.alibi_slopes.data();
   options.accumulate = accumulate;
   Outputs o{poisoned(in.q.size()),
             poisoned(static_cast<size_t>(in.shape.batch) * in.shape.heads_q * in.shape.nq),
@@ -181,7 +196,7 @@ TEST(ReferenceSparseRuns, EmptyMembersAreSkippedExactly) {
     const AttentionShape shape{1, 2, 1, 200, 200, kHeadDim};
     const Inputs in = random_inputs(shape, rng);
     const DenseResult want = dense_attention(
-        shape, 1.0 / std::sqrt(double{kHeadDim}), 0.0, in.sinks,
+        shape, 1.0 / std::sqrt(double{kHeadDim}), 0.0, in.sinks, in.alibi_slopes,
         [&](int32_t b, int32_t h) -> const std::vector<uint8_t>& { return set.dense_of(b, h, 2); },
         in.q, in.k, in.v, in.dout);
     const Outputs got = run_reference(set, in, 0.0f, 0.0f, Accumulate::kFloat64);
@@ -200,16 +215,17 @@ TEST_P(ReferenceMatchesDense, ForwardAndBackward) {
   for (const HeadConfig& heads : kHeadConfigs) {
     SCOPED_TRACE("heads_q " + std::to_string(heads.heads_q) + " heads_kv " +
                  std::to_string(heads.heads_kv) + " softcap " + std::to_string(heads.softcap) +
-                 (heads.sinks ? " with sinks" : ""));
+                 (heads.sinks ? " with sinks" : "") + (heads.alibi ? " with ALiBi" : ""));
     const MaskSet set =
         make_mask_set(kind, lengths.nq, lengths.nk, kBatch, heads.heads_q, tiling, rng);
     const AttentionShape shape{kBatch,     heads.heads_q, heads.heads_kv,
                                lengths.nq, lengths.nk,    kHeadDim};
     Inputs in = random_inputs(shape, rng);
     if (heads.sinks) in.sinks = random_sinks(heads.heads_q, rng);
+    if (heads.alibi) in.alibi_slopes = random_alibi_slopes(heads.heads_q, rng);
     const DenseResult want = dense_attention(
         shape, heads.scale > 0 ? double{heads.scale} : 1.0 / std::sqrt(double{kHeadDim}),
-        heads.softcap, in.sinks,
+        heads.softcap, in.sinks, in.alibi_slopes,
         [&](int32_t b, int32_t h) -> const std::vector<uint8_t>& {
           return set.dense_of(b, h, heads.heads_q);
         },

@@ -105,6 +105,19 @@ TEST_F(ReferenceErrors, SinksMustBeFiniteOrMinusInfinity) {
   }
 }
 
+TEST_F(ReferenceErrors, AlibiSlopesMustBeFinite) {
+  std::vector<float> slopes = {0.5f, 0.25f, 0.125f, 0.0625f};
+  ReferenceOptions options;
+  options.alibi_slopes = slopes.data();
+  for (const float bad :
+       {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+        std::numeric_limits<float>::quiet_NaN()}) {
+    slopes[3] = bad;
+    expect_rejected(kGood, "options.alibi_slopes[3] = " + std::to_string(bad) + " must be finite",
+                    options);
+  }
+}
+
 TEST_F(ReferenceErrors, SinkGradientNeedsSinks) {
   float* t = buffer_.data();
   try {

@@ -1,6 +1,6 @@
 // The reference backward against central finite differences of the reference forward, on a
 // tiny GQA case with a fully masked row, in float64 accumulation, for a loss of O alone and of
-// O and the LSE, without and with a logit cap, without and with attention sinks.
+// O and the LSE, without and with a logit cap, attention sinks and ALiBi.
 #include <compilemask/reference.h>
 
 #include "descriptor/build.h"
@@ -19,8 +19,9 @@ constexpr AttentionShape kShape{1, 2, 1, 5, 7, 4};
 
 struct Tensors {
   // loss = sum(weight * O) + sum(lse_weight * LSE) over the rows whose LSE is finite;
-  // lse_weight is empty for a loss of O alone. sinks: one per query head, or empty for none.
-  std::vector<float> q, k, v, weight, lse_weight, sinks;
+  // lse_weight is empty for a loss of O alone. sinks and alibi_slopes: one per query head, or
+  // empty for none.
+  std::vector<float> q, k, v, weight, lse_weight, sinks, alibi_slopes;
   float softcap;
 };
 
@@ -30,6 +31,7 @@ ReferenceOptions float64_options(const Tensors& t) {
   options.threads = 1;
   options.softcap = t.softcap;
   options.sinks = t.sinks.empty() ? nullptr : t.sinks.data();
+  options.alibi_slopes = t.alibi_slopes.empty() ? nullptr : t.alibi_slopes.data();
   return options;
 }
 
@@ -72,13 +74,13 @@ double numeric_gradient(const void* blob, Tensors& t, std::vector<float>& x, siz
   return (up - down) / (up_x - down_x);
 }
 
-// (LSE in the loss, softcap, sinks); scale q·k has a standard deviation of about 1.3 here, so a
-// cap of 0.7 bends it.
-using Loss = std::tuple<bool, float, bool>;
+// (LSE in the loss, softcap, sinks, ALiBi); scale q·k has a standard deviation of about 1.3
+// here, so a cap of 0.7 bends it.
+using Loss = std::tuple<bool, float, bool, bool>;
 class ReferenceGradcheck : public testing::TestWithParam<Loss> {};
 
 TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
-  const auto [lse_in_loss, softcap, with_sinks] = GetParam();
+  const auto [lse_in_loss, softcap, with_sinks, with_alibi] = GetParam();
   const InstanceRows head0 = tiny_instance({{{0, 1}}, {{0, 2}}, {{1, 3}, {5, 7}}, {}, {{0, 7}}});
   const InstanceRows head1 = tiny_instance({{{6, 7}}, {{2, 5}}, {}, {{0, 4}}, {{3, 4}, {5, 6}}});
   PlanStats stats;
@@ -92,12 +94,15 @@ TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
             {},
             {},
             {},
+            {},
             softcap};
   t.weight = random_tensor(t.q.size(), rng);
   if (lse_in_loss)
     t.lse_weight = random_tensor(static_cast<size_t>(kShape.heads_q * kShape.nq), rng);
   // About the rows' logits, so that both the sinks' and the keys' terms weigh.
   if (with_sinks) t.sinks = {0.8f, -0.3f};
+  // With nk - nq = 2, distances 0 to 6: the bias moves the logits by up to 1.8 and 4.2.
+  if (with_alibi) t.alibi_slopes = {0.3f, 0.7f};
 
   std::vector<float> out = poisoned(t.q.size()), lse = poisoned(kShape.heads_q * kShape.nq);
   std::vector<float> dq = poisoned(t.q.size()), dk = poisoned(t.k.size()),
@@ -128,13 +133,14 @@ TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
 }
 
 std::string case_name(const testing::TestParamInfo<Loss>& info) {
-  const auto [lse_in_loss, softcap, with_sinks] = info.param;
+  const auto [lse_in_loss, softcap, with_sinks, with_alibi] = info.param;
   return std::string(lse_in_loss ? "OutputAndLse" : "Output") + (softcap > 0 ? "Softcap" : "") +
-         (with_sinks ? "Sinks" : "");
+         (with_sinks ? "Sinks" : "") + (with_alibi ? "Alibi" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Loss, ReferenceGradcheck,
                          testing::Combine(testing::Values(false, true), testing::Values(0.0f, 0.7f),
+                                          testing::Values(false, true),
                                           testing::Values(false, true)),
                          case_name);
 

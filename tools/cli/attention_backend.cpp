@@ -4,6 +4,7 @@
 #include <compilemask/compilemask.h>
 
 #include <chrono>
+#include <cmath>
 #include <random>
 
 namespace cm::cli {
@@ -39,6 +40,7 @@ AttentionResult run_reference(Accumulate accumulate, const void* descriptor,
   ref.accumulate = accumulate;
   ref.softcap = p.softcap;
   ref.sinks = p.sinks.empty() ? nullptr : p.sinks.data();
+  ref.alibi_slopes = p.alibi_slopes.empty() ? nullptr : p.alibi_slopes.data();
   ref.threads = options.threads;
   ref.progress = options.on_progress;
   AttentionResult r;
@@ -82,6 +84,14 @@ AttentionProblem random_problem(const AttentionShape& shape, uint64_t seed, bool
     for (float& x : p.sinks) x = 1.0f + 2.0f * x;
   }
   return p;
+}
+
+std::vector<float> alibi_slopes_for(int heads) {
+  std::vector<float> slopes;
+  for (int h = 0; h < heads; ++h) {
+    slopes.push_back(std::exp2(-8.0f * static_cast<float>(h + 1) / static_cast<float>(heads)));
+  }
+  return slopes;
 }
 
 AttentionBackend reference_backend(Accumulate accumulate) {

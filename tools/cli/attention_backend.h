@@ -19,6 +19,7 @@ struct AttentionProblem {
   AttentionShape shape;
   float softcap = 0;         // logit cap (ReferenceOptions::softcap); 0 means none
   std::vector<float> sinks;  // a sink logit per query head (ReferenceOptions::sinks); or none
+  std::vector<float> alibi_slopes;  // per query head (ReferenceOptions::alibi_slopes); or none
   std::vector<float> q, k, v;
   std::vector<float> dout;  // empty unless the backward pass is run
 };
@@ -61,6 +62,9 @@ struct AttentionBackend {
 // much). Throws cm::Error if a tensor would exceed 2^28 elements.
 AttentionProblem random_problem(const AttentionShape& shape, uint64_t seed, bool backward,
                                 bool sinks);
+
+// The ALiBi slopes of Press et al. for `heads` query heads: 2^(-8 (h + 1) / heads) for head h.
+std::vector<float> alibi_slopes_for(int heads);
 
 // The CPU reference with the given accumulation precision.
 AttentionBackend reference_backend(Accumulate accumulate);

@@ -204,6 +204,7 @@ int run_attention(const ParsedArgs& args) {
   const Plan plan = make_plan(mask, args, dims, tiling);
   AttentionProblem problem = random_problem(shape, seed, options.backward, args.has("sinks"));
   problem.softcap = softcap;
+  if (args.has("alibi")) problem.alibi_slopes = alibi_slopes_for(shape.heads_q);
   for (const AttentionBackend& backend : candidates) {
     if (backend.round_to_storage) round_inputs(problem, backend.round_to_storage);
   }
@@ -214,6 +215,7 @@ int run_attention(const ParsedArgs& args) {
               shape.head_dim, tiling.m, tiling.n, static_cast<unsigned long long>(seed));
   if (problem.softcap > 0) std::printf(", softcap %g", problem.softcap);
   if (!problem.sinks.empty()) std::printf(", attention sinks");
+  if (!problem.alibi_slopes.empty()) std::printf(", ALiBi");
   if (options.page_size > 0) std::printf(", K/V in pages of %d rows", options.page_size);
   std::printf("\n");
   std::fflush(stdout);
@@ -254,6 +256,8 @@ Command run_command() {
            "cap the logits at C tanh(logit / C), as Gemma 2 (default: no cap)"},
           {"sinks", 0, "", false,
            "add an attention sink per query head (gpt-oss), its logit drawn from the seed"},
+          {"alibi", 0, "", false,
+           "add ALiBi, with the slopes 2^(-8 (h + 1) / H) of Press et al. for query head h"},
           {"backward", 0, "", false, "also run the backward pass (dQ, dK, dV)"},
           {"seed", 0, "S", false, "random seed for the inputs (default 0)"},
           {"threads", 0, "T", false, "worker threads (default 0: all cores)"},

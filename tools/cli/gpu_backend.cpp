@@ -186,13 +186,19 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
   static_cast<cuda::Problem&>(f) = cuda::dense_problem(dtype, s, q.get(), k.get(), v.get(),
                                                        out.get(), static_cast<float*>(lse.get()));
   f.softcap = p.softcap;
-  std::optional<DeviceBuffer> sinks, dsinks;
-  if (!p.sinks.empty()) {
-    sinks.emplace(p.sinks.size() * sizeof(float), "the sinks");
-    check(cudaMemcpy(sinks->get(), p.sinks.data(), sinks->bytes(), cudaMemcpyHostToDevice),
-          "uploading the sinks");
-    f.sinks = static_cast<const float*>(sinks->get());
-  }
+  // A float32 vector of one value per query head, uploaded into `buffer`: its address, or null
+  // for none.
+  const auto upload_per_head = [](const std::vector<float>& values, const std::string& name,
+                                  std::optional<DeviceBuffer>& buffer) -> const float* {
+    if (values.empty()) return nullptr;
+    buffer.emplace(values.size() * sizeof(float), name);
+    check(cudaMemcpy(buffer->get(), values.data(), buffer->bytes(), cudaMemcpyHostToDevice),
+          "uploading " + name);
+    return static_cast<const float*>(buffer->get());
+  };
+  std::optional<DeviceBuffer> sinks, slopes, dsinks;
+  f.sinks = upload_per_head(p.sinks, "the sinks", sinks);
+  f.alibi_slopes = upload_per_head(p.alibi_slopes, "the ALiBi slopes", slopes);
   f.num_splits = options.num_splits;
   std::optional<DeviceBuffer> page_table;
   if (paged) {
