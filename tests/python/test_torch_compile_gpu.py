@@ -81,10 +81,12 @@ def test_torch_compile_traces_the_backward_kernel_into_the_graph():
     torch._dynamo.reset()
     backend = AotEagerAndRecordGraphs()
 
-    # With attention sinks, whose gradient the backward operator returns too.
+    # With attention sinks, whose gradient the backward operator returns too, and ALiBi, whose
+    # slopes reach the backward operator as an input without a gradient.
     @torch.compile(backend=backend, fullgraph=True)
     def layer(q, k, v, plan, sinks):
-        out, lse = cm.attention(q, k, v, plan, return_lse=True, deterministic=True, sinks=sinks)
+        out, lse = cm.attention(q, k, v, plan, return_lse=True, deterministic=True, sinks=sinks,
+                                alibi_slopes=slopes)
         return out.float().square().sum() + lse.sum()
 
     n = 384
@@ -92,8 +94,10 @@ def test_torch_compile_traces_the_backward_kernel_into_the_graph():
     q, k, v = (torch.randn(1, n, 2, 64, device=DEVICE, dtype=torch.float16, requires_grad=True)
                for _ in range(3))
     sinks = torch.tensor([1.0, 3.0], device=DEVICE, requires_grad=True)
+    slopes = torch.tensor([0.25, 0.0625], device=DEVICE)
     grads = torch.autograd.grad(layer(q, k, v, plan, sinks), (q, k, v, sinks))
-    out, lse = cm.attention(q, k, v, plan, return_lse=True, deterministic=True, sinks=sinks)
+    out, lse = cm.attention(q, k, v, plan, return_lse=True, deterministic=True, sinks=sinks,
+                            alibi_slopes=slopes)
     eager = torch.autograd.grad(out.float().square().sum() + lse.sum(), (q, k, v, sinks))
     for g, e in zip(grads, eager):
         torch.testing.assert_close(g, e, rtol=1e-2, atol=1e-2)
