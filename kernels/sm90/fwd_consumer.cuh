@@ -106,7 +106,7 @@ struct Consumer {
     const int part = Config::kTileParts == 1 ? 0 : tile.part;
     const bool with_alibi = Config::kModifiedLogits && p.alibi_slopes != nullptr;
     // Read before k_empty hands the stage back to the loader, which then rewrites it.
-    const int first_key = with_alibi ? ss.first_key[stage] : 0;
+    const int first_key = with_alibi ? warp_uniform_load(ss.first_key[stage]) : 0;
     if (tile.masked && (Config::kTileParts == 1 || tile.first)) take_visibility(mask_slot, visible);
     warpgroup_wait<kPending>();
     warpgroup_fence_operand(tSrS);
