@@ -33,6 +33,12 @@ int LaunchChecks::multiprocessors() const {
   return sms;
 }
 
+void LaunchChecks::bind_device_context() const {
+  int device = 0;
+  cuda(cudaGetDevice(&device), "cudaGetDevice");
+  cuda(cudaSetDevice(device), "binding the device's context (cudaSetDevice)");
+}
+
 const desc::Header& LaunchChecks::descriptor(const DescriptorView& d, int tile) const {
   require(d.host != nullptr && d.device != nullptr,
           "descriptor host and device pointers must be set");

@@ -32,6 +32,10 @@ class LaunchChecks {
 
   // The current device's multiprocessor count (CudaError if it cannot be read).
   int multiprocessors() const;
+  // Makes the current device's primary context current in this thread, for the driver calls
+  // (cuTensorMapEncodeTiled): a thread that has made no runtime call that binds it, such as
+  // autograd's backward worker, has none (CUDA_ERROR_INVALID_CONTEXT).
+  void bind_device_context() const;
 
   // Host and device pointers set, a CompileMask descriptor of the supported version with
   // tile x tile tiles. Returns its header.

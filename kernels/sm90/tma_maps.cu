@@ -46,6 +46,7 @@ CUtensorMap make_tile_map(const LaunchChecks& check, const TensorRef& t, DType d
                              static_cast<cuuint32_t>(box_heads), 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   CUtensorMap map;
+  check.bind_device_context();
   const CUresult status =
       encode_tiled(check)(&map,
                           dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
@@ -53,10 +54,14 @@ CUtensorMap make_tile_map(const LaunchChecks& check, const TensorRef& t, DType d
                           4, const_cast<void*>(t.data), dims, strides, box, element_strides,
                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (status == CUDA_ERROR_INVALID_VALUE) {
+    throw Error(std::string(check.entry()) +
+                ": cuTensorMapEncodeTiled rejected a tensor; strides must be below 2^40 bytes and "
+                "the rows below 2^32");
+  }
   if (status != CUDA_SUCCESS) {
-    throw Error(std::string(check.entry()) + ": cuTensorMapEncodeTiled rejected a tensor (error " +
-                std::to_string(static_cast<int>(status)) +
-                "); strides must be below 2^40 bytes and the rows below 2^32");
+    throw CudaError(std::string(check.entry()) + ": cuTensorMapEncodeTiled failed (CUresult " +
+                    std::to_string(static_cast<int>(status)) + ")");
   }
   return map;
 }

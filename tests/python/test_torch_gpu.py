@@ -160,6 +160,30 @@ def test_alibi_in_jagged_sequences_counts_from_each_sequences_first_row():
         assert torch.equal(g.grad.index_select(0, rows), w.grad.flatten(0, 1))
 
 
+def test_a_thread_that_made_no_cuda_call_yet_launches_the_kernels():
+    """A fresh thread has no CUDA context bound until some runtime call binds one, and torch may
+    make none there (its allocator's cache serves the outputs): the launchers bind it before
+    their driver calls (cuTensorMapEncodeTiled), as autograd's backward worker needs."""
+    import threading
+    plan = MASKS["causal"](256).specialize(nq=256, device=DEVICE)
+    q, k, v = (torch.randn(1, 256, 2, 64, device=DEVICE, dtype=torch.bfloat16) for _ in range(3))
+    want = cm.attention(q, k, v, plan)
+    got = {}
+
+    def worker():
+        try:
+            got["out"] = cm.attention(q, k, v, plan)
+        except Exception as error:  # re-raised in the test's thread
+            got["error"] = error
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    if "error" in got:
+        raise got["error"]
+    assert torch.equal(got["out"], want)
+
+
 def test_sinks_gradient_is_bitwise_reproducible():
     torch.manual_seed(6)
     plan = MASKS["doc_causal"](1000).specialize(nq=1000, device=DEVICE)
