@@ -16,7 +16,7 @@ checked against A's (max abs difference, printed), so that a broken B cannot pas
 Usage: ab.py --cli BUILD_B/tools/cli/compilemask --lib BUILD_B/.../libcompilemask_cuda.so
        --lib-a BUILD_A/.../libcompilemask_cuda.so [--cli-a BUILD_A/tools/cli/compilemask]
        --examples examples --workloads DIR --out OUTDIR [--lens 32768] [--masks causal,...]
-       [--packed] [--deterministic]
+       [--packed] [--deterministic] [--softcap C]
 Writes OUTDIR/ab.md.
 """
 import argparse
@@ -77,12 +77,12 @@ def ab_one(name, n0, forward, backward, workloads, a):
 
     def fwd(lib):
         return lambda: forward[lib].forward(desc[lib], q, k, v, *fwd_out[lib], layout=layout,
-                                            **offsets)
+                                            softcap=a.softcap, **offsets)
 
     def bwd(lib):
         return lambda: backward[lib].backward(desc[lib], q, k, v, out, dout, lse, *bwd_out[lib],
                                               layout=layout, deterministic=a.deterministic,
-                                              **offsets)
+                                              softcap=a.softcap, **offsets)
 
     fwd_ms = interleaved_median_ms({lib: fwd(lib) for lib in LIBS})
     bwd_ms = interleaved_median_ms({lib: bwd(lib) for lib in LIBS})
@@ -102,6 +102,8 @@ def main():
                    help=f"Q, K, V and the outputs packed as [T, H, D], {GAP} NaN rows apart")
     p.add_argument("--deterministic", action="store_true",
                    help="the backward in deterministic mode (dQ adds ordered by key tile)")
+    p.add_argument("--softcap", type=float, default=0.0,
+                   help="cap the logits at C tanh(logit / C) in both passes (default 0: no cap)")
     a = p.parse_args()
     sys.path.insert(0, a.workloads)
     import workloads
@@ -112,6 +114,8 @@ def main():
               else "[B, H, N, D]")
     if a.deterministic:
         layout += ", deterministic backward"
+    if a.softcap:
+        layout += f", logits capped at {a.softcap}"
     lines = [f"H={H}, D={a.dim}, bf16, B*N=32768, {layout}; A = --lib-a, B = --lib; max diff: B "
              "against A.",
              "",

@@ -40,9 +40,9 @@ __host__ __device__ __forceinline__ int ds_offset(int q, int k) {
 }
 
 // ALiBi of a step (BwdMainParams::alibi_slopes) for a thread's Sᵀ fragment: element (e, h, j)
-// gains -slope |offset[h] - (8j + e)|, slope in the units of the scores (the logits' slope over
-// their factor, scale_log2 / log2(e)); offset[h] is the distance between the element's key and
-// query position at j = e = 0.
+// gains -slope |offset[h] - (8j + e)|, slope in the units of the scores (BwdMainParams::
+// score_units); offset[h] is the distance between the element's key and query position at
+// j = e = 0.
 struct AlibiStep {
   float slope;
   float offset[2];
@@ -132,7 +132,7 @@ struct BwdConsumer {
                           step.half * kBwdStepRows + row_base + frag.col0;
     const int distance = first_key + key_base + frag.row0 - (first_row + p.shape.nk - p.shape.nq);
     AlibiStep alibi;
-    alibi.slope = p.alibi_slopes[step.h] * (1.4426950408889634f / p.scale_log2);
+    alibi.slope = p.alibi_slopes[step.h] * p.score_units;
     // Exact in float for distances below 2^24.
     alibi.offset[0] = static_cast<float>(distance);
     alibi.offset[1] = static_cast<float>(distance + 8);

@@ -204,6 +204,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   main.scale_log2 = logits.scale_log2;
   main.softcap_scale = logits.softcap_scale;
   main.alibi_slopes = args.alibi_slopes;
+  main.score_units = logits.score_units;
   main.dk = gradient(args.dk);
   main.dv = gradient(args.dv);
   main.ws = ws;

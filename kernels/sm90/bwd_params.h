@@ -117,6 +117,7 @@ struct BwdMainParams {
   float scale_log2;           // log2(e) * the logits' factor: scale, or softcap with a cap
   float softcap_scale;        // scale / softcap (FwdParams); 0 for no cap
   const float* alibi_slopes;  // per query head (FwdParams); null for none
+  float score_units;          // FwdParams's
   GradientRef dk, dv;
   BwdWorkspace ws;
 };

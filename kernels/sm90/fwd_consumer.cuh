@@ -37,8 +37,8 @@ struct RowState {
 };
 
 // ALiBi of the thread's two rows (FwdParams::alibi_slopes): the bias of key k in row h is
-// -slope[h] |k - position[h]|, slope in the units of the scores (the logits' slope over their
-// factor, scale_log2 / log2(e)) and position the row's index plus nk - nq.
+// -slope[h] |k - position[h]|, slope in the units of the scores (FwdParams::score_units) and
+// position the row's index plus nk - nq.
 struct AlibiRows {
   float slope[2];
   int position[2];
@@ -124,12 +124,11 @@ struct Consumer {
   __device__ AlibiRows alibi_rows(const WorkItem& item) const {
     AlibiRows rows{};
     if (!Config::kModifiedLogits || p.alibi_slopes == nullptr) return rows;
-    const float to_score_units = 1.4426950408889634f / p.scale_log2;
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int t = row_in_tile + 8 * h;  // row r of query head item.h + head
       const int head = t / p.rows_per_head;
-      rows.slope[h] = p.alibi_slopes[item.h + head] * to_score_units;
+      rows.slope[h] = p.alibi_slopes[item.h + head] * p.score_units;
       rows.position[h] = item.q0 + (t & (p.rows_per_head - 1)) + p.nk - p.nq;
     }
     return rows;

@@ -23,8 +23,10 @@ struct FwdParams : ProblemShape {
   // with `combine`.
   const float* sinks;
   // ALiBi (cm::cuda::Problem::alibi_slopes): per query head, the slope of the bias
-  // -slope |i + nk - nq - j| of logit (i, j). Null for none.
+  // -slope |i + nk - nq - j| of logit (i, j). Null for none. score_units: a logit's unit in the
+  // scores (host::LogitFactors), which turns a slope into the scores' units.
   const float* alibi_slopes;
+  float score_units;
 
   void* out;  // same element type as Q
   int64_t out_stride_b, out_stride_s, out_stride_h;

@@ -160,8 +160,8 @@ float softmax_scale(const Problem& a) {
 LogitFactors logit_factors(const Problem& a) {
   constexpr float kLog2e = 1.4426950408889634f;
   const float scale = softmax_scale(a);
-  if (a.softcap == 0.f) return {scale * kLog2e, 0.f};
-  return {a.softcap * kLog2e, scale / a.softcap};
+  if (a.softcap == 0.f) return {scale * kLog2e, 0.f, 1.f / scale};
+  return {a.softcap * kLog2e, scale / a.softcap, 1.f / a.softcap};
 }
 
 namespace {

@@ -84,10 +84,14 @@ int kernel_head_dim(int32_t head_dim);
 float softmax_scale(const Problem& a);
 
 // The factors the kernels form the logits with (FwdParams, BwdMainParams): scale_log2 is log2(e)
-// times the softmax scale, or times softcap with a cap; softcap_scale is scale / softcap, or 0.
+// times the softmax scale, or times softcap with a cap; softcap_scale is scale / softcap, or 0;
+// score_units is log2(e) / scale_log2, what a logit's unit is in the scores the kernels hold
+// (S, or the capped tanh), by which they scale the ALiBi slopes (a product in the kernels: a
+// division there took IEEE division's slow-path call, whose register saves spilled).
 struct LogitFactors {
   float scale_log2;
   float softcap_scale;
+  float score_units;
 };
 LogitFactors logit_factors(const Problem& a);
 

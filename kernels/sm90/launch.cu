@@ -176,6 +176,7 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   p.softcap_scale = logits.softcap_scale;
   p.sinks = args.sinks;
   p.alibi_slopes = args.alibi_slopes;
+  p.score_units = logits.score_units;
   p.out = const_cast<void*>(args.out.data);
   p.out_stride_b = packed ? 0 : args.out.stride_b;
   p.out_stride_s = args.out.stride_s;

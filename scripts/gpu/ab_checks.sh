@@ -8,7 +8,8 @@
 #
 # Usage: scripts/gpu/ab_checks.sh MASKS NAME...   MASKS: comma-separated workloads
 # Environment: OUT (default ./out/ab; receives ab.md and ab_summary.txt), BENCH_LENS (default
-# 32768), CM_BUILD and CM_WORKLOADS (see common.sh).
+# 32768), AB_ARGS (more ab.py flags, word-split: "--softcap 1.5", "--deterministic"), CM_BUILD
+# and CM_WORKLOADS (see common.sh).
 set -uo pipefail
 # shellcheck source=scripts/gpu/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -45,7 +46,7 @@ for rev in "$@"; do
     --lib-a "/tmp/cm-ab/${rev}-build/kernels/libcompilemask_cuda.so" \
     --cli-a "/tmp/cm-ab/${rev}-build/tools/cli/compilemask" \
     --examples "${ROOT}/examples" --workloads "${WORKLOADS}" --out "${OUT}/${rev}" \
-    --lens "${BENCH_LENS:-32768}" --masks "${MASKS}" > "${OUT}/ab_${rev}.log" 2>&1
+    --lens "${BENCH_LENS:-32768}" --masks "${MASKS}" ${AB_ARGS:-} > "${OUT}/ab_${rev}.log" 2>&1
   note "ab: A = ${rev}: exit $? in $(elapsed "${start}")"
   cat "${OUT}/${rev}/ab.md" >> "${OUT}/ab.md" 2>/dev/null
 done
