@@ -5,6 +5,7 @@
 
 #include "bwd_params.h"
 #include "bwd_work.cuh"
+#include "logit_mods.h"
 #include "sync.cuh"
 #include "thread_helpers.cuh"
 #include "tile_mask.cuh"
@@ -48,8 +49,10 @@ struct AlibiStep {
   float offset[2];
 };
 
-template <class Config, bool kDeterministic, bool kModifiedLogits, bool kHeadSplits>
+template <class Config, bool kDeterministic, int kLogitMods, bool kHeadSplits>
 struct BwdConsumer {
+  static constexpr bool kSoftcap = (kLogitMods & kCappedLogits) != 0;
+  static constexpr bool kAlibi = (kLogitMods & kAlibiLogits) != 0;
   using Element = typename Config::Element;
   static constexpr int kBlockM = Config::kBlockM;
   static constexpr int kBlockN = Config::kBlockN;
@@ -141,16 +144,13 @@ struct BwdConsumer {
 
   // P = exp2(Sᵀ scale_log2 - lse_log2), 0 where keep's bit is clear, and dS = P (dPᵀ - dsum),
   // in the element type, for this thread's kCols / 8 x 4 fragment elements, whose step rows
-  // start at row_base (keep_bits); lse_log2 and dsum are the stage's. With kModifiedLogits the
-  // scores may be t = tanh(Sᵀ softcap_scale) (the forward's soft cap), and dS then takes the
-  // cap's slope 1 - t², and may gain the ALiBi bias (alibi_step), which adds nothing to dS's
-  // slope.
+  // start at row_base (keep_bits); lse_log2 and dsum are the stage's. With kSoftcap the scores
+  // are t = tanh(Sᵀ softcap_scale) (the forward's soft cap) and dS takes the cap's slope 1 - t²;
+  // with kAlibi they gain the ALiBi bias (alibi_step), which adds nothing to dS's slope.
   template <int kCols, class TAcc, class TOut>
   __device__ void probabilities_and_ds(const TAcc& s, const TAcc& dp, uint32_t keep,
                                        const float* lse_log2, const float* dsum, int row_base,
                                        const AlibiStep& alibi, TOut& prob_out, TOut& ds_out) const {
-    const bool capped = kModifiedLogits && p.softcap_scale != 0.f;
-    const bool biased = kModifiedLogits && p.alibi_slopes != nullptr;
     const Fragment frag(fresh_thread_index() - 128);
     CUTE_UNROLL
     for (int j = 0; j < kCols / 8; ++j) {
@@ -162,16 +162,16 @@ struct BwdConsumer {
         CUTE_UNROLL
         for (int h = 0; h < 2; ++h) {
           const int i = Fragment::index(e, h, j);
-          const float score = capped ? tanh_approx(s(i) * p.softcap_scale) : s(i);
+          const float score = kSoftcap ? tanh_approx(s(i) * p.softcap_scale) : s(i);
           const float biased_score =
-              biased ? fmaf(-alibi.slope, fabsf(alibi.offset[h] - static_cast<float>(8 * j + e)),
+              kAlibi ? fmaf(-alibi.slope, fabsf(alibi.offset[h] - static_cast<float>(8 * j + e)),
                             score)
                      : score;
           float prob = exp2_approx(fmaf(biased_score, p.scale_log2, -lse));
           prob = (keep >> i) & 1u ? prob : 0.f;
           prob_out(i) = static_cast<Element>(prob);
           const float ds = prob * (dp(i) - ds_bias);
-          ds_out(i) = static_cast<Element>(capped ? ds * fmaf(-score, score, 1.f) : ds);
+          ds_out(i) = static_cast<Element>(kSoftcap ? ds * fmaf(-score, score, 1.f) : ds);
         }
       }
     }
@@ -296,9 +296,8 @@ struct BwdConsumer {
 
       Tensor tPrP = make_tensor<Element>(typename Config::LayoutPdS{});
       Tensor tdSrdS = make_tensor<Element>(typename Config::LayoutPdS{});
-      const AlibiStep alibi = kModifiedLogits && p.alibi_slopes != nullptr
-                                  ? alibi_step(step, row_base, key_base, first_key)
-                                  : AlibiStep{};
+      const AlibiStep alibi =
+          kAlibi ? alibi_step(step, row_base, key_base, first_key) : AlibiStep{};
       probabilities_and_ds<kCols>(tSrS, tSrdP, keep, ss.lse_log2[st.stage], ss.dsum[st.stage],
                                   row_base, alibi, tPrP, tdSrdS);
       if constexpr (!kSplitHeadDim) {

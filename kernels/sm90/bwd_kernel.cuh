@@ -49,12 +49,12 @@
 
 namespace cm::sm90 {
 
-// kModifiedLogits: params.softcap_scale is not 0 or params.alibi_slopes is not null (a
-// compile-time choice, as the forward's FwdConfig says; tested at run time, the cap's branch made
-// the uncapped backward 1.6-2.8% slower, run 192). Within such a kernel each is tested at run time.
+// kLogitMods: the logits' modifications that params asks for (logit_mods.h), compile-time as in
+// the forward (tested at run time, the cap's branch made the uncapped backward 1.6-2.8% slower,
+// run 192).
 // kHeadSplits: params.shape.head_splits is more than 1 (compile-time too: as a run-time branch
 // in the epilogue it made the deterministic head-dim-128 kernels spill in their step loop).
-template <class Config, bool kDeterministic, bool kModifiedLogits, bool kHeadSplits>
+template <class Config, bool kDeterministic, int kLogitMods, bool kHeadSplits>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     bwd_kernel(const __grid_constant__ BwdMainParams params,
                const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();
     if (sequence_fits(params.shape, item.b)) {
-      BwdConsumer<Config, kDeterministic, kModifiedLogits, kHeadSplits>{
+      BwdConsumer<Config, kDeterministic, kLogitMods, kHeadSplits>{
           params, *ss, item, static_cast<int>(threadIdx.x) - 128}
           .run();
     }

@@ -4,6 +4,7 @@
 #include "bwd_kernel.cuh"
 #include "bwd_launch.h"
 #include "bwd_prepost.cuh"
+#include "logit_mods.h"
 #include "with_flags.h"
 
 #include <cutlass/numeric_types.h>
@@ -16,10 +17,10 @@ template <ElementKind kElement>
 using BwdElement =
     std::conditional_t<kElement == ElementKind::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
 
-template <class Config, bool kDeterministic, bool kModifiedLogits, bool kHeadSplits>
+template <class Config, bool kDeterministic, int kLogitMods, bool kHeadSplits>
 cudaError_t launch_bwd_main(const BwdMainParams& params, const CUtensorMap& q, const CUtensorMap& k,
                             const CUtensorMap& v, const CUtensorMap& dout, cudaStream_t stream) {
-  const auto kernel = bwd_kernel<Config, kDeterministic, kModifiedLogits, kHeadSplits>;
+  const auto kernel = bwd_kernel<Config, kDeterministic, kLogitMods, kHeadSplits>;
   const cudaError_t status = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Config::kSmemBytes));
   if (status != cudaSuccess) return status;
@@ -43,11 +44,11 @@ cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main
   if (status != cudaSuccess) return status;
 
   status = with_flags(
-      [&]<bool kDeterministic, bool kModifiedLogits, bool kHeadSplits>() {
-        return launch_bwd_main<Config, kDeterministic, kModifiedLogits, kHeadSplits>(main, q, k, v,
-                                                                                     dout, stream);
+      [&]<bool kDeterministic, bool kCapped, bool kAlibi, bool kHeadSplits>() {
+        return launch_bwd_main<Config, kDeterministic, logit_mods(kCapped, kAlibi), kHeadSplits>(
+            main, q, k, v, dout, stream);
       },
-      deterministic, main.softcap_scale != 0.f || main.alibi_slopes != nullptr, s.head_splits > 1);
+      deterministic, main.softcap_scale != 0.f, main.alibi_slopes != nullptr, s.head_splits > 1);
   if (status != cudaSuccess) return status;
 
   const dim3 post_grid(static_cast<unsigned>(s.rows_padded / kPrepostRows),

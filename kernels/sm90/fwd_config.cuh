@@ -4,6 +4,7 @@
 #pragma once
 
 #include "fwd_launch.h"
+#include "logit_mods.h"
 #include "sync.cuh"
 #include "tile_mask.cuh"
 
@@ -52,7 +53,7 @@ enum FwdNamedBarrier : int {
   kFwdTurnBarrier = 3,      // + wg, so 3 and 4: the pingpong turn of consumer warpgroup wg
 };
 
-template <class ElementT, int kHeadDimV, bool kIntraOverlapV, bool kModifiedLogitsV>
+template <class ElementT, int kHeadDimV, bool kIntraOverlapV, int kLogitModsV>
 struct FwdConfig {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
@@ -60,11 +61,10 @@ struct FwdConfig {
   // and let the two consumer warpgroups take turns issuing products (pingpong). Faster than
   // the plain serial mainloop on every measured workload (perf-notes, v9).
   static constexpr bool kIntraOverlap = kIntraOverlapV;
-  // Soft-capped or ALiBi-biased logits (FwdParams::softcap_scale, alibi_slopes). A compile-time
-  // choice: tested at run time, the cap's branch alone made the serial mainloop at head dim 128
-  // spill 64 bytes where it spilled none (ptxas). Within such a kernel each is tested at run
-  // time.
-  static constexpr bool kModifiedLogits = kModifiedLogitsV;
+  // Soft-capped and ALiBi-biased logits (FwdParams::softcap_scale, alibi_slopes): compile-time
+  // choices (logit_mods.h).
+  static constexpr bool kSoftcap = (kLogitModsV & kCappedLogits) != 0;
+  static constexpr bool kAlibi = (kLogitModsV & kAlibiLogits) != 0;
   static constexpr int kBlockM = 128;  // query rows per tile (two consumer warpgroups of 64)
   static constexpr int kBlockN = 128;  // key columns per tile
   // Keys per K/V stage and per product: the whole tile, or at head dim 256 a 64-key part, so

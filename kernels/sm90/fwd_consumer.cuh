@@ -104,17 +104,14 @@ struct Consumer {
                                           uint32_t (&visible)[2], uint64_t& k_empty,
                                           RowState& state, float (&correction)[2]) const {
     const int part = Config::kTileParts == 1 ? 0 : tile.part;
-    const bool with_alibi = Config::kModifiedLogits && p.alibi_slopes != nullptr;
     // Read before k_empty hands the stage back to the loader, which then rewrites it.
-    const int first_key = with_alibi ? warp_uniform_load(ss.first_key[stage]) : 0;
+    const int first_key = Config::kAlibi ? warp_uniform_load(ss.first_key[stage]) : 0;
     if (tile.masked && (Config::kTileParts == 1 || tile.first)) take_visibility(mask_slot, visible);
     warpgroup_wait<kPending>();
     warpgroup_fence_operand(tSrS);
     arrive_per_warp(k_empty);
-    if constexpr (Config::kModifiedLogits) {
-      if (p.softcap_scale != 0.f) soft_cap(tSrS, p.softcap_scale);
-      if (with_alibi) add_alibi(tSrS, alibi, first_key);
-    }
+    if constexpr (Config::kSoftcap) soft_cap(tSrS, p.softcap_scale);
+    if constexpr (Config::kAlibi) add_alibi(tSrS, alibi, first_key);
     if (tile.masked) mask_tile(tSrS, visible, part);
     online_softmax(tSrS, state, correction);
   }
@@ -123,13 +120,14 @@ struct Consumer {
   // belong to different query heads.
   __device__ AlibiRows alibi_rows(const WorkItem& item) const {
     AlibiRows rows{};
-    if (!Config::kModifiedLogits || p.alibi_slopes == nullptr) return rows;
-    CUTE_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      const int t = row_in_tile + 8 * h;  // row r of query head item.h + head
-      const int head = t / p.rows_per_head;
-      rows.slope[h] = p.alibi_slopes[item.h + head] * p.score_units;
-      rows.position[h] = item.q0 + (t & (p.rows_per_head - 1)) + p.nk - p.nq;
+    if constexpr (Config::kAlibi) {
+      CUTE_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int t = row_in_tile + 8 * h;  // row r of query head item.h + head
+        const int head = t / p.rows_per_head;
+        rows.slope[h] = p.alibi_slopes[item.h + head] * p.score_units;
+        rows.position[h] = item.q0 + (t & (p.rows_per_head - 1)) + p.nk - p.nq;
+      }
     }
     return rows;
   }

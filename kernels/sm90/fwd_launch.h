@@ -18,9 +18,9 @@ constexpr int forward_keys_per_stage(int kernel_head_dim) {
   return kernel_head_dim == 256 ? 64 : 128;
 }
 
-// Launches the persistent kernel on `grid` CTAs. Returns the launch's error code. kModifiedLogits:
-// params.softcap_scale is not 0 or params.alibi_slopes is not null.
-template <ElementKind kElement, int kHeadDim, bool kIntraOverlap, bool kModifiedLogits>
+// Launches the persistent kernel on `grid` CTAs. Returns the launch's error code. kLogitMods:
+// the logits' modifications that params asks for (logit_mods.h).
+template <ElementKind kElement, int kHeadDim, bool kIntraOverlap, int kLogitMods>
 cudaError_t launch_forward(const FwdParams& params, const CUtensorMap& q, const CUtensorMap& k,
                            const CUtensorMap& v, int grid, cudaStream_t stream);
 

@@ -9,6 +9,7 @@
 #include "fwd_paging.h"
 #include "fwd_splits.h"
 #include "host_checks.h"
+#include "logit_mods.h"
 #include "packed_rows.h"
 #include "tma_maps.h"
 #include "with_flags.h"
@@ -94,20 +95,17 @@ WorkLayout work_layout(const desc::Header& h, const DescriptorView& d, const For
   return w;
 }
 
-template <sm90::ElementKind kElement, bool kOverlap, bool kModifiedLogits>
+template <sm90::ElementKind kElement, bool kOverlap, int kLogitMods>
 cudaError_t dispatch_head_dim(int head_dim, const sm90::FwdParams& p, const CUtensorMap& q,
                               const CUtensorMap& k, const CUtensorMap& v, int grid,
                               cudaStream_t stream) {
   switch (head_dim) {
     case 64:
-      return sm90::launch_forward<kElement, 64, kOverlap, kModifiedLogits>(p, q, k, v, grid,
-                                                                           stream);
+      return sm90::launch_forward<kElement, 64, kOverlap, kLogitMods>(p, q, k, v, grid, stream);
     case 128:
-      return sm90::launch_forward<kElement, 128, kOverlap, kModifiedLogits>(p, q, k, v, grid,
-                                                                            stream);
+      return sm90::launch_forward<kElement, 128, kOverlap, kLogitMods>(p, q, k, v, grid, stream);
     default:
-      return sm90::launch_forward<kElement, 256, kOverlap, kModifiedLogits>(p, q, k, v, grid,
-                                                                            stream);
+      return sm90::launch_forward<kElement, 256, kOverlap, kLogitMods>(p, q, k, v, grid, stream);
   }
 }
 
@@ -221,14 +219,13 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const bool pingpong = args.mainloop == Mainloop::kPingpong ||
                         (args.mainloop == Mainloop::kAuto && kernel_head_dim <= 128);
   const cudaError_t launched = sm90::with_flags(
-      [&]<bool kBFloat16, bool kOverlap, bool kModifiedLogits>() {
+      [&]<bool kBFloat16, bool kOverlap, bool kCapped, bool kAlibi>() {
         constexpr auto kElement =
             kBFloat16 ? sm90::ElementKind::kBFloat16 : sm90::ElementKind::kFloat16;
-        return dispatch_head_dim<kElement, kOverlap, kModifiedLogits>(kernel_head_dim, p, q, k, v,
-                                                                      grid, stream);
+        return dispatch_head_dim<kElement, kOverlap, sm90::logit_mods(kCapped, kAlibi)>(
+            kernel_head_dim, p, q, k, v, grid, stream);
       },
-      args.dtype == DType::kBFloat16, pingpong,
-      p.softcap_scale != 0.f || p.alibi_slopes != nullptr);
+      args.dtype == DType::kBFloat16, pingpong, p.softcap_scale != 0.f, p.alibi_slopes != nullptr);
   check.cuda(launched, "launching the forward kernel");
   if (work.combine) {
     const sm90::ElementKind element =
