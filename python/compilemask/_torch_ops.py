@@ -244,8 +244,9 @@ def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_of
             dtype=torch.uint8, device=q.device)
         _cuda.backward(
             desc_host.data_ptr(), desc_device.data_ptr(), dims, scale, softcap, _address(sinks),
-            _address(alibi_slopes), tensors, lse.data_ptr(), _lse_strides(lse, packed), _address(dlse),
-            0 if sinks is None else dsinks.data_ptr(), *_packing(q, k, q_offsets, k_offsets),
+            _address(alibi_slopes), tensors, lse.data_ptr(), _lse_strides(lse, packed),
+            _address(dlse), 0 if sinks is None else dsinks.data_ptr(),
+            *_packing(q, k, q_offsets, k_offsets),
             deterministic, 0, workspace.data_ptr(), workspace.numel(), _current_stream(q.device),
         )
     return dq, dk, dv, dsinks

@@ -83,8 +83,8 @@ class Backward:
                  alibi_slopes=None):
         """dq/dk/dv are written. lse: float32 [B, H, S] (bshd/bhsd) or [H, T] (thd); dlse,
         the LSE's gradient, None or a float32 tensor with lse's strides; softcap, sinks and
-        alibi_slopes as in the forward; dsinks: None, or float32 [H] that receives the sinks' gradient;
-        head_splits: 0 automatic, 1 none, else that many parts of each kv group
+        alibi_slopes as in the forward; dsinks: None, or float32 [H] that receives the sinks'
+        gradient; head_splits: 0 automatic, 1 none, else that many parts of each kv group
         (cm::cuda::BackwardArgs); write_rows_outside as in Kernel.forward."""
         if dsinks is not None and not self.has_sinks:
             raise KernelError("this build of the library has no dsinks (cm_cuda_abi_version < 7)")

@@ -275,7 +275,12 @@ std::vector<Case> softcap_cases() {
   return cases;
 }
 
-std::vector<Case> sink_cases() {
+namespace {
+
+// The cases of a change to the logits or the rows' sums (sink_cases, alibi_cases): full and
+// partial tiles, rows that see no key, GQA, both dtypes, head dims 64, 128 and 200, a soft cap,
+// and decoding shapes whose key parts and packed heads fwd_combine merges.
+std::vector<Case> logit_cases() {
   const std::vector<Case> decode = decode_cases();
   std::vector<Case> cases = {example_case("causal", 300, 0),
                              example_case("doc_causal", 700, 0),
@@ -288,25 +293,21 @@ std::vector<Case> sink_cases() {
   Case capped = example_case("sliding_window", 300, 0);
   capped.softcap = 1.5f;
   cases.push_back(capped);
+  return cases;
+}
+
+}  // namespace
+
+std::vector<Case> sink_cases() {
+  std::vector<Case> cases = logit_cases();
   for (Case& c : cases) c.sinks = true;
   return cases;
 }
 
 std::vector<Case> alibi_cases() {
-  const std::vector<Case> decode = decode_cases();
-  std::vector<Case> cases = {example_case("causal", 300, 0),
-                             example_case("doc_causal", 700, 0),
-                             example_case("clear", 940, 0),
-                             example_case("hstu", 300, 200),
-                             example_case("causal", 300, 64),
-                             example_case("causal", 129, 0),  // 129 rows against 385 keys
-                             decode[0],
-                             decode[3],  // cross attention on the kernel for 256
-                             decode[4],  // rows that see no key
-                             decode[5]};
-  Case capped = example_case("sliding_window", 300, 0);
-  capped.softcap = 1.5f;
-  cases.push_back(capped);
+  std::vector<Case> cases = logit_cases();
+  cases.push_back(example_case("causal", 129, 0));  // 129 rows against 385 keys
+  cases.push_back(decode_cases()[3]);               // cross attention on the kernel for 256
   Case sunk = example_case("chunked_causal", 300, 0);
   sunk.sinks = true;
   cases.push_back(sunk);
