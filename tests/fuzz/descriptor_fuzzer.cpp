@@ -5,7 +5,8 @@
 // crash or read out of bounds. What it accepts, the readers trust: its stats must add up, and a
 // small accepted blob must decode (both forms, every (b, h), to the same mask; a window of rows to
 // those rows), dump to JSON, and drive the CPU reference forward and backward, without and with
-// attention sinks, to finite outputs (fully masked rows give 0), all without a sanitizer report.
+// attention sinks and ALiBi, to finite outputs (fully masked rows give 0), all without a
+// sanitizer report.
 #include <compilemask/compilemask.h>
 #include <compilemask/descriptor.h>
 #include <compilemask/reference.h>
@@ -35,20 +36,23 @@ void run_reference(const void* blob, const cm::desc::Header& h) {
   };
   const std::vector<float> q = filled(q_size, 0.37f), k = filled(k_size, 0.53f),
                            v = filled(k_size, 0.71f), dout = filled(q_size, 0.29f);
-  // Without sinks, then with a sink per head (head 0's -inf, none, when there are several).
+  // Without sinks and ALiBi, then with a sink per head (head 0's -inf, none, when there are
+  // several) and an ALiBi slope per head.
   std::vector<float> sinks = filled(static_cast<size_t>(shape.heads_q), 0.61f);
   if (sinks.size() > 1) sinks[0] = -std::numeric_limits<float>::infinity();
-  for (const bool with_sinks : {false, true}) {
+  const std::vector<float> slopes = filled(static_cast<size_t>(shape.heads_q), 0.43f);
+  for (const bool with_extras : {false, true}) {
     std::vector<float> out(q_size), lse(q_size / shape.head_dim), dq(q_size), dk(k_size),
-        dv(k_size), dsinks(with_sinks ? sinks.size() : 0);
+        dv(k_size), dsinks(with_extras ? sinks.size() : 0);
     cm::ReferenceOptions options;
     options.threads = 1;
-    options.sinks = with_sinks ? sinks.data() : nullptr;
+    options.sinks = with_extras ? sinks.data() : nullptr;
+    options.alibi_slopes = with_extras ? slopes.data() : nullptr;
     cm::reference_forward(blob, shape, q.data(), k.data(), v.data(), out.data(), lse.data(),
                           options);
     cm::reference_backward(blob, shape, q.data(), k.data(), v.data(), out.data(), dout.data(),
                            lse.data(), nullptr, dq.data(), dk.data(), dv.data(),
-                           with_sinks ? dsinks.data() : nullptr, options);
+                           with_extras ? dsinks.data() : nullptr, options);
     for (const std::vector<float>* t : {&out, &dq, &dk, &dv, &dsinks}) {
       for (const float x : *t) {
         if (!std::isfinite(x)) __builtin_trap();
