@@ -49,10 +49,9 @@ def reference_attention(
     (with an exact tanh here), and sinks ([Hq]) are attention sinks as in cm.attention; with
     backward=, their gradient is returned as dsinks; alibi_slopes ([Hq]) adds ALiBi as in
     cm.attention, and as there needs a plan without a token order. A plan with a token order
-    takes and
-    returns rows in the arrays' own order, as cm.attention does: they are gathered into the
-    mask's order and back. As there, a plan of batch 1 (heads 1) serves any batch (head
-    count)."""
+    takes and returns rows in the arrays' own order, as cm.attention does: they are gathered
+    into the mask's order and back. As there, a plan of batch 1 (heads 1) serves any batch
+    (head count)."""
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be a compilemask.Plan, got {type(plan).__name__}")
     into = _row_gather(plan.token_order)
