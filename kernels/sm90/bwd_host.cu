@@ -110,8 +110,7 @@ void validate(const DescriptorView& d, const BackwardArgs& a) {
   check.tensor(a.dv, "dv", packed);
   check.require(a.dsinks == nullptr || a.sinks != nullptr,
                 "dsinks needs sinks (the gradient of which sinks?)");
-  check.require(reinterpret_cast<uintptr_t>(a.dsinks) % alignof(float) == 0,
-                "dsinks must be 4-byte aligned (float32)");
+  check.per_head(a.dsinks, "dsinks");
 }
 
 template <sm90::ElementKind kElement>

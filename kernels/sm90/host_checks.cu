@@ -77,6 +77,11 @@ void LaunchChecks::softcap(float softcap) const {
   require(softcap >= 0.f && std::isfinite(softcap), "softcap must be finite and >= 0 (0: no cap)");
 }
 
+void LaunchChecks::per_head(const float* values, const char* name) const {
+  require(reinterpret_cast<uintptr_t>(values) % alignof(float) == 0,
+          std::string(name) + " must be 4-byte aligned (float32)");
+}
+
 void LaunchChecks::fits_header(const desc::Header& h, int tile, int32_t batch, int32_t heads_q,
                                int32_t nq, int32_t nk) const {
   require(nq == h.nq && nk == h.nk, "lengths nq=" + std::to_string(nq) +
@@ -135,10 +140,8 @@ bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) co
   require(a.nq >= 1 && a.nk >= 1, "nq and nk must be >= 1");
   scale(a.scale);
   softcap(a.softcap);
-  require(reinterpret_cast<uintptr_t>(a.sinks) % alignof(float) == 0,
-          "sinks must be 4-byte aligned (float32)");
-  require(reinterpret_cast<uintptr_t>(a.alibi_slopes) % alignof(float) == 0,
-          "alibi_slopes must be 4-byte aligned (float32)");
+  per_head(a.sinks, "sinks");
+  per_head(a.alibi_slopes, "alibi_slopes");
   fits_header(h, tile, a.batch, a.heads_q, a.nq, a.nk);
   const bool packed = packed_layout(a.q_offsets, a.k_offsets, a.total_q, a.total_k, a.nq, a.nk);
   tensor(a.q, "q", packed);

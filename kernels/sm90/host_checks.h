@@ -51,6 +51,8 @@ class LaunchChecks {
 
   void scale(float scale) const;      // finite and >= 0 (0 means 1/sqrt(head_dim))
   void softcap(float softcap) const;  // finite and >= 0 (0 means no cap)
+  // A per-head float32 vector (sinks, alibi_slopes, dsinks) named `name`: null or 4-byte aligned.
+  void per_head(const float* values, const char* name) const;
 
   // The problem's lengths, batch and heads fit the descriptor header `h` with tile x tile tiles.
   void fits_header(const desc::Header& h, int tile, int32_t batch, int32_t heads_q, int32_t nq,
