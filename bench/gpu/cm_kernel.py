@@ -113,6 +113,20 @@ def abi_version(lib):
     return lib.cm_cuda_abi_version() if hasattr(lib, "cm_cuda_abi_version") else 1
 
 
+def head_dim_types(lib):
+    """The ctypes of the head-dim arguments of lib's entry points: head_dim, and head_dim_v (the
+    columns of v and out; ABI version 9 on)."""
+    return [ctypes.c_int] * (2 if abi_version(lib) >= 9 else 1)
+
+
+def head_dim_arguments(types, head_dim, head_dim_v=0):
+    """The head-dim arguments for a library with these head_dim_types; head_dim_v 0 means
+    head_dim."""
+    if len(types) == 1 and head_dim_v not in (0, head_dim):
+        raise KernelError("this build of the library has no head_dim_v (cm_cuda_abi_version < 9)")
+    return [head_dim, head_dim_v][:len(types)]
+
+
 def logit_types(lib):
     """The ctypes of the logit arguments of lib's cm_cuda_forward and cm_cuda_backward: scale,
     softcap, the sinks (ABI version 7 on) and the ALiBi slopes (8 on), scale and softcap (2 on),
@@ -140,13 +154,14 @@ class Kernel:
         f = self.lib.cm_cuda_forward
         p, i, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)
         self.logit_types = logit_types(self.lib)
+        self.head_dim_types = head_dim_types(self.lib)
         # Builds before ABI version 3 have no num_splits (after mainloop) and one workspace size,
         # before 4 no paged K/V arguments (after num_splits), before 5 no write_rows_outside
         # (after total_k).
         self.has_splits = abi_version(self.lib) >= 3
         self.has_pages = abi_version(self.lib) >= 4
         self.has_rows_outside = abi_version(self.lib) >= 5
-        f.argtypes = [p, p, i, i, i, i, i, i, i, *self.logit_types, i, *([i] * self.has_splits),
+        f.argtypes = [p, p, i, i, i, i, i, i, *self.head_dim_types, *self.logit_types, i, *([i] * self.has_splits),
                       *([p, ctypes.c_int64, i, i] * self.has_pages),
                       p, i64p, p, i64p, p, i64p, p, i64p, p, i64p,
                       p, p, ctypes.c_int64, ctypes.c_int64, *([i] * self.has_rows_outside),
@@ -157,29 +172,30 @@ class Kernel:
         g.restype = ctypes.c_int
         if self.has_splits:
             w = self.lib.cm_cuda_forward_workspace_bytes_for
-            w.argtypes = [p, p, i, i, i, i, i]
-            self.lib.cm_cuda_forward_num_splits.argtypes = [p, p, i, i, i, i, i]
+            w.argtypes = [p, p, i, i, i, *self.head_dim_types, i]
+            self.lib.cm_cuda_forward_num_splits.argtypes = [p, p, i, i, i, *self.head_dim_types, i]
         else:
             w = self.lib.cm_cuda_forward_workspace_bytes
         w.restype = ctypes.c_size_t
         self._workspace_bytes = w
         self.workspace = torch.empty(0, dtype=torch.uint8, device="cuda")
 
-    def num_splits(self, desc, batch, heads_q, heads_kv, head_dim, num_splits=0):
+    def num_splits(self, desc, batch, heads_q, heads_kv, head_dim, num_splits=0, head_dim_v=0):
         """The key parts a forward call with num_splits uses (0: automatic) on this device (a
         build of ABI version 3 on)."""
-        parts = self.lib.cm_cuda_forward_num_splits(desc.host_ptr(), desc.device.data_ptr(), batch,
-                                                    heads_q, heads_kv, head_dim, num_splits)
+        parts = self.lib.cm_cuda_forward_num_splits(
+            desc.host_ptr(), desc.device.data_ptr(), batch, heads_q, heads_kv,
+            *head_dim_arguments(self.head_dim_types, head_dim, head_dim_v), num_splits)
         if parts == 0:
             raise KernelError("cm_cuda_forward_num_splits rejected the problem")
         return parts
 
-    def _workspace_for(self, desc, batch, heads_q, heads_kv, head_dim, num_splits):
+    def _workspace_for(self, desc, batch, heads_q, heads_kv, head_dims, num_splits):
         """The workspace, grown to what this call needs (0 bytes from the library: a problem it
-        rejects, which the call itself then reports)."""
+        rejects, which the call itself then reports). head_dims: head_dim_arguments'."""
         if self.has_splits:
             nbytes = self._workspace_bytes(desc.host_ptr(), desc.device.data_ptr(), batch,
-                                           heads_q, heads_kv, head_dim, num_splits)
+                                           heads_q, heads_kv, *head_dims, num_splits)
         else:
             if num_splits > 1:
                 raise KernelError("this build of the library has no split keys (ABI version < 3)")
@@ -202,7 +218,8 @@ class Kernel:
                 q_offsets=None, k_offsets=None, mainloop="auto", softcap=0.0, num_splits=0,
                 page_table=None, write_rows_outside=False, sinks=None, alibi_slopes=None):
         """Runs the kernel. q/k/v/out: [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd,
-        with int32 device q_offsets/k_offsets of length B). lse: float32 [B,H,S] or [H,T].
+        with int32 device q_offsets/k_offsets of length B); v and out may have fewer or more
+        columns than q and k (head_dim_v, a build of ABI version 9 on). lse: float32 [B,H,S] or [H,T].
         mainloop: auto, serial or pingpong (cm::cuda::Mainloop). softcap: 0 for none.
         num_splits: 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs).
         page_table: None, or device int32 [B, pages per sequence] with k and v pools of pages
@@ -225,11 +242,12 @@ class Kernel:
             paged = ([page_table.data_ptr(), page_table.stride(0), k.shape[rows_axis],
                       k.shape[0]] if page_table is not None else [None, 0, 0, 0])
         strides = [int64_array(strides_bsh(t, layout)) for t in (q, k, v, out)]
-        workspace = self._workspace_for(desc, batch, heads_q, heads_kv, head_dim, num_splits)
+        head_dims = head_dim_arguments(self.head_dim_types, head_dim, v.shape[-1])
+        workspace = self._workspace_for(desc, batch, heads_q, heads_kv, head_dims, num_splits)
         call_checked(
             self.lib.cm_cuda_forward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,
-            desc.nq, desc.nk, head_dim,
+            desc.nq, desc.nk, *head_dims,
             *logit_arguments(self.logit_types, scale, softcap, sinks, alibi_slopes),
             MAINLOOPS[mainloop], *([num_splits] * self.has_splits), *paged,
             q.data_ptr(), strides[0], k.data_ptr(), strides[1], v.data_ptr(), strides[2],

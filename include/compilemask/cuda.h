@@ -37,7 +37,8 @@ enum class DType : int32_t { kBFloat16 = 0, kFloat16 = 1 };
 // picks the faster one for the head dim.
 enum class Mainloop : int32_t { kAuto = 0, kSerial = 1, kPingpong = 2 };
 
-// A [batch, rows, heads, head_dim] tensor by element strides; head_dim must be contiguous.
+// A [batch, rows, heads, columns] tensor by element strides; its columns (head_dim, or
+// head_dim_v for v, out, dout and dv) must be contiguous.
 // [B, S, H, D] and [B, H, S, D] are two choices of strides. In the packed layout ([T, H, D],
 // see Problem::q_offsets) stride_b is ignored.
 struct TensorRef {
@@ -56,8 +57,12 @@ struct Problem {
   int32_t heads_kv = 1;  // heads_q must be a multiple (GQA/MQA)
   int32_t nq = 0;        // query rows per sequence; must equal the descriptor's nq
   int32_t nk = 0;        // key rows per sequence; must equal the descriptor's nk
-  int32_t head_dim = 0;  // head_dim_supported(head_dim) (cuda_limits.h)
-  float scale = 0.f;     // softmax scale; 0 means 1/sqrt(head_dim)
+  int32_t head_dim = 0;  // columns of q and k: head_dim_supported(head_dim) (cuda_limits.h)
+  // Columns of v and out (and of dout and dv): 0 means head_dim, else head_dim_supported too.
+  // Multi-head latent attention (DeepSeek's MLA) trains with 192 for q and k and 128 for v. The
+  // pair runs on the kernel of the larger (cuda_limits.h), with zero-padded columns.
+  int32_t head_dim_v = 0;
+  float scale = 0.f;  // softmax scale; 0 means 1/sqrt(head_dim)
   // Logit soft-capping (Gemma 2): with softcap > 0 the logits are softcap * tanh(scale * q·k /
   // softcap), as FlashAttention's softcap; 0 means none. The kernels take tanh from the special
   // function unit (relative error about 2^-11).
@@ -178,9 +183,9 @@ class DeviceDescriptor {
   void* device_ = nullptr;
 };
 
-// These two read only the sizes of `args` (batch, heads_q, heads_kv, head_dim) and num_splits,
-// so they can be asked before the tensors exist, and throw cm::Error for sizes forward() would
-// reject.
+// These two read only the sizes of `args` (batch, heads_q, heads_kv, head_dim, head_dim_v) and
+// num_splits, so they can be asked before the tensors exist, and throw cm::Error for sizes
+// forward() would reject.
 //
 // The number of parts forward() cuts each query tile's key tiles into on the current device:
 // num_splits itself when it is not 0; else 1 when the work items fill the SMs, or the fewest
@@ -191,7 +196,7 @@ class DeviceDescriptor {
 int forward_num_splits(const DescriptorView& descriptor, const ForwardArgs& args);
 
 // Bytes of device workspace forward() needs: 256, and with split keys or shared tiles 4
-// (head_dim + 1) bytes per key part and output row.
+// (head_dim_v + 1) bytes per key part and output row.
 size_t forward_workspace_bytes(const DescriptorView& descriptor, const ForwardArgs& args);
 
 // O = softmax(scale * Q Kᵀ masked) V (or of the capped logits, Problem::softcap; with

@@ -8,7 +8,7 @@
 // checks the problem against the descriptor and throws cm::Error before launching anything
 // when they do not fit; CUDA failures throw cm::cuda::CudaError. With GQA/MQA, dK and dV are
 // summed over the query heads of each kv group. Rows that see no key contribute nothing. Head
-// dims as the forward: head_dim_supported (cuda_limits.h).
+// dims as the forward: head_dim_supported (cuda_limits.h), and Problem::head_dim_v.
 #pragma once
 
 #include <compilemask/cuda.h>
@@ -20,12 +20,12 @@ namespace cm::cuda {
 
 // The forward's problem (its q, k, v, out and LSE are read) and the gradients of the loss.
 struct BackwardArgs : Problem {
-  TensorRef dout;  // same layout rules as q (strides in elements, head_dim contiguous)
+  TensorRef dout;  // like out (strides in elements, head_dim_v columns contiguous)
   // Optional gradient of the loss with respect to the LSE, float32 in the LSE's layout
   // (lse_stride_b, lse_stride_h, row stride 1); null means zero. It costs one read per row: as
   // d lse_i / d s_ij = P_ij, it enters dS_ij = P_ij (dP_ij - rowsum(dO O)_i + dlse_i).
   const float* dlse = nullptr;
-  // Outputs, written (their data pointers are cast to writable): dq like q, dk and dv like k.
+  // Outputs, written (their data pointers are cast to writable): dq like q, dk like k, dv like v.
   TensorRef dq, dk, dv;
   // With Problem::sinks: null, or device float32 [heads_q] that receives (is overwritten with)
   // the gradient of the loss with respect to each head's sink, summed over the batch and rows:
@@ -43,7 +43,7 @@ struct BackwardArgs : Problem {
   int32_t head_splits = 0;
 };
 
-// These two read only the sizes of `args` (batch, heads_q, heads_kv, head_dim), head_splits
+// These two read only the sizes of `args` (batch, heads_q, heads_kv, head dims), head_splits
 // and deterministic, so they can be asked before the tensors exist, and throw cm::Error for
 // descriptors and sizes backward() would reject.
 //

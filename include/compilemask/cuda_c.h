@@ -28,25 +28,29 @@ extern "C" {
 // cm_cuda_backward_head_splits (the automatic count replays the mode's dispatch order); 7 added
 // `sinks` after `softcap` in cm_cuda_forward and cm_cuda_backward, and `dsinks` after `dlse` in
 // cm_cuda_backward; 8 added `alibi_slopes` after `sinks` in cm_cuda_forward and
-// cm_cuda_backward.
+// cm_cuda_backward; 9 added `head_dim_v` after `head_dim` in every entry point but
+// cm_cuda_permute_rows.
 // CM_CUDA_ABI_VERSION is the version this header declares: a caller compiled with it can check
 // that the library it loads answers the same.
-#define CM_CUDA_ABI_VERSION 8
+#define CM_CUDA_ABI_VERSION 9
 int cm_cuda_abi_version(void);
 
 // Workspace bytes for cm_cuda_forward with this descriptor, problem size and num_splits, or 0
 // for descriptors and sizes it would reject.
 size_t cm_cuda_forward_workspace_bytes_for(const void* descriptor_host,
                                            const void* descriptor_device, int batch, int heads_q,
-                                           int heads_kv, int head_dim, int num_splits);
+                                           int heads_kv, int head_dim, int head_dim_v,
+                                           int num_splits);
 
 // The key parts cm_cuda_forward uses for this descriptor, problem size and num_splits on the
 // current device (cm::cuda::forward_num_splits), or 0 for what it would reject.
 int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descriptor_device,
-                               int batch, int heads_q, int heads_kv, int head_dim, int num_splits);
+                               int batch, int heads_q, int heads_kv, int head_dim, int head_dim_v,
+                               int num_splits);
 
 // Strides are element strides {batch, row, head} for q, k, v and out, {batch, head} for lse.
-// dtype: 0 bf16, 1 fp16. scale: 0 means 1/sqrt(head_dim); softcap: 0 means no logit cap; sinks:
+// dtype: 0 bf16, 1 fp16. head_dim: the columns of q and k; head_dim_v: of v and out, 0 meaning
+// head_dim. scale: 0 means 1/sqrt(head_dim); softcap: 0 means no logit cap; sinks:
 // null, or device float32 [heads_q] attention-sink logits; alibi_slopes: null, or device float32
 // [heads_q] ALiBi slopes (cm::cuda::Problem). mainloop: 0 auto, 1
 // serial, 2 pingpong (cm::cuda::Mainloop). num_splits: 0 automatic, 1 none, else that many key
@@ -57,28 +61,29 @@ int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descript
 // are, or, with write_rows_outside 1, written as rows that see no key: cm::cuda::Problem). Returns
 // 0 on success, 1 for a rejected problem (cm::Error), 2 for a CUDA failure.
 int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, int dtype,
-                    int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim, float scale,
-                    float softcap, const float* sinks, const float* alibi_slopes, int mainloop,
-                    int num_splits, const int32_t* page_table, int64_t page_table_stride,
-                    int page_size, int num_pages, const void* q, const int64_t* q_strides,
-                    const void* k, const int64_t* k_strides, const void* v,
-                    const int64_t* v_strides, void* out, const int64_t* out_strides, float* lse,
-                    const int64_t* lse_strides, const int32_t* q_offsets, const int32_t* k_offsets,
-                    int64_t total_q, int64_t total_k, int write_rows_outside, void* workspace,
+                    int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim,
+                    int head_dim_v, float scale, float softcap, const float* sinks,
+                    const float* alibi_slopes, int mainloop, int num_splits,
+                    const int32_t* page_table, int64_t page_table_stride, int page_size,
+                    int num_pages, const void* q, const int64_t* q_strides, const void* k,
+                    const int64_t* k_strides, const void* v, const int64_t* v_strides, void* out,
+                    const int64_t* out_strides, float* lse, const int64_t* lse_strides,
+                    const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
+                    int64_t total_k, int write_rows_outside, void* workspace,
                     size_t workspace_bytes, void* stream, char* error, size_t error_len);
 
 // Workspace bytes for cm_cuda_backward with this descriptor, problem size, head_splits and
 // deterministic, or 0 for descriptors and sizes it would reject.
 size_t cm_cuda_backward_workspace_bytes_for(const void* descriptor_host,
                                             const void* descriptor_device, int batch, int heads_q,
-                                            int heads_kv, int head_dim, int head_splits,
-                                            int deterministic);
+                                            int heads_kv, int head_dim, int head_dim_v,
+                                            int head_splits, int deterministic);
 
 // The head splits cm_cuda_backward uses for this descriptor, problem size, head_splits and
 // deterministic on the current device (cm::cuda::backward_head_splits), or 0 for what it would
 // reject.
 int cm_cuda_backward_head_splits(const void* descriptor_host, const void* descriptor_device,
-                                 int batch, int heads_q, int heads_kv, int head_dim,
+                                 int batch, int heads_q, int heads_kv, int head_dim, int head_dim_v,
                                  int head_splits, int deterministic);
 
 // Strides are element strides {batch, row, head} for the tensors, {batch, head} for lse, as
@@ -90,17 +95,17 @@ int cm_cuda_backward_head_splits(const void* descriptor_host, const void* descri
 // a rejected problem (cm::Error), 2 for a CUDA failure.
 int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device, int dtype,
                      int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim,
-                     float scale, float softcap, const float* sinks, const float* alibi_slopes,
-                     const void* q, const int64_t* q_strides, const void* k,
-                     const int64_t* k_strides, const void* v, const int64_t* v_strides,
-                     const void* out, const int64_t* out_strides, const void* dout,
-                     const int64_t* dout_strides, const float* lse, const int64_t* lse_strides,
-                     const float* dlse, float* dsinks, void* dq, const int64_t* dq_strides,
-                     void* dk, const int64_t* dk_strides, void* dv, const int64_t* dv_strides,
-                     const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
-                     int64_t total_k, int write_rows_outside, int deterministic, int head_splits,
-                     void* workspace, size_t workspace_bytes, void* stream, char* error,
-                     size_t error_len);
+                     int head_dim_v, float scale, float softcap, const float* sinks,
+                     const float* alibi_slopes, const void* q, const int64_t* q_strides,
+                     const void* k, const int64_t* k_strides, const void* v,
+                     const int64_t* v_strides, const void* out, const int64_t* out_strides,
+                     const void* dout, const int64_t* dout_strides, const float* lse,
+                     const int64_t* lse_strides, const float* dlse, float* dsinks, void* dq,
+                     const int64_t* dq_strides, void* dk, const int64_t* dk_strides, void* dv,
+                     const int64_t* dv_strides, const int32_t* q_offsets, const int32_t* k_offsets,
+                     int64_t total_q, int64_t total_k, int write_rows_outside, int deterministic,
+                     int head_splits, void* workspace, size_t workspace_bytes, void* stream,
+                     char* error, size_t error_len);
 
 // Row s of dst is row order[s] of src (cm::cuda::permute_rows): strides are element strides
 // {batch, row, head}; order is device int32[rows]. Returns 0 on success, 1 for rejected sizes

@@ -7,8 +7,10 @@
 namespace cm {
 
 // Shapes of a reference attention call. Tensors are dense row-major:
-//   q, out, dout, dq: [batch, heads_q,  nq, head_dim]
-//   k, v, dk, dv:     [batch, heads_kv, nk, head_dim]
+//   q, dq:            [batch, heads_q,  nq, head_dim]
+//   out, dout:        [batch, heads_q,  nq, head_dim_v]
+//   k, dk:            [batch, heads_kv, nk, head_dim]
+//   v, dv:            [batch, heads_kv, nk, head_dim_v]
 //   lse:              [batch, heads_q,  nq]          (natural log)
 // heads_q must be a multiple of heads_kv (GQA/MQA): query head h reads kv head
 // h / (heads_q / heads_kv). Mask (b, h) is the descriptor's instance for query head h; a
@@ -19,8 +21,14 @@ struct AttentionShape {
   int32_t heads_kv = 1;
   int32_t nq = 0;
   int32_t nk = 0;
-  int32_t head_dim = 0;
+  int32_t head_dim = 0;    // columns of q and k
+  int32_t head_dim_v = 0;  // columns of v and out (MLA: 128 against 192); 0 means head_dim
 };
+
+// The columns of v and out: shape.head_dim_v, or head_dim for 0.
+inline int32_t value_head_dim(const AttentionShape& shape) {
+  return shape.head_dim_v != 0 ? shape.head_dim_v : shape.head_dim;
+}
 
 enum class Accumulate { kFloat32, kFloat64 };
 

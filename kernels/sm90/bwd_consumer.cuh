@@ -363,7 +363,7 @@ struct BwdConsumer {
     }
   }
 
-  // dK (scaled) and dV of the item's keys below nk and their first head_dim columns, in the
+  // dK (scaled) and dV of the item's keys below nk and their own columns, in the
   // element type, staged through the Q and dO rings (free once both warpgroups' last products
   // are done) so that every row goes out in 16-byte stores; with head splits, this split's
   // float32 sums instead (store_split_sums). Element (e, h, j) of the accumulators is item key
@@ -401,11 +401,14 @@ struct BwdConsumer {
     for (int i = fresh_thread_index() - 128; i < rows * kChunks; i += Config::kConsumerThreads) {
       const int r = i / kChunks;
       const int col = 8 * (i % kChunks);
-      if (col >= p.shape.head_dim) continue;
-      *reinterpret_cast<uint4*>(dk_out + (row0 + r) * p.dk.stride_s + col) =
-          *reinterpret_cast<const uint4*>(ss.q + staged(r, col));
-      *reinterpret_cast<uint4*>(dv_out + (row0 + r) * p.dv.stride_s + col) =
-          *reinterpret_cast<const uint4*>(ss.dout + staged(r, col));
+      if (col < p.shape.head_dim) {
+        *reinterpret_cast<uint4*>(dk_out + (row0 + r) * p.dk.stride_s + col) =
+            *reinterpret_cast<const uint4*>(ss.q + staged(r, col));
+      }
+      if (col < p.shape.head_dim_v) {
+        *reinterpret_cast<uint4*>(dv_out + (row0 + r) * p.dv.stride_s + col) =
+            *reinterpret_cast<const uint4*>(ss.dout + staged(r, col));
+      }
     }
   }
 

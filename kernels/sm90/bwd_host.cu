@@ -37,7 +37,7 @@ sm90::BwdSchedule estimated_schedule(const DescriptorView& descriptor, const Bac
   static_cast<sm90::ProblemShape&>(p.shape) =
       host::problem_shape(a, descriptor, host::TileTables::kAlways);
   p.descriptor = descriptor.host;
-  const int parts = kTile / sm90::backward_keys_per_item(host::kernel_head_dim(a.head_dim));
+  const int parts = kTile / sm90::backward_keys_per_item(host::kernel_head_dim(a));
   return sm90::memoized_bwd_schedule(p, a.deterministic, parts, check.multiprocessors(),
                                      head_splits);
 }
@@ -52,7 +52,7 @@ struct WorkLayout {
   size_t lse_log2, dsum, dq_accum, semaphores, zeroed, dkv_parts, total;
 };
 
-// The layout for the sizes of `a` that it reads (batch, heads_q, heads_kv, head_dim,
+// The layout for the sizes of `a` that it reads (batch, heads_q, heads_kv, head dims,
 // head_splits, and deterministic for the automatic schedule), checked first; throws cm::Error
 // naming a broken rule. Rows are per tile, each padded to kTile (tiles may be shorter than kTile
 // anywhere, descriptor.h), so a tile's rows of the workspace start at m * kTile. Only the
@@ -65,7 +65,7 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) 
   check.require(a.heads_kv >= 1, "heads_kv must be >= 1");
   check.heads_group(a.heads_q, a.heads_kv);
   check.require(h.nq >= 1, "the descriptor's nq must be >= 1");
-  check.head_dim(a.head_dim);
+  check.head_dims(a);
   const int group = a.heads_q / a.heads_kv;
   // bwd_item_at's linear block index is an int: key tiles x key parts (at most 2) x head
   // splits (at most the group) x kv heads x batch.
@@ -85,7 +85,7 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) 
   w.k_rows_padded = int64_t{h.num_k_tiles} * kTile;
   const int64_t rows = int64_t{a.batch} * a.heads_q * w.rows_padded;
   const int64_t slices = int64_t{a.batch} * a.heads_kv;
-  const int64_t row_floats = host::kernel_head_dim(a.head_dim);
+  const int64_t row_floats = host::kernel_head_dim(a);
   const auto section = [](int64_t bytes) {
     return static_cast<size_t>(round_up(bytes, kSectionAlign));
   };
@@ -222,17 +222,17 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
 
   const int64_t q_rows = packed ? args.total_q : args.nq;
   const int64_t k_rows = packed ? args.total_k : args.nk;
-  const int d = args.head_dim;
-  const int kernel_d = host::kernel_head_dim(d);
+  const int d = args.head_dim, dv = shape.head_dim_v;
+  const int kernel_d = host::kernel_head_dim(args);
   const int step = sm90::kBwdStepRows;
   const CUtensorMap q = host::make_tile_map(check, args.q, args.dtype, d, q_rows, args.heads_q,
                                             args.batch, packed, step);
-  const CUtensorMap dout = host::make_tile_map(check, args.dout, args.dtype, d, q_rows,
+  const CUtensorMap dout = host::make_tile_map(check, args.dout, args.dtype, dv, q_rows,
                                                args.heads_q, args.batch, packed, step);
   const int item_keys = sm90::backward_keys_per_item(kernel_d);
   const CUtensorMap k = host::make_tile_map(check, args.k, args.dtype, d, k_rows, args.heads_kv,
                                             args.batch, packed, item_keys);
-  const CUtensorMap v = host::make_tile_map(check, args.v, args.dtype, d, k_rows, args.heads_kv,
+  const CUtensorMap v = host::make_tile_map(check, args.v, args.dtype, dv, k_rows, args.heads_kv,
                                             args.batch, packed, item_keys);
 
   const cudaError_t launched =
@@ -253,7 +253,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
     rows.num_axes = 2;
     rows.axes[0] = {false, args.heads_q, 1, {host::rows_tensor(args.dq, d)}};
     rows.axes[1] = {
-        true, args.heads_kv, 2, {host::rows_tensor(args.dk, d), host::rows_tensor(args.dv, d)}};
+        true, args.heads_kv, 2, {host::rows_tensor(args.dk, d), host::rows_tensor(args.dv, dv)}};
     check.cuda(sm90::launch_packed_rows(rows, stream), "launching the packed rows kernel");
   }
 }

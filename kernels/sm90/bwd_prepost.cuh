@@ -10,7 +10,8 @@
 //                    packed sequence that does not fit its tensors (packed_rows.cu writes
 //                    them).
 //   bwd_kv_postprocess  with head splits only: dK and dV = the sums of the splits' dkv_parts in
-//                    split order, in the element type, for the key tiles' rows, likewise.
+//                    split order, in the element type, for the key tiles' rows, likewise (dV's
+//                    first head_dim_v columns).
 // Eight threads share a row and read 16-byte vectors; a block of 128 threads covers 16 rows.
 #pragma once
 
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(kPrepostThreads)
                                         p.out_stride_s, p.out_stride_h, b, row, h);
     const Element* d = row_ptr<Element>(const_cast<void*>(p.dout), s.q_offsets, p.dout_stride_b,
                                         p.dout_stride_s, p.dout_stride_h, b, row, h);
-    for (int c = 8 * lane; c < s.head_dim; c += 8 * kRowThreads) {
+    for (int c = 8 * lane; c < s.head_dim_v; c += 8 * kRowThreads) {
       const Vec8<Element> ov = *reinterpret_cast<const Vec8<Element>*>(o + c);
       const Vec8<Element> dv = *reinterpret_cast<const Vec8<Element>*>(d + c);
 #pragma unroll
@@ -187,7 +188,7 @@ __global__ void __launch_bounds__(kPrepostThreads)
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int col = 8 * (t.lane + i * kRowThreads);
-      if (col >= s.head_dim) continue;
+      if (col >= (tensor == 0 ? s.head_dim : s.head_dim_v)) continue;
       float sum[8] = {};
       for (int split = 0; split < s.head_splits; ++split) {
         const float4* src = reinterpret_cast<const float4*>(

@@ -22,13 +22,13 @@ cm::cuda::TensorRef tensor(const void* data, const int64_t* strides_bsh) {
 
 // The fields cm_cuda_forward and cm_cuda_backward share, from their C arguments.
 cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int nq, int nk,
-                          int head_dim, float scale, float softcap, const float* sinks,
-                          const float* alibi_slopes, const void* q, const int64_t* q_strides,
-                          const void* k, const int64_t* k_strides, const void* v,
-                          const int64_t* v_strides, const void* out, const int64_t* out_strides,
-                          const float* lse, const int64_t* lse_strides, const int32_t* q_offsets,
-                          const int32_t* k_offsets, int64_t total_q, int64_t total_k,
-                          int write_rows_outside) {
+                          int head_dim, int head_dim_v, float scale, float softcap,
+                          const float* sinks, const float* alibi_slopes, const void* q,
+                          const int64_t* q_strides, const void* k, const int64_t* k_strides,
+                          const void* v, const int64_t* v_strides, const void* out,
+                          const int64_t* out_strides, const float* lse, const int64_t* lse_strides,
+                          const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
+                          int64_t total_k, int write_rows_outside) {
   cm::cuda::Problem p;
   p.dtype = static_cast<cm::cuda::DType>(dtype);
   p.batch = batch;
@@ -37,6 +37,7 @@ cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int n
   p.nq = nq;
   p.nk = nk;
   p.head_dim = head_dim;
+  p.head_dim_v = head_dim_v;
   p.scale = scale;
   p.softcap = softcap;
   p.sinks = sinks;
@@ -59,13 +60,14 @@ cm::cuda::Problem problem(int dtype, int batch, int heads_q, int heads_kv, int n
 // The arguments that the size queries read: the problem's sizes and the split count (the
 // forward's num_splits, the backward's head_splits).
 template <class Args>
-Args sizes(int batch, int heads_q, int heads_kv, int head_dim, int splits,
+Args sizes(int batch, int heads_q, int heads_kv, int head_dim, int head_dim_v, int splits,
            int32_t Args::*split_field) {
   Args args;
   args.batch = batch;
   args.heads_q = heads_q;
   args.heads_kv = heads_kv;
   args.head_dim = head_dim;
+  args.head_dim_v = head_dim_v;
   args.*split_field = splits;
   return args;
 }
@@ -73,9 +75,9 @@ Args sizes(int batch, int heads_q, int heads_kv, int head_dim, int splits,
 // The arguments that the backward's size queries read: sizes' and the mode, whose dispatch
 // order the automatic head splits replay.
 cm::cuda::BackwardArgs backward_sizes(int batch, int heads_q, int heads_kv, int head_dim,
-                                      int head_splits, int deterministic) {
-  auto args =
-      sizes(batch, heads_q, heads_kv, head_dim, head_splits, &cm::cuda::BackwardArgs::head_splits);
+                                      int head_dim_v, int head_splits, int deterministic) {
+  auto args = sizes(batch, heads_q, heads_kv, head_dim, head_dim_v, head_splits,
+                    &cm::cuda::BackwardArgs::head_splits);
   args.deterministic = deterministic != 0;
   return args;
 }
@@ -116,40 +118,43 @@ int cm_cuda_abi_version(void) {
 
 size_t cm_cuda_forward_workspace_bytes_for(const void* descriptor_host,
                                            const void* descriptor_device, int batch, int heads_q,
-                                           int heads_kv, int head_dim, int num_splits) {
+                                           int heads_kv, int head_dim, int head_dim_v,
+                                           int num_splits) {
   return zero_on_error([&] {
-    return cm::cuda::forward_workspace_bytes(
-        {descriptor_host, descriptor_device},
-        sizes(batch, heads_q, heads_kv, head_dim, num_splits, &cm::cuda::ForwardArgs::num_splits));
+    return cm::cuda::forward_workspace_bytes({descriptor_host, descriptor_device},
+                                             sizes(batch, heads_q, heads_kv, head_dim, head_dim_v,
+                                                   num_splits, &cm::cuda::ForwardArgs::num_splits));
   });
 }
 
 int cm_cuda_forward_num_splits(const void* descriptor_host, const void* descriptor_device,
-                               int batch, int heads_q, int heads_kv, int head_dim, int num_splits) {
+                               int batch, int heads_q, int heads_kv, int head_dim, int head_dim_v,
+                               int num_splits) {
   return zero_on_error([&] {
-    return cm::cuda::forward_num_splits(
-        {descriptor_host, descriptor_device},
-        sizes(batch, heads_q, heads_kv, head_dim, num_splits, &cm::cuda::ForwardArgs::num_splits));
+    return cm::cuda::forward_num_splits({descriptor_host, descriptor_device},
+                                        sizes(batch, heads_q, heads_kv, head_dim, head_dim_v,
+                                              num_splits, &cm::cuda::ForwardArgs::num_splits));
   });
 }
 
 int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, int dtype,
-                    int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim, float scale,
-                    float softcap, const float* sinks, const float* alibi_slopes, int mainloop,
-                    int num_splits, const int32_t* page_table, int64_t page_table_stride,
-                    int page_size, int num_pages, const void* q, const int64_t* q_strides,
-                    const void* k, const int64_t* k_strides, const void* v,
-                    const int64_t* v_strides, void* out, const int64_t* out_strides, float* lse,
-                    const int64_t* lse_strides, const int32_t* q_offsets, const int32_t* k_offsets,
-                    int64_t total_q, int64_t total_k, int write_rows_outside, void* workspace,
+                    int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim,
+                    int head_dim_v, float scale, float softcap, const float* sinks,
+                    const float* alibi_slopes, int mainloop, int num_splits,
+                    const int32_t* page_table, int64_t page_table_stride, int page_size,
+                    int num_pages, const void* q, const int64_t* q_strides, const void* k,
+                    const int64_t* k_strides, const void* v, const int64_t* v_strides, void* out,
+                    const int64_t* out_strides, float* lse, const int64_t* lse_strides,
+                    const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
+                    int64_t total_k, int write_rows_outside, void* workspace,
                     size_t workspace_bytes, void* stream, char* error, size_t error_len) {
   return return_code(
       [&] {
         cm::cuda::ForwardArgs args;
         static_cast<cm::cuda::Problem&>(args) =
-            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, sinks,
-                    alibi_slopes, q, q_strides, k, k_strides, v, v_strides, out, out_strides, lse,
-                    lse_strides, q_offsets, k_offsets, total_q, total_k, write_rows_outside);
+            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, head_dim_v, scale, softcap,
+                    sinks, alibi_slopes, q, q_strides, k, k_strides, v, v_strides, out, out_strides,
+                    lse, lse_strides, q_offsets, k_offsets, total_q, total_k, write_rows_outside);
         args.mainloop = static_cast<cm::cuda::Mainloop>(mainloop);
         args.num_splits = num_splits;
         args.paged = {page_table, page_table_stride, page_size, num_pages};
@@ -161,44 +166,44 @@ int cm_cuda_forward(const void* descriptor_host, const void* descriptor_device, 
 
 size_t cm_cuda_backward_workspace_bytes_for(const void* descriptor_host,
                                             const void* descriptor_device, int batch, int heads_q,
-                                            int heads_kv, int head_dim, int head_splits,
-                                            int deterministic) {
+                                            int heads_kv, int head_dim, int head_dim_v,
+                                            int head_splits, int deterministic) {
   return zero_on_error([&] {
     return cm::cuda::backward_workspace_bytes(
         {descriptor_host, descriptor_device},
-        backward_sizes(batch, heads_q, heads_kv, head_dim, head_splits, deterministic));
+        backward_sizes(batch, heads_q, heads_kv, head_dim, head_dim_v, head_splits, deterministic));
   });
 }
 
 int cm_cuda_backward_head_splits(const void* descriptor_host, const void* descriptor_device,
-                                 int batch, int heads_q, int heads_kv, int head_dim,
+                                 int batch, int heads_q, int heads_kv, int head_dim, int head_dim_v,
                                  int head_splits, int deterministic) {
   return zero_on_error([&] {
     return cm::cuda::backward_head_splits(
         {descriptor_host, descriptor_device},
-        backward_sizes(batch, heads_q, heads_kv, head_dim, head_splits, deterministic));
+        backward_sizes(batch, heads_q, heads_kv, head_dim, head_dim_v, head_splits, deterministic));
   });
 }
 
 int cm_cuda_backward(const void* descriptor_host, const void* descriptor_device, int dtype,
                      int batch, int heads_q, int heads_kv, int nq, int nk, int head_dim,
-                     float scale, float softcap, const float* sinks, const float* alibi_slopes,
-                     const void* q, const int64_t* q_strides, const void* k,
-                     const int64_t* k_strides, const void* v, const int64_t* v_strides,
-                     const void* out, const int64_t* out_strides, const void* dout,
-                     const int64_t* dout_strides, const float* lse, const int64_t* lse_strides,
-                     const float* dlse, float* dsinks, void* dq, const int64_t* dq_strides,
-                     void* dk, const int64_t* dk_strides, void* dv, const int64_t* dv_strides,
-                     const int32_t* q_offsets, const int32_t* k_offsets, int64_t total_q,
-                     int64_t total_k, int write_rows_outside, int deterministic, int head_splits,
-                     void* workspace, size_t workspace_bytes, void* stream, char* error,
-                     size_t error_len) {
+                     int head_dim_v, float scale, float softcap, const float* sinks,
+                     const float* alibi_slopes, const void* q, const int64_t* q_strides,
+                     const void* k, const int64_t* k_strides, const void* v,
+                     const int64_t* v_strides, const void* out, const int64_t* out_strides,
+                     const void* dout, const int64_t* dout_strides, const float* lse,
+                     const int64_t* lse_strides, const float* dlse, float* dsinks, void* dq,
+                     const int64_t* dq_strides, void* dk, const int64_t* dk_strides, void* dv,
+                     const int64_t* dv_strides, const int32_t* q_offsets, const int32_t* k_offsets,
+                     int64_t total_q, int64_t total_k, int write_rows_outside, int deterministic,
+                     int head_splits, void* workspace, size_t workspace_bytes, void* stream,
+                     char* error, size_t error_len) {
   return return_code(
       [&] {
         const cm::cuda::BackwardArgs args{
-            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, scale, softcap, sinks,
-                    alibi_slopes, q, q_strides, k, k_strides, v, v_strides, out, out_strides, lse,
-                    lse_strides, q_offsets, k_offsets, total_q, total_k, write_rows_outside),
+            problem(dtype, batch, heads_q, heads_kv, nq, nk, head_dim, head_dim_v, scale, softcap,
+                    sinks, alibi_slopes, q, q_strides, k, k_strides, v, v_strides, out, out_strides,
+                    lse, lse_strides, q_offsets, k_offsets, total_q, total_k, write_rows_outside),
             tensor(dout, dout_strides),
             dlse,
             tensor(dq, dq_strides),

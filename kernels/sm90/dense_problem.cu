@@ -19,10 +19,12 @@ Problem dense_problem(DType dtype, const AttentionShape& shape, const void* q, c
   p.nq = shape.nq;
   p.nk = shape.nk;
   p.head_dim = shape.head_dim;
+  p.head_dim_v = shape.head_dim_v;
+  const int32_t dv = shape.head_dim_v != 0 ? shape.head_dim_v : shape.head_dim;
   p.q = dense_bhsd(q, shape.heads_q, shape.nq, shape.head_dim);
   p.k = dense_bhsd(k, shape.heads_kv, shape.nk, shape.head_dim);
-  p.v = dense_bhsd(v, shape.heads_kv, shape.nk, shape.head_dim);
-  p.out = dense_bhsd(out, shape.heads_q, shape.nq, shape.head_dim);
+  p.v = dense_bhsd(v, shape.heads_kv, shape.nk, dv);
+  p.out = dense_bhsd(out, shape.heads_q, shape.nq, dv);
   p.lse = lse;
   p.lse_stride_b = int64_t{shape.heads_q} * shape.nq;
   p.lse_stride_h = shape.nq;

@@ -104,12 +104,12 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock, 1)
   }
 
   Element* out_row = out + q_row * p.out_stride_s;
-  // Every lane runs every pass (the shuffles take the whole warp); a lane past the head dim
+  // Every lane runs every pass (the shuffles take the whole warp); a lane past O's columns
   // reads column 0 and stores nothing.
-  for (int c0 = 0; c0 < p.head_dim; c0 += 4 * 32) {
+  for (int c0 = 0; c0 < p.head_dim_v; c0 += 4 * 32) {
     const int c = c0 + 4 * lane;
-    const bool mine = c < p.head_dim;
-    const float* column = p.split_out + row * p.head_dim + (mine ? c : 0);
+    const bool mine = c < p.head_dim_v;
+    const float* column = p.split_out + row * p.head_dim_v + (mine ? c : 0);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int first = 0; first < p.num_splits; first += 32) {
       // Lane j's weight for part first + j, picked by selects (indexed, the array would live in
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock, 1)
 #pragma unroll
         for (int u = 0; u < kLoadsInFlight; ++u) {
           const int64_t part = first + min(j0 + u, parts - 1);
-          o[u] = *reinterpret_cast<const float4*>(column + part * rows * p.head_dim);
+          o[u] = *reinterpret_cast<const float4*>(column + part * rows * p.head_dim_v);
         }
 #pragma unroll
         for (int u = 0; u < kLoadsInFlight; ++u) {

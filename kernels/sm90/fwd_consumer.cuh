@@ -267,10 +267,10 @@ struct Consumer {
           r;
       if (quad == 0) p.split_lse[row] = lse[h];
       if (lse[h] == kNegInf) continue;
-      float* out = p.split_out + row * p.head_dim;
+      float* out = p.split_out + row * p.head_dim_v;
       CUTE_UNROLL
       for (int j = 0; j < kHeadDim / 8; ++j) {
-        if (8 * j + 2 * quad >= p.head_dim) break;
+        if (8 * j + 2 * quad >= p.head_dim_v) break;
         *reinterpret_cast<float2*>(out + 8 * j + 2 * quad) =
             make_float2(tOrO(make_coord(0, h, j), 0, 0) * inv_sum[h],
                         tOrO(make_coord(1, h, j), 0, 0) * inv_sum[h]);
@@ -357,7 +357,7 @@ struct Consumer {
     const int rows_left = item.rows - first;  // row first + kRows k: k * kRows < it
     CUTE_UNROLL
     for (int c = 0; c < kChunkSteps; ++c) {
-      if (8 * (chunk + kThreadChunks * c) >= p.head_dim) return;
+      if (8 * (chunk + kThreadChunks * c) >= p.head_dim_v) return;
       CUTE_UNROLL
       for (int k = 0; k < 64 / kRows; ++k) {
         if (k * kRows < rows_left) {

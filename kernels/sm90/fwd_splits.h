@@ -55,13 +55,13 @@ inline int auto_num_splits(int64_t items, int sms, int longest_row) {
 
 // The forward's workspace: the work-item counter, then, when the items' outputs go through
 // fwd_combine (FwdParams::combine), each of the `parts` key parts' LSE as float32 [parts][batch]
-// [heads_q][nq] and O as float32 [parts][batch][heads_q][nq][head_dim]; parts is 0 otherwise.
+// [heads_q][nq] and O as float32 [parts][batch][heads_q][nq][head_dim_v]; parts is 0 otherwise.
 // `rows` is batch * heads_q * nq.
 struct FwdWorkspace {
   size_t lse_offset, out_offset, total;
 };
 
-inline FwdWorkspace fwd_workspace(int parts, int64_t rows, int head_dim) {
+inline FwdWorkspace fwd_workspace(int parts, int64_t rows, int head_dim_v) {
   constexpr size_t kAlign = 256;
   auto aligned = [](size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
   const size_t counter = kAlign;
@@ -69,7 +69,7 @@ inline FwdWorkspace fwd_workspace(int parts, int64_t rows, int head_dim) {
   const size_t cells = static_cast<size_t>(parts) * static_cast<size_t>(rows);
   const size_t lse_bytes = aligned(cells * sizeof(float));
   return {counter, counter + lse_bytes,
-          counter + lse_bytes + cells * static_cast<size_t>(head_dim) * sizeof(float)};
+          counter + lse_bytes + cells * static_cast<size_t>(head_dim_v) * sizeof(float)};
 }
 
 }  // namespace cm::sm90

@@ -1,6 +1,7 @@
 // Problem checks shared by the sm90 launchers (host_checks.h).
 #include "host_checks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -58,9 +59,12 @@ void LaunchChecks::dtype(DType dtype) const {
   require(dtype == DType::kBFloat16 || dtype == DType::kFloat16, "dtype must be bf16 or fp16");
 }
 
-void LaunchChecks::head_dim(int32_t head_dim) const {
-  require(head_dim_supported(head_dim),
-          "head_dim " + std::to_string(head_dim) + " is not supported (" + kHeadDimRule + ")");
+void LaunchChecks::head_dims(const Problem& a) const {
+  require(head_dim_supported(a.head_dim),
+          "head_dim " + std::to_string(a.head_dim) + " is not supported (" + kHeadDimRule + ")");
+  require(a.head_dim_v == 0 || head_dim_supported(a.head_dim_v),
+          "head_dim_v " + std::to_string(a.head_dim_v) + " is not supported (0 means head_dim, " +
+              "else " + kHeadDimRule + ")");
 }
 
 void LaunchChecks::heads_group(int32_t heads_q, int32_t heads_kv) const {
@@ -134,7 +138,7 @@ void LaunchChecks::lse(const float* lse, int64_t stride_h, int64_t stride_b) con
 
 bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) const {
   dtype(a.dtype);
-  head_dim(a.head_dim);
+  head_dims(a);
   require(a.batch >= 1 && a.heads_q >= 1 && a.heads_kv >= 1, "batch and heads must be >= 1");
   heads_group(a.heads_q, a.heads_kv);
   require(a.nq >= 1 && a.nk >= 1, "nq and nk must be >= 1");
@@ -152,8 +156,13 @@ bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) co
   return packed;
 }
 
-int kernel_head_dim(int32_t head_dim) {
-  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
+int32_t value_head_dim(const Problem& a) {
+  return a.head_dim_v != 0 ? a.head_dim_v : a.head_dim;
+}
+
+int kernel_head_dim(const Problem& a) {
+  const int32_t widest = std::max(a.head_dim, value_head_dim(a));
+  return widest <= 64 ? 64 : widest <= 128 ? 128 : 256;
 }
 
 float softmax_scale(const Problem& a) {
@@ -194,6 +203,7 @@ sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descrip
   s.nq = a.nq;
   s.nk = a.nk;
   s.head_dim = a.head_dim;
+  s.head_dim_v = value_head_dim(a);
   s.num_q_tiles = h.num_q_tiles;
   s.num_k_tiles = h.num_k_tiles;
   s.q_offsets = a.q_offsets;
@@ -205,10 +215,10 @@ sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descrip
   return s;
 }
 
-sm90::RowsTensor rows_tensor(const TensorRef& t, int32_t head_dim) {
+sm90::RowsTensor rows_tensor(const TensorRef& t, int32_t columns) {
   constexpr int64_t kBytes = 2;  // bf16 and fp16
   return {const_cast<void*>(t.data), t.stride_s * kBytes, t.stride_h * kBytes,
-          static_cast<int32_t>(head_dim * kBytes), 0u};
+          static_cast<int32_t>(columns * kBytes), 0u};
 }
 
 }  // namespace cm::cuda::host

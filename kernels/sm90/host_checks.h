@@ -43,8 +43,8 @@ class LaunchChecks {
 
   void dtype(DType dtype) const;  // bf16 or fp16
 
-  // head_dim_supported (cuda_limits.h).
-  void head_dim(int32_t head_dim) const;
+  // head_dim_supported (cuda_limits.h) for head_dim, and for head_dim_v unless it is 0.
+  void head_dims(const Problem& a) const;
 
   // heads_q is a multiple of heads_kv (heads_kv >= 1 already checked).
   void heads_group(int32_t heads_q, int32_t heads_kv) const;
@@ -69,7 +69,7 @@ class LaunchChecks {
 
   void lse(const float* lse, int64_t stride_h, int64_t stride_b) const;  // set, strides >= 0
 
-  // Everything above for the fields forward and backward share: dtype, head dim,
+  // Everything above for the fields forward and backward share: dtype, head dims,
   // sizes >= 1 that fit the header `h` (tile x tile tiles), GQA grouping, scale, softcap, layout,
   // and q, k, v, out and the LSE. Returns whether the layout is packed.
   bool problem(const desc::Header& h, int tile, const Problem& a) const;
@@ -78,9 +78,13 @@ class LaunchChecks {
   const char* entry_;
 };
 
-// The head dim of the kernel instantiation that runs a checked head_dim: 64 up to 64, 128 up to
-// 128, else 256. The kernels pad the columns past head_dim with zeros (ProblemShape::head_dim).
-int kernel_head_dim(int32_t head_dim);
+// The columns of v and out (and dout, dv): Problem::head_dim_v, or head_dim for 0.
+int32_t value_head_dim(const Problem& a);
+
+// The head dim of the kernel instantiation that runs checked head dims: 64 when both are up to
+// 64, 128 up to 128, else 256. The kernels pad the columns past each tensor's own with zeros
+// (ProblemShape::head_dim).
+int kernel_head_dim(const Problem& a);
 
 // The scale the kernels apply: Problem::scale, or 1/sqrt(head_dim) for 0.
 float softmax_scale(const Problem& a);
@@ -106,7 +110,7 @@ sm90::ProblemShape problem_shape(const Problem& a, const DescriptorView& descrip
                                  TileTables tables);
 
 // A packed problem's 16-bit output tensor t (out, dQ, dK or dV) as packed_rows.cu writes its
-// rows: their first head_dim elements, 0 outside every sequence.
-sm90::RowsTensor rows_tensor(const TensorRef& t, int32_t head_dim);
+// rows: their first `columns` elements, 0 outside every sequence.
+sm90::RowsTensor rows_tensor(const TensorRef& t, int32_t columns);
 
 }  // namespace cm::cuda::host

@@ -57,10 +57,10 @@ struct WorkLayout {
   sm90::FwdWorkspace workspace;
 };
 
-// The layout for the sizes of `a` that it reads (batch, heads_q, heads_kv, head_dim,
+// The layout for the sizes of `a` that it reads (batch, heads_q, heads_kv, head dims,
 // num_splits), checked first; throws cm::Error naming a broken rule.
 WorkLayout work_layout(const desc::Header& h, const DescriptorView& d, const ForwardArgs& a) {
-  check.head_dim(a.head_dim);
+  check.head_dims(a);
   check.require(a.batch >= 1 && a.heads_q >= 1 && a.heads_kv >= 1, "batch and heads must be >= 1");
   check.heads_group(a.heads_q, a.heads_kv);
   check.require(a.num_splits >= 0 && a.num_splits <= sm90::kMaxSplits,
@@ -91,7 +91,7 @@ WorkLayout work_layout(const desc::Header& h, const DescriptorView& d, const For
   const int64_t rows = int64_t{a.batch} * a.heads_q * h.nq;  // of O and the LSE
   check.require(!w.combine || rows < (int64_t{1} << 32),
                 "too many output rows (batch * heads_q * nq) to combine split keys");
-  w.workspace = sm90::fwd_workspace(w.combine ? w.splits : 0, rows, a.head_dim);
+  w.workspace = sm90::fwd_workspace(w.combine ? w.splits : 0, rows, host::value_head_dim(a));
   return w;
 }
 
@@ -198,7 +198,7 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const CUtensorMap q =
       host::make_tile_map(check, args.q, args.dtype, args.head_dim, q_rows, args.heads_q,
                           args.batch, packed, p.rows_per_head, p.heads_per_item);
-  const int kernel_head_dim = host::kernel_head_dim(args.head_dim);
+  const int kernel_head_dim = host::kernel_head_dim(args);
   const int stage_keys = sm90::forward_keys_per_stage(kernel_head_dim);
   // Paged, the maps' rows are a page's and their batches the pages (fwd_paging.h).
   const int64_t kv_rows = paged ? args.paged.page_size : k_rows;
@@ -206,7 +206,7 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const int box_rows = sm90::kv_box_rows(paged ? args.paged.page_size : 0, stage_keys);
   const CUtensorMap k = host::make_tile_map(check, args.k, args.dtype, args.head_dim, kv_rows,
                                             args.heads_kv, kv_batch, packed, box_rows);
-  const CUtensorMap v = host::make_tile_map(check, args.v, args.dtype, args.head_dim, kv_rows,
+  const CUtensorMap v = host::make_tile_map(check, args.v, args.dtype, p.head_dim_v, kv_rows,
                                             args.heads_kv, kv_batch, packed, box_rows);
 
   const int sms = check.multiprocessors();
@@ -239,7 +239,7 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
     rows.num_axes = 1;
     const sm90::RowsTensor lse{p.lse, sizeof(float), p.lse_stride_h * int64_t{sizeof(float)},
                                sizeof(float), sm90::kNegInfWord};
-    rows.axes[0] = {false, args.heads_q, 2, {host::rows_tensor(args.out, args.head_dim), lse}};
+    rows.axes[0] = {false, args.heads_q, 2, {host::rows_tensor(args.out, p.head_dim_v), lse}};
     check.cuda(sm90::launch_packed_rows(rows, stream), "launching the packed rows kernel");
   }
 }

@@ -13,9 +13,10 @@ inline constexpr int kKernelTile = 128;  // the descriptor tiles the sm90 kernel
 struct ProblemShape {
   int32_t batch, heads_q, heads_kv;
   int32_t nq, nk;
-  // D, the columns of Q, K, V and the outputs. The kernel instantiated for kHeadDim >= D reads
-  // the columns past D as zeros (TMA fills them) and writes only the first D.
-  int32_t head_dim;
+  // D, the columns of Q and K (and dQ, dK), and Dv, those of V and O (and dO, dV). The kernel
+  // instantiated for kHeadDim >= both reads the columns past each tensor's own as zeros (TMA
+  // fills them) and writes only a tensor's own.
+  int32_t head_dim, head_dim_v;
   int32_t num_q_tiles, num_k_tiles;
   // Packed layout: sequence b starts at row q_offsets[b] (k_offsets[b]) of the [T, H, D]
   // tensors of total_q (total_k) rows, and the batch strides are unused. The offsets are null

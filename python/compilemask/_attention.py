@@ -128,7 +128,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     a multiple of 8 up to 256), differentiable.
 
     Layouts: 4-D q [B, Sq, Hq, D] with k, v [B, Sk, Hkv, D] (layout="bshd", the default) or
-    [B, H, S, D] (layout="bhsd"); Hq a multiple of Hkv (GQA/MQA). Or jagged 3-D [T, H, D]:
+    [B, H, S, D] (layout="bhsd"); Hq a multiple of Hkv (GQA/MQA). v may have a head dim Dv of
+    its own, as multi-head latent attention's 128 against q's and k's 192 (DeepSeek's MLA);
+    out then has Dv columns. Or jagged 3-D [T, H, D]:
     without offsets one sequence of T rows; with `offsets` (int32 CUDA tensor of B start rows)
     sequence b is rows offsets[b] + [0, plan.nq) of q and k_offsets[b] + [0, plan.nk) of k and
     v (k_offsets defaults to offsets). Those ranges must lie inside T. Reading the offsets
@@ -148,7 +150,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     scale defaults to 1/sqrt(D). softcap caps the logits at softcap * tanh(scale * q kᵀ /
     softcap) (Gemma 2; FlashAttention's softcap, FlexAttention's tanh score_mod); the kernels
     take tanh from the GPU's special function unit (relative error about 2^-11). Returns out
-    (q's shape and dtype), and with return_lse also the float32 natural-log LSE ([B, Hq, Sq],
+    (q's shape with v's head dim, and q's dtype), and with return_lse also the float32 natural-log LSE ([B, Hq, Sq],
     or [Hq, T] for 3-D; -inf where a row sees no key).
 
     sinks adds attention sinks (gpt-oss; FlashInfer's and FlashAttention 3's learnable sinks): a
@@ -214,15 +216,17 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     if not (q.dim() == k.dim() == v.dim()):
         raise ValueError(f"q, k and v must have the same number of dimensions, got {q.dim()}, "
                          f"{k.dim()}, {v.dim()}")
-    if k.shape != v.shape:
-        raise ValueError(f"k and v must have one shape, got {tuple(k.shape)} and "
-                         f"{tuple(v.shape)}")
+    if k.shape[:-1] != v.shape[:-1]:
+        raise ValueError(f"k and v must have one shape but for the head dim, got "
+                         f"{tuple(k.shape)} and {tuple(v.shape)}")
     batch, nq, heads_q, dim = _split(q, layout)
     k_batch, nk, heads_kv, k_dim = _split(k, layout)  # paged: pages and the rows of a page
     if dim not in _HEAD_DIMS:
         raise ValueError(f"q has head dim {dim}; the kernels support {_HEAD_DIM_RULE}")
     if k_dim != dim:
-        raise ValueError(f"k and v have head dim {k_dim} but q has {dim}")
+        raise ValueError(f"k has head dim {k_dim} but q has {dim}")
+    if v.shape[-1] not in _HEAD_DIMS:
+        raise ValueError(f"v has head dim {v.shape[-1]}; the kernels support {_HEAD_DIM_RULE}")
     if heads_q % heads_kv:
         raise ValueError(f"q's {heads_q} heads must be a multiple of k's and v's {heads_kv}")
     if k_batch != batch and not paged:
@@ -360,7 +364,7 @@ def _scatter_sequences(out: Tensor, lse: Tensor, fits: Tensor, rows: Tensor, ins
     out = torch.where(fits[:, None, None, None], out, float("nan")).flatten(0, 1)
     lse = torch.where(fits[:, None, None], lse, float("nan")).transpose(0, 1).flatten(1)
     target = torch.where(inside, rows, total)
-    out = packed.new_zeros((total + 1, *packed.shape[1:])).index_copy(0, target, out)[:total]
+    out = packed.new_zeros((total + 1, *out.shape[1:])).index_copy(0, target, out)[:total]
     lse = torch.full((heads, total + 1), float("-inf"), device=lse.device).index_copy(
         1, target, lse)[:, :total].contiguous()
     return out, lse

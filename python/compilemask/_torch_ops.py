@@ -47,16 +47,21 @@ def _lse_strides(lse: Tensor, packed: bool) -> tuple[int, int]:
     return (0, lse.stride(0)) if packed else (lse.stride(0), lse.stride(1))
 
 
-def _dims(q: Tensor, k: Tensor, q_offsets: Optional[Tensor], heads_first: bool, nq: int,
-          nk: int) -> tuple[int, ...]:
-    """The kernels' (dtype code, batch, heads_q, heads_kv, nq, nk, head_dim). nq and nk are the
-    plan's (a paged k has page_size rows), the batch q's."""
+def _dims(q: Tensor, k: Tensor, v: Tensor, q_offsets: Optional[Tensor], heads_first: bool,
+          nq: int, nk: int) -> tuple[int, ...]:
+    """The kernels' (dtype code, batch, heads_q, heads_kv, nq, nk, head_dim, head_dim_v). nq and
+    nk are the plan's (a paged k has page_size rows), the batch q's."""
     if q_offsets is not None:
         batch, heads_q, heads_kv = q_offsets.shape[0], q.shape[1], k.shape[1]
     else:
         head_dim = 1 if heads_first else 2
         batch, heads_q, heads_kv = q.shape[0], q.shape[head_dim], k.shape[head_dim]
-    return (_DTYPE_CODES[q.dtype], batch, heads_q, heads_kv, nq, nk, q.shape[-1])
+    return (_DTYPE_CODES[q.dtype], batch, heads_q, heads_kv, nq, nk, q.shape[-1], v.shape[-1])
+
+
+def _out_shape(q: Tensor, v: Tensor) -> tuple[int, ...]:
+    """The shape of out (and dout): q's, with v's columns."""
+    return (*q.shape[:-1], v.shape[-1])
 
 
 def _packing(q: Tensor, k: Tensor, q_offsets: Optional[Tensor],
@@ -146,9 +151,9 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
                     scale, softcap, sinks, alibi_slopes, num_splits, page_table):
     packed = q_offsets is not None
     # With offsets the kernels write the rows outside every sequence too (0 and -inf).
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    out = torch.empty(_out_shape(q, v), dtype=q.dtype, device=q.device)
     lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
-    dims = _dims(q, k, q_offsets, heads_first, nq, nk)
+    dims = _dims(q, k, v, q_offsets, heads_first, nq, nk)
     with torch.cuda.device(q.device):  # the split count depends on the device's SMs
         workspace = torch.empty(
             _cuda.workspace_bytes(desc_host.data_ptr(), desc_device.data_ptr(), dims, num_splits),
@@ -171,7 +176,7 @@ def _launch_forward(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads
 def _attention_forward_fake(q, k, v, desc_host, desc_device, q_offsets, k_offsets, heads_first,
                             nq, nk, scale, softcap, sinks, alibi_slopes, num_splits, page_table,
                             lse_grad, deterministic):
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    out = torch.empty(_out_shape(q, v), dtype=q.dtype, device=q.device)
     lse = torch.empty(_lse_shape(q, heads_first, nq), dtype=torch.float32, device=q.device)
     return out, lse
 
@@ -230,9 +235,9 @@ def _launch_backward(q, k, v, out, lse, dout, dlse, desc_host, desc_device, q_of
                      heads_first, nq, nk, scale, softcap, sinks, alibi_slopes, deterministic):
     packed = q_offsets is not None
     # With offsets the kernels write the rows outside every sequence too (0).
-    dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, k))
+    dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, v))
     dsinks = _sink_gradient_like(sinks, q.device)
-    dims = _dims(q, k, q_offsets, heads_first, nq, nk)
+    dims = _dims(q, k, v, q_offsets, heads_first, nq, nk)
     tensors = [(x.data_ptr(), _bsh_strides(x, heads_first, packed))
                for x in (q, k, v, out, dout, dq, dk, dv)]
     with torch.cuda.device(q.device):
@@ -258,7 +263,7 @@ def _attention_backward_fake(q, k, v, output, lse, dout, dlse, desc_host, desc_d
                              alibi_slopes, deterministic):
     return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
             torch.empty(k.shape, dtype=k.dtype, device=k.device),
-            torch.empty(k.shape, dtype=k.dtype, device=k.device),
+            torch.empty(v.shape, dtype=v.dtype, device=v.device),
             _sink_gradient_like(sinks, q.device))
 
 

@@ -32,21 +32,23 @@ size_t sz(int32_t v) {
   return static_cast<size_t>(v);
 }
 
-// Reads the shape from q [B, Hq, Nq, D] and k [B, Hkv, Nk, D]; the C++ reference checks it
-// against the descriptor. v must match k and out/dout must match q.
+// Reads the shape from q [B, Hq, Nq, D], k [B, Hkv, Nk, D] and v [B, Hkv, Nk, Dv]; the C++
+// reference checks it against the descriptor. out/dout must be [B, Hq, Nq, Dv].
 AttentionShape shape_of(const Input& q, const Input& k, const Input& v) {
-  for (size_t axis = 0; axis < 4; ++axis) {
-    if (v.shape(axis) != k.shape(axis)) throw Error("v must have the shape of k");
+  for (size_t axis = 0; axis < 3; ++axis) {
+    if (v.shape(axis) != k.shape(axis))
+      throw Error("v must have the shape of k but for its head dim");
   }
   if (q.shape(0) != k.shape(0)) throw Error("q and k must have the same batch size");
   if (q.shape(3) != k.shape(3)) throw Error("q and k must have the same head dim");
-  return {dim(q, 0), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2), dim(q, 3)};
+  return {dim(q, 0), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2), dim(q, 3), dim(v, 3)};
 }
 
-void require_shape_of(const Input& a, const Input& q, const char* name) {
-  for (size_t axis = 0; axis < 4; ++axis) {
-    if (a.shape(axis) != q.shape(axis))
-      throw Error(std::string(name) + " must have the shape of q");
+// out and dout: [B, Hq, Nq, Dv].
+void require_output_shape(const Input& a, const AttentionShape& s, const char* name) {
+  if (dim(a, 0) != s.batch || dim(a, 1) != s.heads_q || dim(a, 2) != s.nq ||
+      dim(a, 3) != s.head_dim_v) {
+    throw Error(std::string(name) + " must have the shape of q with v's head dim");
   }
 }
 
@@ -77,12 +79,13 @@ std::tuple<Output, Output> forward(const Plan& plan, const Input& q, const Input
                                    const PerHead& alibi_slopes, bool float64) {
   const AttentionShape s = shape_of(q, k, v);
   const ReferenceOptions o = options(q, scale, softcap, sinks, alibi_slopes, float64);
-  std::vector<float> out(q.size()), lse(sz(s.batch) * sz(s.heads_q) * sz(s.nq));
+  std::vector<float> out(q.size() / sz(s.head_dim) * sz(s.head_dim_v)),
+      lse(sz(s.batch) * sz(s.heads_q) * sz(s.nq));
   {
     nb::gil_scoped_release unlocked;
     reference_forward(plan.blob(), s, q.data(), k.data(), v.data(), out.data(), lse.data(), o);
   }
-  return {to_numpy(std::move(out), {sz(s.batch), sz(s.heads_q), sz(s.nq), sz(s.head_dim)}),
+  return {to_numpy(std::move(out), {sz(s.batch), sz(s.heads_q), sz(s.nq), sz(s.head_dim_v)}),
           to_numpy(std::move(lse), {sz(s.batch), sz(s.heads_q), sz(s.nq)})};
 }
 
@@ -99,8 +102,8 @@ std::tuple<Output, Output, Output, std::optional<Output>> backward(
     const Input& dout, const RowInput& lse, const std::optional<RowInput>& dlse, float scale,
     float softcap, const PerHead& sinks, const PerHead& alibi_slopes, bool float64) {
   const AttentionShape s = shape_of(q, k, v);
-  require_shape_of(out, q, "out");
-  require_shape_of(dout, q, "dout");
+  require_output_shape(out, s, "out");
+  require_output_shape(dout, s, "dout");
   require_rows_of(lse, q, "lse");
   if (dlse) require_rows_of(*dlse, q, "the LSE's gradient");
   const ReferenceOptions o = options(q, scale, softcap, sinks, alibi_slopes, float64);
@@ -115,7 +118,7 @@ std::tuple<Output, Output, Output, std::optional<Output>> backward(
   if (sinks) dsinks_out = to_numpy(std::move(dsinks), {sz(s.heads_q)});
   return {to_numpy(std::move(dq), {sz(s.batch), sz(s.heads_q), sz(s.nq), sz(s.head_dim)}),
           to_numpy(std::move(dk), {sz(s.batch), sz(s.heads_kv), sz(s.nk), sz(s.head_dim)}),
-          to_numpy(std::move(dv), {sz(s.batch), sz(s.heads_kv), sz(s.nk), sz(s.head_dim)}),
+          to_numpy(std::move(dv), {sz(s.batch), sz(s.heads_kv), sz(s.nk), sz(s.head_dim_v)}),
           std::move(dsinks_out)};
 }
 

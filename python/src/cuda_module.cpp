@@ -21,8 +21,8 @@ namespace {
 using Strides3 = std::array<int64_t, 3>;  // element strides {batch, row, head}
 using Strided = std::pair<uintptr_t, Strides3>;
 
-// (dtype 0 bf16 / 1 fp16, batch, heads_q, heads_kv, nq, nk, head_dim)
-using Dims = std::array<int, 7>;
+// (dtype 0 bf16 / 1 fp16, batch, heads_q, heads_kv, nq, nk, head_dim, head_dim_v)
+using Dims = std::array<int, 8>;
 
 template <class T>
 T* pointer(uintptr_t address) {
@@ -53,6 +53,7 @@ void set_common(cm::cuda::Problem& args, const Dims& dims, float scale, float so
   args.nq = dims[4];
   args.nk = dims[5];
   args.head_dim = dims[6];
+  args.head_dim_v = dims[7];
   args.scale = scale;
   args.softcap = softcap;
   args.sinks = pointer<const float>(sinks);

@@ -47,14 +47,14 @@ struct Row {
 
 template <class Acc>
 Row<Acc> row_at(const Problem& p, const BackwardTensors& t, int b, int h, int q) {
-  const int d = p.shape.head_dim;
-  const int64_t offset = p.q_offset(b, h) + static_cast<int64_t>(q) * d;
+  const int64_t q_at = p.q_offset(b, h) + static_cast<int64_t>(q) * p.shape.head_dim;
+  const int64_t out_at = p.out_offset(b, h) + static_cast<int64_t>(q) * p.shape.head_dim_v;
   const int64_t lse_at = p.lse_offset(b, h) + q;
   const Acc dlse = t.dlse != nullptr ? static_cast<Acc>(t.dlse[lse_at]) : Acc{0};
-  return {t.q + offset,
-          t.dout + offset,
+  return {t.q + q_at,
+          t.dout + out_at,
           static_cast<Acc>(t.lse[lse_at]),
-          reference::dot<Acc>(t.dout + offset, t.out + offset, d) - dlse,
+          reference::dot<Acc>(t.dout + out_at, t.out + out_at, p.shape.head_dim_v) - dlse,
           h,
           q};
 }
@@ -68,7 +68,7 @@ class BackwardWorker {
         columns_(p.blob),
         dq_acc_(static_cast<size_t>(p.shape.head_dim)),
         dk_acc_(static_cast<size_t>(p.tile_n) * p.shape.head_dim),
-        dv_acc_(dk_acc_.size()) {}
+        dv_acc_(static_cast<size_t>(p.tile_n) * p.shape.head_dim_v) {}
 
   // Postcondition: rows of query tile m of dQ for (b, h) are written.
   void run_dq(int b, int h, int m) {
@@ -103,11 +103,14 @@ class BackwardWorker {
         }
       }
     }
-    const int d = p_.shape.head_dim;
-    const int64_t base = p_.kv_offset(b, hkv) + static_cast<int64_t>(k0) * d;
+    const int d = p_.shape.head_dim, dv = p_.shape.head_dim_v;
+    float* dk = t_.dk + p_.k_offset(b, hkv) + static_cast<int64_t>(k0) * d;
     for (int64_t i = 0; i < static_cast<int64_t>(k1 - k0) * d; ++i) {
-      t_.dk[base + i] = static_cast<float>(static_cast<Acc>(p_.scale) * dk_acc_[i]);
-      t_.dv[base + i] = static_cast<float>(dv_acc_[i]);
+      dk[i] = static_cast<float>(static_cast<Acc>(p_.scale) * dk_acc_[i]);
+    }
+    float* dv_out = t_.dv + p_.v_offset(b, hkv) + static_cast<int64_t>(k0) * dv;
+    for (int64_t i = 0; i < static_cast<int64_t>(k1 - k0) * dv; ++i) {
+      dv_out[i] = static_cast<float>(dv_acc_[i]);
     }
   }
 
@@ -116,10 +119,11 @@ class BackwardWorker {
   // key j, whose rows of K and V are k_row and v_row.
   void probabilities(const Row<Acc>& row, int j, const float* k_row, const float* v_row, Acc& prob,
                      Acc& dscore) const {
-    const int d = p_.shape.head_dim;
-    const auto logit = p_.logit(reference::dot<Acc>(row.q, k_row, d), row.head, row.index, j);
+    const auto logit =
+        p_.logit(reference::dot<Acc>(row.q, k_row, p_.shape.head_dim), row.head, row.index, j);
     prob = std::exp(logit.value - row.lse);
-    dscore = prob * (reference::dot<Acc>(row.dout, v_row, d) - row.delta) * logit.slope;
+    dscore = prob * (reference::dot<Acc>(row.dout, v_row, p_.shape.head_dim_v) - row.delta) *
+             logit.slope;
   }
 
   void dq_row(int b, int h, int q, const std::vector<Interval>& visible) {
@@ -130,14 +134,14 @@ class BackwardWorker {
       return;
     }
     const Row<Acc> row = row_at<Acc>(p_, t_, b, h, q);
-    const float* k_head = t_.k + p_.kv_offset(b, h / p_.group);
-    const float* v_head = t_.v + p_.kv_offset(b, h / p_.group);
+    const float* k_head = t_.k + p_.k_offset(b, h / p_.group);
+    const float* v_head = t_.v + p_.v_offset(b, h / p_.group);
     std::fill(dq_acc_.begin(), dq_acc_.end(), Acc{0});
     for (const Interval& iv : visible) {
       for (int j = iv.lo; j < iv.hi; ++j) {
         Acc prob, dscore;
         probabilities(row, j, k_head + static_cast<int64_t>(j) * d,
-                      v_head + static_cast<int64_t>(j) * d, prob, dscore);
+                      v_head + static_cast<int64_t>(j) * p_.shape.head_dim_v, prob, dscore);
         reference::add_scaled(dq_acc_.data(), dscore, k_head + static_cast<int64_t>(j) * d, d);
       }
     }
@@ -148,10 +152,10 @@ class BackwardWorker {
   // Adds the contributions of the rows of query tile m (query head h) to key tile n, which
   // starts at column k0.
   void dkv_query_tile(int b, int h, int m, const desc::Pattern* pattern, int n, int k0) {
-    const int d = p_.shape.head_dim;
+    const int d = p_.shape.head_dim, dv = p_.shape.head_dim_v;
     const int hkv = h / p_.group;
-    const float* k_head = t_.k + p_.kv_offset(b, hkv);
-    const float* v_head = t_.v + p_.kv_offset(b, hkv);
+    const float* k_head = t_.k + p_.k_offset(b, hkv);
+    const float* v_head = t_.v + p_.v_offset(b, hkv);
     const auto [q0, q1] = desc::q_tile_span(p_.blob, m);
     for (int q = q0; q < q1; ++q) {
       const std::vector<Interval>& visible = columns_.tile(pattern, m, n, q);
@@ -161,10 +165,10 @@ class BackwardWorker {
         for (int j = iv.lo; j < iv.hi; ++j) {
           Acc prob, dscore;
           probabilities(row, j, k_head + static_cast<int64_t>(j) * d,
-                        v_head + static_cast<int64_t>(j) * d, prob, dscore);
-          const size_t local = static_cast<size_t>(j - k0) * d;
-          reference::add_scaled(dv_acc_.data() + local, prob, row.dout, d);
-          reference::add_scaled(dk_acc_.data() + local, dscore, row.q, d);
+                        v_head + static_cast<int64_t>(j) * dv, prob, dscore);
+          const auto local = static_cast<size_t>(j - k0);
+          reference::add_scaled(dv_acc_.data() + local * dv, prob, row.dout, dv);
+          reference::add_scaled(dk_acc_.data() + local * d, dscore, row.q, d);
         }
       }
     }
@@ -175,7 +179,7 @@ class BackwardWorker {
   reference::VisibleColumns columns_;
   std::vector<Acc> dq_acc_;
   std::vector<Acc> dk_acc_;  // one key tile, tile_n x head_dim
-  std::vector<Acc> dv_acc_;
+  std::vector<Acc> dv_acc_;  // tile_n x head_dim_v
 };
 
 // d loss / d sink of query head h: the sink is a logit whose value row is 0, so its dP is 0 and

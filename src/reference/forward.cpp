@@ -30,7 +30,7 @@ template <class Acc>
 class ForwardWorker {
  public:
   ForwardWorker(const Problem& p, const ForwardTensors& t)
-      : p_(p), t_(t), columns_(p.blob), out_acc_(static_cast<size_t>(p.shape.head_dim)) {}
+      : p_(p), t_(t), columns_(p.blob), out_acc_(static_cast<size_t>(p.shape.head_dim_v)) {}
 
   // Postcondition: rows of query tile m of (b, h) hold their O and LSE.
   void run(int b, int h, int m) {
@@ -42,11 +42,11 @@ class ForwardWorker {
 
  private:
   void run_row(int b, int h, int q, const std::vector<Interval>& visible) {
-    const int d = p_.shape.head_dim;
+    const int d = p_.shape.head_dim, dv = p_.shape.head_dim_v;
     const float* q_row = t_.q + p_.q_offset(b, h) + static_cast<int64_t>(q) * d;
-    const float* k_head = t_.k + p_.kv_offset(b, h / p_.group);
-    const float* v_head = t_.v + p_.kv_offset(b, h / p_.group);
-    float* out_row = t_.out + p_.q_offset(b, h) + static_cast<int64_t>(q) * d;
+    const float* k_head = t_.k + p_.k_offset(b, h / p_.group);
+    const float* v_head = t_.v + p_.v_offset(b, h / p_.group);
+    float* out_row = t_.out + p_.out_offset(b, h) + static_cast<int64_t>(q) * dv;
     float& lse = t_.lse[p_.lse_offset(b, h) + q];
 
     // Scores of all visible columns, in column order, then a max-shifted softmax.
@@ -64,7 +64,7 @@ class ForwardWorker {
     // The sink is one more logit, of a key whose value is 0: it adds to the sum only.
     const auto sink = static_cast<Acc>(p_.sink(h));
     if (scores_.empty()) {  // fully masked row: the sink alone, if any
-      std::fill(out_row, out_row + d, 0.0f);
+      std::fill(out_row, out_row + dv, 0.0f);
       lse = static_cast<float>(sink);
       return;
     }
@@ -76,10 +76,10 @@ class ForwardWorker {
       for (int j = iv.lo; j < iv.hi; ++j) {
         const Acc weight = std::exp(scores_[index++] - max_score);
         sum += weight;
-        reference::add_scaled(out_acc_.data(), weight, v_head + static_cast<int64_t>(j) * d, d);
+        reference::add_scaled(out_acc_.data(), weight, v_head + static_cast<int64_t>(j) * dv, dv);
       }
     }
-    for (int i = 0; i < d; ++i) out_row[i] = static_cast<float>(out_acc_[i] / sum);
+    for (int i = 0; i < dv; ++i) out_row[i] = static_cast<float>(out_acc_[i] / sum);
     lse = static_cast<float>(max_score + std::log(sum));
   }
 

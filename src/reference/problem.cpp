@@ -61,6 +61,8 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
                                                    " must be a multiple of shape." +
                                                    value_of("heads_kv", shape.heads_kv));
   require(shape.head_dim > 0, "shape." + value_of("head_dim", shape.head_dim) + " must be > 0");
+  require(shape.head_dim_v >= 0,
+          "shape." + value_of("head_dim_v", shape.head_dim_v) + " must be >= 0 (0 means head_dim)");
   require(std::isfinite(options.scale) && options.scale >= 0,
           "options.scale must be finite and >= 0 (0 means 1/sqrt(head_dim))");
   require(std::isfinite(options.softcap) && options.softcap >= 0,
@@ -86,6 +88,7 @@ Problem make_problem(const void* descriptor, const AttentionShape& shape,
   Problem p;
   p.blob = descriptor;
   p.shape = shape;
+  p.shape.head_dim_v = value_head_dim(shape);
   p.scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(double{1.0} * shape.head_dim);
   p.softcap = options.softcap;
   p.sinks = options.sinks;

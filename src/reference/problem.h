@@ -50,15 +50,25 @@ struct Problem {
     return sinks != nullptr ? double{sinks[h]} : -std::numeric_limits<double>::infinity();
   }
 
-  // Offsets of row 0 of a (b, h) slice of the query-side and key-side tensors, and of the LSE.
+  // Offsets of row 0 of a (b, h) slice of q and dq, of out and dout, of k and dk (kv head hkv),
+  // of v and dv, and of the LSE. shape.head_dim_v is resolved (never 0).
   int64_t q_offset(int b, int h) const {
-    return (static_cast<int64_t>(b) * shape.heads_q + h) * shape.nq * shape.head_dim;
+    return slice(b, shape.heads_q, h, shape.nq, shape.head_dim);
   }
-  int64_t kv_offset(int b, int hkv) const {
-    return (static_cast<int64_t>(b) * shape.heads_kv + hkv) * shape.nk * shape.head_dim;
+  int64_t out_offset(int b, int h) const {
+    return slice(b, shape.heads_q, h, shape.nq, shape.head_dim_v);
   }
-  int64_t lse_offset(int b, int h) const {
-    return (static_cast<int64_t>(b) * shape.heads_q + h) * shape.nq;
+  int64_t k_offset(int b, int hkv) const {
+    return slice(b, shape.heads_kv, hkv, shape.nk, shape.head_dim);
+  }
+  int64_t v_offset(int b, int hkv) const {
+    return slice(b, shape.heads_kv, hkv, shape.nk, shape.head_dim_v);
+  }
+  int64_t lse_offset(int b, int h) const { return slice(b, shape.heads_q, h, shape.nq, 1); }
+
+ private:
+  static int64_t slice(int b, int heads, int h, int rows, int columns) {
+    return (static_cast<int64_t>(b) * heads + h) * rows * columns;
   }
 };
 

@@ -344,13 +344,26 @@ TEST(Cli, RunTakesAlibi) {
   }
 }
 
-// Effective TFLOP/s count 4 D flops per visible pair: causal has n (n + 1) / 2 per (b, h).
+// --dim-v gives V and O their own head dim (MLA): both references take it, and the header
+// names it.
+TEST(Cli, RunTakesAValueHeadDim) {
+  const CliResult r = expect_ok({"run", example("doc_causal"), "-p", "docs=0,70,130,180", "-n",
+                                 "200", "--heads", "4", "--heads-kv", "2", "--dim", "32", "--dim-v",
+                                 "24", "--backward", "--threads", "2"});
+  EXPECT_TRUE(contains(r.out, "dim 32 (v 24), tiles")) << r.out;
+  for (const char* label : {"O", "LSE", "dQ", "dK", "dV"}) {
+    EXPECT_LT(value_after(r.out, label), 1e-3) << label << "\n" << r.out;
+  }
+}
+
+// Effective TFLOP/s count 2 (D + Dv) flops per visible pair: causal has n (n + 1) / 2 per (b, h).
 TEST(Cli, RunReportsEffectiveThroughput) {
-  const int n = 512, dim = 64, batch = 2, heads = 3;
-  const CliResult r = expect_ok({"run", example("causal"), "-n", std::to_string(n), "--dim",
-                                 std::to_string(dim), "--batch", std::to_string(batch), "--heads",
-                                 std::to_string(heads), "--threads", "2"});
-  const double flops = 4.0 * dim * batch * heads * n * (n + 1) / 2;
+  const int n = 512, dim = 64, dim_v = 40, batch = 2, heads = 3;
+  const CliResult r =
+      expect_ok({"run", example("causal"), "-n", std::to_string(n), "--dim", std::to_string(dim),
+                 "--dim-v", std::to_string(dim_v), "--batch", std::to_string(batch), "--heads",
+                 std::to_string(heads), "--threads", "2"});
+  const double flops = 2.0 * (dim + dim_v) * batch * heads * n * (n + 1) / 2;
   const size_t line = r.out.find("float64 reference");
   ASSERT_NE(line, std::string::npos) << r.out;
   double time = 0, tflops = 0;
@@ -407,6 +420,15 @@ TEST(Cli, RunOnGpuOrExplainsWhyNot) {
           expect_ok({"run", example("causal"), "--nq", "100", "--nk", "3000", "--heads", "4",
                      "--heads-kv", "2", "--backward", "--gpu", "--alibi", "--splits", splits}));
     }
+    // MLA's head dims (the kernels for 256), keys whole and in five parts; and in pages.
+    for (const char* splits : {"1", "5"}) {
+      expect_gpu_errors_near_rounding(expect_ok(
+          {"run", example("causal"), "--nq", "100", "--nk", "3000", "--heads", "4", "--heads-kv",
+           "2", "--dim", "192", "--dim-v", "128", "--backward", "--gpu", "--splits", splits}));
+    }
+    expect_gpu_errors_near_rounding(
+        expect_ok({"run", example("causal"), "--nq", "16", "--nk", "3000", "--heads", "8",
+                   "--heads-kv", "2", "--dim", "192", "--dim-v", "128", "--gpu", "--pages", "64"}));
     // Few query rows against many keys, the keys in five parts merged by their LSEs.
     const CliResult split_keys =
         expect_ok({"run", example("causal"), "--nq", "16", "--nk", "3000", "--heads", "2",

@@ -16,8 +16,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
 from cm_kernel import (DTYPES, KernelError, abi_version, call_checked,  # noqa: E402
-                       data_ptr_or_null, int64_array, logit_arguments, logit_types, problem_shape,
-                       strides_bsh)
+                       data_ptr_or_null, head_dim_arguments, head_dim_types, int64_array,
+                       logit_arguments, logit_types, problem_shape, strides_bsh)
 
 
 class Backward:
@@ -26,6 +26,7 @@ class Backward:
         f = self.lib.cm_cuda_backward
         p, i, i64, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
         self.logit_types = logit_types(self.lib)
+        self.head_dim_types = head_dim_types(self.lib)  # head_dim_v from ABI version 9 on
         # Builds before ABI version 5 have no write_rows_outside (after total_k) and head_splits
         # (after deterministic), and size the workspace by (batch, heads_q, head_dim) alone;
         # before 6, the size queries do not take deterministic (after head_splits); before 7 there
@@ -33,36 +34,39 @@ class Backward:
         self.has_splits = abi_version(self.lib) >= 5
         self.has_mode_query = abi_version(self.lib) >= 6
         self.has_sinks = abi_version(self.lib) >= 7
-        f.argtypes = ([p, p, i, i, i, i, i, i, i, *self.logit_types]
+        f.argtypes = ([p, p, i, i, i, i, i, i, *self.head_dim_types, *self.logit_types]
                       + [p, i64p] * 5 + [p, i64p, p, *([p] * self.has_sinks)] + [p, i64p] * 3
                       + [p, p, i64, i64, *([i] * self.has_splits), i, *([i] * self.has_splits),
                          p, ctypes.c_size_t, p, ctypes.c_char_p, ctypes.c_size_t])
         f.restype = ctypes.c_int
         w = self.lib.cm_cuda_backward_workspace_bytes_for
-        w.argtypes = [p, p, *([i] * len(self._sizes(1, 1, 1, 64, 0, False)))]
+        sizes = self._sizes(1, 1, 1, head_dim_arguments(self.head_dim_types, 64), 0, False)
+        w.argtypes = [p, p, *([i] * len(sizes))]
         w.restype = ctypes.c_size_t
         self._workspace_bytes = w
         if self.has_splits:
             self.lib.cm_cuda_backward_head_splits.argtypes = w.argtypes
         self._workspace = {}
 
-    def _sizes(self, batch, heads_q, heads_kv, head_dim, head_splits, deterministic):
-        """The size arguments of the workspace query (and of head_splits) in this build."""
+    def _sizes(self, batch, heads_q, heads_kv, head_dims, head_splits, deterministic):
+        """The size arguments of the workspace query (and of head_splits) in this build;
+        head_dims: head_dim_arguments'."""
         if self.has_mode_query:
-            return [batch, heads_q, heads_kv, head_dim, head_splits, int(deterministic)]
+            return [batch, heads_q, heads_kv, *head_dims, head_splits, int(deterministic)]
         if self.has_splits:
-            return [batch, heads_q, heads_kv, head_dim, head_splits]
+            return [batch, heads_q, heads_kv, *head_dims, head_splits]
         if head_splits > 1:
             raise KernelError("this build of the library has no head splits (ABI version < 5)")
-        return [batch, heads_q, head_dim]
+        return [batch, heads_q, *head_dims]
 
     def head_splits(self, desc, batch, heads_q, heads_kv, head_dim, head_splits=0,
-                    deterministic=False):
+                    deterministic=False, head_dim_v=0):
         """The head splits a backward call with head_splits (0: automatic) and deterministic
         uses on this device."""
+        head_dims = head_dim_arguments(self.head_dim_types, head_dim, head_dim_v)
         splits = self.lib.cm_cuda_backward_head_splits(
             desc.host_ptr(), desc.device.data_ptr(),
-            *self._sizes(batch, heads_q, heads_kv, head_dim, head_splits, deterministic))
+            *self._sizes(batch, heads_q, heads_kv, head_dims, head_splits, deterministic))
         if splits == 0:
             raise KernelError("cm_cuda_backward_head_splits rejected the problem")
         return splits
@@ -95,12 +99,13 @@ class Backward:
                               "(cm_cuda_abi_version < 5)")
         st = {name: int64_array(strides_bsh(t, layout))
               for name, t in dict(q=q, k=k, v=v, out=out, dout=dout, dq=dq, dk=dk, dv=dv).items()}
+        head_dims = head_dim_arguments(self.head_dim_types, head_dim, v.shape[-1])
         ws = self.workspace(
-            desc, *self._sizes(batch, heads_q, heads_kv, head_dim, head_splits, deterministic))
+            desc, *self._sizes(batch, heads_q, heads_kv, head_dims, head_splits, deterministic))
         call_checked(
             self.lib.cm_cuda_backward,
             desc.host_ptr(), desc.device.data_ptr(), DTYPES[q.dtype], batch, heads_q, heads_kv,
-            desc.nq, desc.nk, head_dim,
+            desc.nq, desc.nk, *head_dims,
             *logit_arguments(self.logit_types, scale, softcap, sinks, alibi_slopes),
             q.data_ptr(), st["q"], k.data_ptr(), st["k"], v.data_ptr(), st["v"],
             out.data_ptr(), st["out"], dout.data_ptr(), st["dout"],

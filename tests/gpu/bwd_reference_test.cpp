@@ -19,6 +19,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -53,20 +54,23 @@ class Problem {
         head_splits_(head_splits),
         plan_(make_plan(c.example, c.params, c.nq, c.nk, kBatch, c.heads_q)),
         descriptor_(plan_.blob()),
+        dv_cols_(c.head_dim_v != 0 ? c.head_dim_v : c.head_dim),
         nq_elems_(size_t(kBatch) * c.heads_q * c.nq * c.head_dim),
         nk_elems_(size_t(kBatch) * c.heads_kv * c.nk * c.head_dim),
+        out_elems_(size_t(kBatch) * c.heads_q * c.nq * dv_cols_),
+        v_elems_(size_t(kBatch) * c.heads_kv * c.nk * dv_cols_),
         lse_elems_(size_t(kBatch) * c.heads_q * c.nq),
         workspace_bytes_(cm::cuda::backward_workspace_bytes(descriptor_.view(), sizes())),
         q_(stored(nq_elems_, c.nq) * 2),
         k_(stored(nk_elems_, c.nk) * 2),
-        v_(stored(nk_elems_, c.nk) * 2),
-        out_(stored(nq_elems_, c.nq) * 2),
-        dout_(stored(nq_elems_, c.nq) * 2),
+        v_(stored(v_elems_, c.nk) * 2),
+        out_(stored(out_elems_, c.nq) * 2),
+        dout_(stored(out_elems_, c.nq) * 2),
         lse_(stored(lse_elems_, c.nq) * 4),
         dlse_(stored(lse_elems_, c.nq) * 4),
         dq_(stored(nq_elems_, c.nq) * 2),
         dk_(stored(nk_elems_, c.nk) * 2),
-        dv_(stored(nk_elems_, c.nk) * 2),
+        dv_(stored(v_elems_, c.nk) * 2),
         offsets_(2 * kBatch * sizeof(int32_t)),
         sinks_(std::max<size_t>(sinks.size(), 1) * 4),
         dsinks_(std::max<size_t>(sinks.size(), 1) * 4),
@@ -85,8 +89,8 @@ class Problem {
     std::mt19937 rng(seed);
     q = random_rounded(nq_elems_, c_.dtype, rng);
     k = random_rounded(nk_elems_, c_.dtype, rng);
-    v = random_rounded(nk_elems_, c_.dtype, rng);
-    dout = random_rounded(nq_elems_, c_.dtype, rng);
+    v = random_rounded(v_elems_, c_.dtype, rng);
+    dout = random_rounded(out_elems_, c_.dtype, rng);
     dlse.clear();
     if (lse_gradient) {
       std::normal_distribution<float> normal;
@@ -98,14 +102,14 @@ class Problem {
     options.softcap = c_.softcap;
     options.sinks = c_.sinks ? sinks.data() : nullptr;
     options.alibi_slopes = c_.alibi ? slopes.data() : nullptr;
-    std::vector<float> out_exact(nq_elems_);
+    std::vector<float> out_exact(out_elems_);
     lse.assign(lse_elems_, 0.f);
     cm::reference_forward(plan_.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
                           out_exact.data(), lse.data(), options);
     out = rounded(out_exact, c_.dtype);  // the kernel sees O in its own precision
     ref_dq.assign(nq_elems_, 0.f);
     ref_dk.assign(nk_elems_, 0.f);
-    ref_dv.assign(nk_elems_, 0.f);
+    ref_dv.assign(v_elems_, 0.f);
     ref_dsinks.assign(sinks.size(), 0.f);
     cm::reference_backward(plan_.blob(), shape, q.values.data(), k.values.data(), v.values.data(),
                            out.values.data(), dout.values.data(), lse.data(),
@@ -118,20 +122,21 @@ class Problem {
     if (c_.alibi) upload(slopes_, slopes);
     upload(q_, with_gaps(q.bits, c_.heads_q, c_.nq, c_.head_dim, kNaNBits));
     upload(k_, with_gaps(k.bits, c_.heads_kv, c_.nk, c_.head_dim, kNaNBits));
-    upload(v_, with_gaps(v.bits, c_.heads_kv, c_.nk, c_.head_dim, kNaNBits));
-    upload(out_, with_gaps(out.bits, c_.heads_q, c_.nq, c_.head_dim, kNaNBits));
-    upload(dout_, with_gaps(dout.bits, c_.heads_q, c_.nq, c_.head_dim, kNaNBits));
+    upload(v_, with_gaps(v.bits, c_.heads_kv, c_.nk, dv_cols_, kNaNBits));
+    upload(out_, with_gaps(out.bits, c_.heads_q, c_.nq, dv_cols_, kNaNBits));
+    upload(dout_, with_gaps(dout.bits, c_.heads_q, c_.nq, dv_cols_, kNaNBits));
     upload(lse_, with_gaps(lse, c_.heads_q, c_.nq, 1, std::nanf("")));
     if (!dlse.empty()) upload(dlse_, with_gaps(dlse, c_.heads_q, c_.nq, 1, std::nanf("")));
   }
 
   cm::AttentionShape shape() const {
-    return {kBatch, c_.heads_q, c_.heads_kv, c_.nq, c_.nk, c_.head_dim};
+    return {kBatch, c_.heads_q, c_.heads_kv, c_.nq, c_.nk, c_.head_dim, c_.head_dim_v};
   }
 
   void poison() const {
-    for (const DeviceBuffer* b : {&dq_, &dk_, &dv_}) {
-      const size_t bytes = b == &dq_ ? stored(nq_elems_, c_.nq) * 2 : stored(nk_elems_, c_.nk) * 2;
+    for (const auto& [b, bytes] : {std::pair{&dq_, stored(nq_elems_, c_.nq) * 2},
+                                   std::pair{&dk_, stored(nk_elems_, c_.nk) * 2},
+                                   std::pair{&dv_, stored(v_elems_, c_.nk) * 2}}) {
       ASSERT_EQ(cudaMemset(b->ptr, 0xff, bytes), cudaSuccess);
     }
     ASSERT_EQ(cudaMemset(dsinks_.ptr, 0xff, sinks.size() * 4), cudaSuccess);
@@ -139,7 +144,7 @@ class Problem {
   }
 
   cm::cuda::BackwardArgs args() const {
-    const int q_rows = c_.nq + gap_, k_rows = c_.nk + gap_, d = c_.head_dim;
+    const int q_rows = c_.nq + gap_, k_rows = c_.nk + gap_, d = c_.head_dim, dv = dv_cols_;
     cm::cuda::BackwardArgs a;
     static_cast<cm::cuda::Problem&>(a) = cm::cuda::dense_problem(
         c_.dtype, shape(), q_.ptr, k_.ptr, v_.ptr, out_.ptr, static_cast<const float*>(lse_.ptr));
@@ -147,18 +152,18 @@ class Problem {
     a.sinks = c_.sinks ? static_cast<const float*>(sinks_.ptr) : nullptr;
     a.dsinks = c_.sinks ? static_cast<float*>(dsinks_.ptr) : nullptr;
     a.alibi_slopes = c_.alibi ? static_cast<const float*>(slopes_.ptr) : nullptr;
-    a.dout = dense_bhsd(dout_.ptr, c_.heads_q, q_rows, d);
+    a.dout = dense_bhsd(dout_.ptr, c_.heads_q, q_rows, dv);
     a.dlse = dlse.empty() ? nullptr : static_cast<const float*>(dlse_.ptr);
     a.dq = dense_bhsd(dq_.ptr, c_.heads_q, q_rows, d);
     a.dk = dense_bhsd(dk_.ptr, c_.heads_kv, k_rows, d);
-    a.dv = dense_bhsd(dv_.ptr, c_.heads_kv, k_rows, d);
+    a.dv = dense_bhsd(dv_.ptr, c_.heads_kv, k_rows, dv);
     a.deterministic = deterministic_;
     a.head_splits = head_splits_;
     if (gap_ > 0) {
       a.q = dense_bhsd(q_.ptr, c_.heads_q, q_rows, d);
-      a.out = dense_bhsd(out_.ptr, c_.heads_q, q_rows, d);
+      a.out = dense_bhsd(out_.ptr, c_.heads_q, q_rows, dv);
       a.k = dense_bhsd(k_.ptr, c_.heads_kv, k_rows, d);
-      a.v = dense_bhsd(v_.ptr, c_.heads_kv, k_rows, d);
+      a.v = dense_bhsd(v_.ptr, c_.heads_kv, k_rows, dv);
       a.lse_stride_h = q_rows;
       a.q_offsets = static_cast<const int32_t*>(offsets_.ptr);
       a.k_offsets = a.q_offsets + kBatch;
@@ -180,10 +185,11 @@ class Problem {
     for (const DeviceBuffer* b : {&dq_, &dk_, &dv_}) {
       const int heads = b == &dq_ ? c_.heads_q : c_.heads_kv;
       const int rows = b == &dq_ ? c_.nq : c_.nk;
-      std::vector<uint16_t> bits(stored(size_t(kBatch) * heads * rows * c_.head_dim, rows));
+      const int width = b == &dv_ ? dv_cols_ : c_.head_dim;
+      std::vector<uint16_t> bits(stored(size_t(kBatch) * heads * rows * width, rows));
       EXPECT_EQ(cudaMemcpy(bits.data(), b->ptr, bits.size() * 2, cudaMemcpyDeviceToHost),
                 cudaSuccess);
-      r.push_back(without_gaps(bits, heads, rows, c_.head_dim, kNaNBits));
+      r.push_back(without_gaps(bits, heads, rows, width, kNaNBits));
     }
     return r;
   }
@@ -218,8 +224,8 @@ class Problem {
         for (int i = 0; i < s.nq; ++i) {
           const size_t row = (size_t(b) * s.heads_q + h) * s.nq + i;
           double delta = dlse.empty() ? 0.0 : -double(dlse[row]);
-          for (int d = 0; d < s.head_dim; ++d) {
-            delta += double(dout.values[row * s.head_dim + d]) * out.values[row * s.head_dim + d];
+          for (int d = 0; d < dv_cols_; ++d) {
+            delta += double(dout.values[row * dv_cols_ + d]) * out.values[row * dv_cols_ + d];
           }
           // A head without a sink (-inf) has no terms; its rows' LSE may be -inf too.
           if (!std::isinf(sinks[h]))
@@ -273,6 +279,7 @@ class Problem {
     a.heads_q = c_.heads_q;
     a.heads_kv = c_.heads_kv;
     a.head_dim = c_.head_dim;
+    a.head_dim_v = c_.head_dim_v;
     a.deterministic = deterministic_;
     a.head_splits = head_splits_;
     return a;
@@ -284,7 +291,8 @@ class Problem {
   int head_splits_;
   cm::Plan plan_;
   cm::cuda::DeviceDescriptor descriptor_;
-  size_t nq_elems_, nk_elems_, lse_elems_, workspace_bytes_;
+  int dv_cols_;  // the columns of V, O, dO and dV
+  size_t nq_elems_, nk_elems_, out_elems_, v_elems_, lse_elems_, workspace_bytes_;
   DeviceBuffer q_, k_, v_, out_, dout_, lse_, dlse_, dq_, dk_, dv_, offsets_, sinks_, dsinks_,
       slopes_, workspace_;
 };
@@ -401,6 +409,15 @@ INSTANTIATE_TEST_SUITE_P(Alibi, LseGradientMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::alibi_cases()),
                                           testing::Bool()));
 
+// V, O, dO and dV with a head dim of their own (MLA), without and with a gradient of the LSE,
+// and packed between NaN rows.
+INSTANTIATE_TEST_SUITE_P(ValueHeadDim, BackwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::value_head_dim_cases()),
+                                          testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(ValueHeadDim, LseGradientMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::value_head_dim_cases()),
+                                          testing::Bool()));
+
 // The default mode's dispatch over all the kv slices at once (BwdShape::slice_group), which the
 // automatic schedule takes for this grid of a few waves on the H200's 132 SMs
 // (bwd_head_splits_test's AutomaticSchedule); deterministic mode keeps its own order.
@@ -433,6 +450,9 @@ INSTANTIATE_TEST_SUITE_P(Sinks, PackedBackwardMatchesReference,
                                           testing::Bool()));
 INSTANTIATE_TEST_SUITE_P(Alibi, PackedBackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::alibi_cases()),
+                                          testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(ValueHeadDim, PackedBackwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::value_head_dim_cases()),
                                           testing::Bool()));
 INSTANTIATE_TEST_SUITE_P(HeadDim256, PackedBackwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::wide_head_cases()),
@@ -467,8 +487,12 @@ std::vector<SplitCase> split_cases() {
       "doc_causal", {{"docs", cm::Segments::from_lengths({90, 1, 150, 59})}}, 300, 300, 64, 4, 2,
       B::kFloat16};
   const Case wide{"causal", {}, 129, 300, 200, 4, 2, B::kFloat16};  // the kernel for 256
-  return {{mqa, 1, 0},        {mqa, 3, 0},        {mqa, 4, 0},  {doc, 1, 0},  {doc, 2, 0},
-          {doc, 2, kGapRows}, {doc, 1, kGapRows}, {wide, 1, 0}, {wide, 2, 0}, {wide, 2, kGapRows}};
+  Case mla = mqa;  // the split sums of dK and dV, each with its own columns
+  mla.head_dim = 192;
+  mla.head_dim_v = 128;
+  return {{mqa, 1, 0},  {mqa, 3, 0},         {mqa, 4, 0},        {doc, 1, 0},
+          {doc, 2, 0},  {doc, 2, kGapRows},  {doc, 1, kGapRows}, {wide, 1, 0},
+          {wide, 2, 0}, {wide, 2, kGapRows}, {mla, 3, 0},        {mla, 2, kGapRows}};
 }
 
 INSTANTIATE_TEST_SUITE_P(Forced, HeadSplitsMatchReference,

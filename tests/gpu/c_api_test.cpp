@@ -16,6 +16,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -40,16 +41,17 @@ class CApi : public testing::Test {
 
   char* tensor(int i) const { return static_cast<char*>(tensors_.get()) + i * kTensorBytes; }
 
-  // cm_cuda_forward on [1, kHeads, kN, kDim] tensors (strides {batch, row, head}) with this
-  // head_dim; the message in error_.
-  int forward(int dtype, int head_dim, size_t error_len) {
+  // cm_cuda_forward on [1, kHeads, kN, kDim] tensors (strides {batch, row, head}) with these
+  // head dims; the message in error_.
+  int forward(int dtype, int head_dim, size_t error_len, int head_dim_v = 0) {
     const int64_t strides[3] = {int64_t{kHeads} * kN * kDim, kDim, int64_t{kN} * kDim};
     const int64_t lse_strides[2] = {int64_t{kHeads} * kN, kN};
     return cm_cuda_forward(descriptor(), descriptor(), dtype, 1, kHeads, kHeads, kN, kN, head_dim,
-                           0.f, 0.f, nullptr, nullptr, 0, 1, nullptr, 0, 0, 0, tensor(0), strides,
-                           tensor(1), strides, tensor(2), strides, tensor(3), strides,
-                           reinterpret_cast<float*>(tensor(3)), lse_strides, nullptr, nullptr, 0, 0,
-                           0, nullptr, 0, nullptr, error_len == 0 ? nullptr : error_, error_len);
+                           head_dim_v, 0.f, 0.f, nullptr, nullptr, 0, 1, nullptr, 0, 0, 0,
+                           tensor(0), strides, tensor(1), strides, tensor(2), strides, tensor(3),
+                           strides, reinterpret_cast<float*>(tensor(3)), lse_strides, nullptr,
+                           nullptr, 0, 0, 0, nullptr, 0, nullptr, error_len == 0 ? nullptr : error_,
+                           error_len);
   }
 
   // cm_cuda_backward on the same tensors (dO, dQ, dK and dV alias them: only checked), without
@@ -58,11 +60,11 @@ class CApi : public testing::Test {
     const int64_t strides[3] = {int64_t{kHeads} * kN * kDim, kDim, int64_t{kN} * kDim};
     const int64_t lse_strides[2] = {int64_t{kHeads} * kN, kN};
     return cm_cuda_backward(
-        descriptor(), descriptor(), dtype, 1, kHeads, 1, kN, kN, kDim, 0.f, 0.f, nullptr, nullptr,
-        tensor(0), strides, tensor(1), strides, tensor(2), strides, tensor(3), strides, tensor(0),
-        strides, reinterpret_cast<const float*>(tensor(3)), lse_strides, nullptr, dsinks, tensor(0),
-        strides, tensor(1), strides, tensor(2), strides, nullptr, nullptr, 0, 0, 0, 0, head_splits,
-        nullptr, 0, nullptr, error_, sizeof(error_));
+        descriptor(), descriptor(), dtype, 1, kHeads, 1, kN, kN, kDim, 0, 0.f, 0.f, nullptr,
+        nullptr, tensor(0), strides, tensor(1), strides, tensor(2), strides, tensor(3), strides,
+        tensor(0), strides, reinterpret_cast<const float*>(tensor(3)), lse_strides, nullptr, dsinks,
+        tensor(0), strides, tensor(1), strides, tensor(2), strides, nullptr, nullptr, 0, 0, 0, 0,
+        head_splits, nullptr, 0, nullptr, error_, sizeof(error_));
   }
 
   cm::Plan plan_;
@@ -74,25 +76,28 @@ TEST_F(CApi, TheLibraryAnswersTheHeadersVersion) {
   EXPECT_EQ(cm_cuda_abi_version(), CM_CUDA_ABI_VERSION);
 }
 
-// Each size argument lands where the C++ API reads it: the answers differ with each one.
+// Each size argument lands where the C++ API reads it: the answers differ with each one (the
+// forward's split parts with head_dim_v, the backward's accumulators with the wider head dim).
 TEST_F(CApi, SizeQueriesAnswerAsTheCppApi) {
   const cm::cuda::DescriptorView view{descriptor(), descriptor()};
+  const std::pair<int, int> head_dims[] = {{64, 0}, {128, 0}, {256, 0}, {192, 128}, {64, 128}};
   for (const int heads_kv : {1, 2, 4}) {
-    for (const int head_dim : {64, 128, 256}) {
+    for (const auto& [head_dim, head_dim_v] : head_dims) {
       SCOPED_TRACE("heads_kv " + std::to_string(heads_kv) + " head_dim " +
-                   std::to_string(head_dim));
+                   std::to_string(head_dim) + " head_dim_v " + std::to_string(head_dim_v));
       cm::cuda::ForwardArgs f;
       f.batch = 3;
       f.heads_q = kHeads;
       f.heads_kv = heads_kv;
       f.head_dim = head_dim;
+      f.head_dim_v = head_dim_v;
       for (const int num_splits : {1, 5}) {
         f.num_splits = num_splits;
         EXPECT_EQ(cm_cuda_forward_workspace_bytes_for(descriptor(), descriptor(), 3, kHeads,
-                                                      heads_kv, head_dim, num_splits),
+                                                      heads_kv, head_dim, head_dim_v, num_splits),
                   cm::cuda::forward_workspace_bytes(view, f));
         EXPECT_EQ(cm_cuda_forward_num_splits(descriptor(), descriptor(), 3, kHeads, heads_kv,
-                                             head_dim, num_splits),
+                                             head_dim, head_dim_v, num_splits),
                   num_splits);
       }
       cm::cuda::BackwardArgs b;
@@ -101,31 +106,34 @@ TEST_F(CApi, SizeQueriesAnswerAsTheCppApi) {
         for (const int deterministic : {0, 1}) {
           b.head_splits = head_splits;
           b.deterministic = deterministic != 0;
-          EXPECT_EQ(
-              cm_cuda_backward_workspace_bytes_for(descriptor(), descriptor(), 3, kHeads, heads_kv,
-                                                   head_dim, head_splits, deterministic),
-              cm::cuda::backward_workspace_bytes(view, b));
+          EXPECT_EQ(cm_cuda_backward_workspace_bytes_for(descriptor(), descriptor(), 3, kHeads,
+                                                         heads_kv, head_dim, head_dim_v,
+                                                         head_splits, deterministic),
+                    cm::cuda::backward_workspace_bytes(view, b));
           EXPECT_EQ(cm_cuda_backward_head_splits(descriptor(), descriptor(), 3, kHeads, heads_kv,
-                                                 head_dim, head_splits, deterministic),
+                                                 head_dim, head_dim_v, head_splits, deterministic),
                     head_splits);
         }
       }
     }
   }
   // A kv group of one head never splits, so the automatic count needs no device.
-  EXPECT_EQ(cm_cuda_backward_head_splits(descriptor(), descriptor(), 1, kHeads, kHeads, kDim, 0, 1),
-            1);
+  EXPECT_EQ(
+      cm_cuda_backward_head_splits(descriptor(), descriptor(), 1, kHeads, kHeads, kDim, 0, 0, 1),
+      1);
 }
 
 TEST_F(CApi, SizeQueriesAnswerZeroForWhatTheEntryPointsReject) {
   const void* d = descriptor();
-  EXPECT_EQ(cm_cuda_forward_workspace_bytes_for(nullptr, nullptr, 1, kHeads, 1, kDim, 1), 0u);
-  EXPECT_EQ(cm_cuda_forward_workspace_bytes_for(d, d, 1, kHeads, 1, 4, 1), 0u);  // head dim
-  EXPECT_EQ(cm_cuda_forward_workspace_bytes_for(d, d, 1, kHeads, 1, kDim, 300), 0u);
-  EXPECT_EQ(cm_cuda_forward_num_splits(d, d, 1, kHeads, 3, kDim, 1), 0);  // 4 on 3 kv heads
-  EXPECT_EQ(cm_cuda_backward_workspace_bytes_for(d, d, 65536, kHeads, 1, kDim, 1, 0), 0u);
-  EXPECT_EQ(cm_cuda_backward_workspace_bytes_for(d, d, 1, kHeads, 1, kDim, kHeads + 1, 0), 0u);
-  EXPECT_EQ(cm_cuda_backward_head_splits(d, d, 1, kHeads, 1, kDim, -1, 1), 0);
+  EXPECT_EQ(cm_cuda_forward_workspace_bytes_for(nullptr, nullptr, 1, kHeads, 1, kDim, 0, 1), 0u);
+  EXPECT_EQ(cm_cuda_forward_workspace_bytes_for(d, d, 1, kHeads, 1, 4, 0, 1), 0u);  // head dim
+  EXPECT_EQ(cm_cuda_forward_workspace_bytes_for(d, d, 1, kHeads, 1, kDim, 264, 1), 0u);
+  EXPECT_EQ(cm_cuda_forward_workspace_bytes_for(d, d, 1, kHeads, 1, kDim, 0, 300), 0u);
+  EXPECT_EQ(cm_cuda_forward_num_splits(d, d, 1, kHeads, 3, kDim, 0, 1), 0);  // 4 on 3 kv heads
+  EXPECT_EQ(cm_cuda_backward_workspace_bytes_for(d, d, 65536, kHeads, 1, kDim, 0, 1, 0), 0u);
+  EXPECT_EQ(cm_cuda_backward_workspace_bytes_for(d, d, 1, kHeads, 1, kDim, 0, kHeads + 1, 0), 0u);
+  EXPECT_EQ(cm_cuda_backward_workspace_bytes_for(d, d, 1, kHeads, 1, kDim, -8, 1, 0), 0u);
+  EXPECT_EQ(cm_cuda_backward_head_splits(d, d, 1, kHeads, 1, kDim, 0, -1, 1), 0);
 }
 
 TEST_F(CApi, RejectedProblemsReturnOneWithTheMessage) {
@@ -133,6 +141,10 @@ TEST_F(CApi, RejectedProblemsReturnOneWithTheMessage) {
   EXPECT_STREQ(error_,
                "cm::cuda::forward: head_dim 100 is not supported (a multiple of 8 from "
                "8 to 256)");
+  EXPECT_EQ(forward(0, kDim, sizeof(error_), 12), 1);
+  EXPECT_STREQ(error_,
+               "cm::cuda::forward: head_dim_v 12 is not supported (0 means head_dim, else a "
+               "multiple of 8 from 8 to 256)");
   EXPECT_EQ(backward(7, 1), 1);
   EXPECT_NE(std::strstr(error_, "cm::cuda::backward"), nullptr) << error_;
   EXPECT_NE(std::strstr(error_, "dtype must be bf16 or fp16"), nullptr) << error_;

@@ -2,9 +2,9 @@
 // (include/compilemask/reference.h), for every example mask at small odd shapes, with GQA,
 // head dims 64 and 128 (and padded ones), both dtypes and both mainloops, on one CTA per SM and
 // on two CTAs, a selection at head dims above 128 (the kernel for 256), one with soft-capped
-// logits, ALiBi, attention sinks, and split keys: forced on every example, automatic and forced on
-// few query rows against many keys; K and V in pages of a shuffled pool and packed between NaN
-// rows. Skips without a Hopper GPU.
+// logits, ALiBi, attention sinks, V and O with a head dim of their own, and split keys: forced on
+// every example, automatic and forced on few query rows against many keys; K and V in pages of a
+// shuffled pool and packed between NaN rows. Skips without a Hopper GPU.
 #include <compilemask/compilemask.h>
 #include <compilemask/cuda.h>
 #include <compilemask/reference.h>
@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -69,67 +70,69 @@ std::vector<bool> unseen_keys(const cm::Plan& plan, const cm::AttentionShape& sh
   return unseen;
 }
 
-// Lays out [B, H, nk, D] host bits `k` and `v` in `storage` (page_size rows per page), with NaN
-// for the keys that are `unseen` ([B, H, nk]).
+// Lays out [B, H, nk, D] host bits `k` and [B, H, nk, Dv] `v` in `storage` (page_size rows per
+// page), with NaN for the keys that are `unseen` ([B, H, nk]).
 DeviceKeys lay_out_keys(const std::vector<uint16_t>& k, const std::vector<uint16_t>& v,
                         const std::vector<bool>& unseen, const cm::AttentionShape& shape,
                         KeyStorage storage, int page_size) {
-  const int b_count = shape.batch, heads = shape.heads_kv, nk = shape.nk, d = shape.head_dim;
-  const auto dense_at = [&](int b, int h, int s) { return ((size_t(b) * heads + h) * nk + s) * d; };
-  // Key s of (b, h) into the storage at element `at`, or NaN where no row sees it.
-  const auto put_key = [&](DeviceKeys& keys, int b, int h, int s, size_t at) {
-    if (unseen[(size_t(b) * heads + h) * nk + s]) return;  // the storage is NaN already
-    std::copy_n(k.begin() + dense_at(b, h, s), d, keys.k_bits.begin() + at);
-    std::copy_n(v.begin() + dense_at(b, h, s), d, keys.v_bits.begin() + at);
-  };
+  const int b_count = shape.batch, heads = shape.heads_kv, nk = shape.nk;
   DeviceKeys keys;
+  // Where key s of (b, h) goes in a tensor of d columns, as an element offset, and the
+  // tensor's element count and strides {batch or page, row, head}.
+  std::function<size_t(int, int, int, int)> slot;
+  std::function<size_t(int)> elements;
+  std::function<cm::cuda::TensorRef(int)> strides;
   if (storage == KeyStorage::kPackedWithGaps) {
     const int64_t stride = nk + kGapRows;  // rows from one sequence's start to the next's
     keys.total_k = b_count * stride;
-    keys.k_bits.assign(keys.total_k * heads * d, kNaNBits);
-    keys.v_bits = keys.k_bits;
+    for (int b = 0; b < b_count; ++b) keys.table.push_back(static_cast<int32_t>(b * stride));
+    slot = [=](int b, int h, int s, int d) { return ((b * stride + s) * heads + h) * size_t(d); };
+    elements = [=](int d) { return size_t(b_count * stride) * heads * d; };
+    strides = [=](int d) { return cm::cuda::TensorRef{nullptr, 0, int64_t{heads} * d, d}; };
+  } else {
+    const int pages_per_sequence = (nk + page_size - 1) / page_size;
+    const int num_pages = b_count * pages_per_sequence + 3;  // three pages nobody uses
+    std::vector<int32_t> order(num_pages);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(page_size + nk));
+    const int table_stride = pages_per_sequence + 1;  // longer rows than needed
+    keys.table.assign(size_t(b_count) * table_stride, -1);
     for (int b = 0; b < b_count; ++b) {
-      keys.table.push_back(static_cast<int32_t>(b * stride));
+      for (int j = 0; j < pages_per_sequence; ++j) {
+        keys.table[b * table_stride + j] = order[b * pages_per_sequence + j];
+      }
+    }
+    const bool rows_first = storage == KeyStorage::kPagedRowsFirst;
+    strides = [=](int d) {
+      const int64_t page_elems = int64_t{page_size} * heads * d;
+      return cm::cuda::TensorRef{nullptr, page_elems, rows_first ? int64_t{heads} * d : d,
+                                 rows_first ? d : int64_t{page_size} * d};
+    };
+    slot = [=, table = keys.table](int b, int h, int s, int d) {
+      const cm::cuda::TensorRef t = strides(d);
+      const int page = table[b * table_stride + s / page_size];
+      return size_t(page * t.stride_b + (s % page_size) * t.stride_s + h * t.stride_h);
+    };
+    elements = [=](int d) { return size_t(num_pages) * page_size * heads * d; };
+    keys.paged.page_table_stride = table_stride;
+    keys.paged.page_size = page_size;
+    keys.paged.num_pages = num_pages;
+  }
+  const int d_k = shape.head_dim, d_v = cm::value_head_dim(shape);
+  for (auto [dense, stored, ref, d] :
+       {std::tuple{&k, &keys.k_bits, &keys.k, d_k}, std::tuple{&v, &keys.v_bits, &keys.v, d_v}}) {
+    stored->assign(elements(d), kNaNBits);
+    *ref = strides(d);
+    for (int b = 0; b < b_count; ++b) {
       for (int h = 0; h < heads; ++h) {
         for (int s = 0; s < nk; ++s) {
-          put_key(keys, b, h, s, ((b * stride + s) * heads + h) * size_t(d));
+          if (unseen[(size_t(b) * heads + h) * nk + s]) continue;  // the storage is NaN already
+          std::copy_n(dense->begin() + ((size_t(b) * heads + h) * nk + s) * d, d,
+                      stored->begin() + slot(b, h, s, d));
         }
       }
     }
-    keys.k.stride_s = keys.v.stride_s = int64_t{heads} * d;
-    keys.k.stride_h = keys.v.stride_h = d;
-    return keys;
   }
-  const int pages_per_sequence = (nk + page_size - 1) / page_size;
-  const int num_pages = b_count * pages_per_sequence + 3;  // three pages nobody uses
-  std::vector<int32_t> order(num_pages);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), std::mt19937(page_size + nk));
-  const int table_stride = pages_per_sequence + 1;  // longer rows than needed
-  keys.table.assign(size_t(b_count) * table_stride, -1);
-  const bool rows_first = storage == KeyStorage::kPagedRowsFirst;
-  const int64_t page_elems = int64_t{page_size} * heads * d;
-  const int64_t stride_s = rows_first ? int64_t{heads} * d : d;
-  const int64_t stride_h = rows_first ? d : int64_t{page_size} * d;
-  keys.k_bits.assign(num_pages * page_elems, kNaNBits);
-  keys.v_bits = keys.k_bits;
-  for (int b = 0; b < b_count; ++b) {
-    for (int j = 0; j < pages_per_sequence; ++j) {
-      keys.table[b * table_stride + j] = order[b * pages_per_sequence + j];
-    }
-    for (int h = 0; h < heads; ++h) {
-      for (int s = 0; s < nk; ++s) {
-        const int page = keys.table[b * table_stride + s / page_size];
-        put_key(keys, b, h, s, page * page_elems + (s % page_size) * stride_s + h * stride_h);
-      }
-    }
-  }
-  keys.k.stride_b = keys.v.stride_b = page_elems;
-  keys.k.stride_s = keys.v.stride_s = stride_s;
-  keys.k.stride_h = keys.v.stride_h = stride_h;
-  keys.paged.page_table_stride = table_stride;
-  keys.paged.page_size = page_size;
-  keys.paged.num_pages = num_pages;
   return keys;
 }
 
@@ -140,16 +143,20 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
   const int batch = 2;
   // The reference needs the full (batch, head) instance map; the kernel reads it as well.
   const cm::Plan plan = make_plan(c.example, c.params, c.nq, c.nk, batch, c.heads_q);
-  const cm::AttentionShape shape{batch, c.heads_q, c.heads_kv, c.nq, c.nk, c.head_dim};
+  const cm::AttentionShape shape{batch, c.heads_q,  c.heads_kv,  c.nq,
+                                 c.nk,  c.head_dim, c.head_dim_v};
+  const int dv_cols = cm::value_head_dim(shape);
   const size_t nq_elems = size_t(batch) * c.heads_q * c.nq * c.head_dim;
   const size_t nk_elems = size_t(batch) * c.heads_kv * c.nk * c.head_dim;
+  const size_t out_elems = size_t(batch) * c.heads_q * c.nq * dv_cols;
+  const size_t v_elems = size_t(batch) * c.heads_kv * c.nk * dv_cols;
   const size_t lse_elems = size_t(batch) * c.heads_q * c.nq;
 
   std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>{}(c.example) + c.nq));
   const Rounded q = random_rounded(nq_elems, c.dtype, rng);
   const Rounded k = random_rounded(nk_elems, c.dtype, rng);
-  const Rounded v = random_rounded(nk_elems, c.dtype, rng);
-  std::vector<float> ref_out(nq_elems), ref_lse(lse_elems);
+  const Rounded v = random_rounded(v_elems, c.dtype, rng);
+  std::vector<float> ref_out(out_elems), ref_lse(lse_elems);
   cm::ReferenceOptions options;
   options.accumulate = cm::Accumulate::kFloat64;
   options.softcap = c.softcap;
@@ -170,7 +177,7 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
     keys = lay_out_keys(k.bits, v.bits, unseen_keys(plan, shape), shape, storage, page_size);
   }
   DeviceBuffer dq(nq_elems * 2), dk(keys.k_bits.size() * 2), dv(keys.v_bits.size() * 2);
-  DeviceBuffer dout(nq_elems * 2), dlse(lse_elems * 4);
+  DeviceBuffer dout(out_elems * 2), dlse(lse_elems * 4);
   DeviceBuffer dtable(std::max<size_t>(keys.table.size(), 1) * 4);
   DeviceBuffer dsinks(std::max<size_t>(sinks.size(), 1) * 4);
   CUDA_OK(cudaMemcpy(dsinks.ptr, sinks.data(), sinks.size() * 4, cudaMemcpyHostToDevice));
@@ -180,7 +187,7 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
   CUDA_OK(cudaMemcpy(dk.ptr, keys.k_bits.data(), keys.k_bits.size() * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dv.ptr, keys.v_bits.data(), keys.v_bits.size() * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dtable.ptr, keys.table.data(), keys.table.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemset(dout.ptr, 0xff, nq_elems * 2));   // NaN in both 16-bit formats
+  CUDA_OK(cudaMemset(dout.ptr, 0xff, out_elems * 2));  // NaN in both 16-bit formats
   CUDA_OK(cudaMemset(dlse.ptr, 0xff, lse_elems * 4));  // NaN
 
   cm::cuda::ForwardArgs args;
@@ -200,7 +207,8 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
     args.total_q = int64_t{batch - 1} * c.heads_q * c.nq + c.nq;
     args.total_k = keys.total_k;
     args.lse_stride_h = c.nq;
-    args.q.stride_h = args.out.stride_h = int64_t{c.nq} * c.head_dim;
+    args.q.stride_h = int64_t{c.nq} * c.head_dim;
+    args.out.stride_h = int64_t{c.nq} * dv_cols;
   } else if (storage != KeyStorage::kDense) {
     args.paged = keys.paged;
     args.paged.page_table = table;
@@ -222,15 +230,15 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
   cm::cuda::forward(descriptor.view(), args, workspace.ptr, workspace_bytes, nullptr);
   CUDA_OK(cudaDeviceSynchronize());
 
-  std::vector<uint16_t> out_bits(nq_elems);
+  std::vector<uint16_t> out_bits(out_elems);
   std::vector<float> lse(lse_elems);
-  CUDA_OK(cudaMemcpy(out_bits.data(), dout.ptr, nq_elems * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(out_bits.data(), dout.ptr, out_elems * 2, cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemcpy(lse.data(), dlse.ptr, lse_elems * 4, cudaMemcpyDeviceToHost));
 
   // Tolerance: a few units of the output format's rounding (P is rounded to it too).
   const double eps = c.dtype == cm::cuda::DType::kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
   double max_err = 0, max_lse_err = 0;
-  for (size_t i = 0; i < nq_elems; ++i) {
+  for (size_t i = 0; i < out_elems; ++i) {
     const float o = cm::cuda::from_storage_bits(out_bits[i], c.dtype);
     ASSERT_FALSE(std::isnan(o)) << "output element " << i << " is NaN (unwritten or NaN)";
     max_err = std::max(max_err, std::abs(double(o) - ref_out[i]));
@@ -240,8 +248,8 @@ void check_forward(const Case& c, cm::cuda::Mainloop mainloop, int max_ctas, int
     if (std::isinf(ref_lse[i])) {
       ASSERT_TRUE(std::isinf(lse[i]) && lse[i] < 0)
           << "row " << i << " sees no key: LSE must be -inf";
-      const size_t row = i * c.head_dim;
-      for (int d = 0; d < c.head_dim; ++d) {
+      const size_t row = i * dv_cols;
+      for (int d = 0; d < dv_cols; ++d) {
         ASSERT_EQ(cm::cuda::from_storage_bits(out_bits[row + d], c.dtype), 0.f)
             << "row " << i << " sees no key: O must be 0";
       }
@@ -326,6 +334,24 @@ INSTANTIATE_TEST_SUITE_P(Sinks, ForwardMatchesReference,
 INSTANTIATE_TEST_SUITE_P(Alibi, ForwardMatchesReference,
                          testing::Combine(testing::ValuesIn(cm::gpu_test::alibi_cases()),
                                           kMainloops, testing::Values(0), testing::Values(1, 3)));
+
+// V and O with a head dim of their own (MLA), in both mainloops, on all SMs and on two CTAs,
+// keys whole and in three parts; packed between NaN rows and in pages.
+INSTANTIATE_TEST_SUITE_P(ValueHeadDim, ForwardMatchesReference,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::value_head_dim_cases()),
+                                          kMainloops, testing::Values(0, 2),
+                                          testing::Values(0, 3)));
+INSTANTIATE_TEST_SUITE_P(PackedKeysValueHeadDim, ForwardReadsKeysWhereTheyAre,
+                         testing::Combine(testing::ValuesIn(cm::gpu_test::value_head_dim_cases()),
+                                          kMainloops, testing::Values(0),
+                                          testing::Values(KeyStorage::kPackedWithGaps),
+                                          testing::Values(0)));
+INSTANTIATE_TEST_SUITE_P(
+    PagedKeysValueHeadDim, ForwardReadsKeysWhereTheyAre,
+    testing::Combine(testing::ValuesIn(cm::gpu_test::paged_value_head_dim_cases()), kMainloops,
+                     testing::Values(0, 1),
+                     testing::Values(KeyStorage::kPagedRowsFirst, KeyStorage::kPagedHeadsFirst),
+                     testing::Values(16, 128)));
 
 // Keys in pages of a pool (decoding against a paged cache): pages smaller than a stage's keys,
 // as large as a tile and larger, both page layouts, keys whole and split automatically.

@@ -64,6 +64,7 @@ void PrintTo(const Case& c, std::ostream* os) {
   if (c.softcap > 0) *os << " softcap=" << c.softcap;
   if (c.sinks) *os << " sinks";
   if (c.alibi) *os << " alibi";
+  if (c.head_dim_v != 0) *os << " dv=" << c.head_dim_v;
 }
 
 std::vector<float> alibi_slopes(int heads) {
@@ -313,6 +314,38 @@ std::vector<Case> alibi_cases() {
   cases.push_back(sunk);
   for (Case& c : cases) c.alibi = true;
   return cases;
+}
+
+namespace {
+
+// Case c with head dims (head_dim, head_dim_v).
+Case with_head_dims(Case c, int head_dim, int head_dim_v) {
+  c.head_dim = head_dim;
+  c.head_dim_v = head_dim_v;
+  return c;
+}
+
+}  // namespace
+
+std::vector<Case> value_head_dim_cases() {
+  const std::vector<Case> decode = decode_cases();
+  Case modified = with_head_dims(example_case("chunked_causal", 300, 0), 192, 128);
+  modified.softcap = 1.5f;
+  modified.sinks = modified.alibi = true;
+  return {with_head_dims(example_case("causal", 300, 0), 192, 128),
+          with_head_dims(example_case("doc_causal", 700, 0), 192, 128),
+          with_head_dims(example_case("hstu", 300, 0), 64, 128),
+          with_head_dims(example_case("clear", 940, 0), 128, 64),
+          with_head_dims(example_case("sliding_window", 255, 0), 40, 96),
+          with_head_dims(example_case("causal", 129, 0), 256, 136),  // 129 rows, 385 keys
+          modified,
+          with_head_dims(decode[0], 192, 128),
+          with_head_dims(decode[5], 64, 40)};
+}
+
+std::vector<Case> paged_value_head_dim_cases() {
+  const std::vector<Case> paged = paged_cases();
+  return {with_head_dims(paged[0], 192, 128), with_head_dims(paged[1], 64, 128)};
 }
 
 std::vector<Case> decode_cases() {

@@ -68,6 +68,7 @@ struct Case {
   float softcap = 0;   // logit cap (cuda::Problem::softcap); 0 means none
   bool sinks = false;  // attention sinks (cuda::Problem::sinks) of sink_logits(heads_q)
   bool alibi = false;  // ALiBi (cuda::Problem::alibi_slopes) of alibi_slopes(heads_q)
+  int head_dim_v = 0;  // the columns of V and O (cuda::Problem::head_dim_v); 0 means head_dim
 };
 
 // One attention-sink logit per query head, from -1.5 up in steps of 0.9 (about the range of
@@ -106,6 +107,15 @@ std::vector<Case> sink_cases();
 // for 256), with a soft cap and with sinks, and decoding shapes whose key parts and packed heads
 // (rows of several heads, each its own slope, in one tile) fwd_combine merges.
 std::vector<Case> alibi_cases();
+
+// Cases whose V and O have a head dim of their own (Case::head_dim_v): MLA's 192 and 128 (the
+// kernel for 256) with rows that see no key, with a soft cap, sinks and ALiBi, and on decoding
+// shapes whose key parts and packed heads fwd_combine merges; V wider than Q and K and narrower,
+// on the kernels for 128 and 256; Nq != Nk; both dtypes.
+std::vector<Case> value_head_dim_cases();
+
+// paged_cases' first two with head dims (192, 128) and (64, 128).
+std::vector<Case> paged_value_head_dim_cases();
 
 // Few query rows against many keys, the shapes that split keys and packed heads serve
 // (decoding, a chunk of queries against a long cache): causal (aligned bottom-right) with one

@@ -295,15 +295,17 @@ def random_inputs(rng, batch, heads_q, heads_kv, nq, nk, dim):
 @pytest.mark.parametrize("sinks", [None, [0.5, -np.inf, 2.5, -1.0]])
 # ALiBi slopes of FlashAttention's geometric form for 4 heads, one head without a bias.
 @pytest.mark.parametrize("alibi_slopes", [None, [0.25, 0.0625, 0.0, 0.015625]])
+@pytest.mark.parametrize("dim_v", [32, 24])  # v's head dim: q's and k's, and another (MLA)
 def test_reference_attention_matches_float64_dense(accumulate, lse_in_loss, softcap, sinks,
-                                                   alibi_slopes):
+                                                   alibi_slopes, dim_v):
     rng = np.random.default_rng(0)
     nq, nk, heads = 150, 200, 4
     # Rows q < 60 see nothing: out 0, lse -inf (or the sink), no gradient to q, k and v.
     mask = cm.compile("mask late() { q in all: k in [0, diag - 110] }")
     plan = mask.specialize(nq=nq, nk=nk, batch=2, heads=heads, tile=(64, 64))
     q, k, v = random_inputs(rng, 2, heads, 2, nq, nk, 32)
-    dout = rng.standard_normal(q.shape)
+    v = v[..., :dim_v]
+    dout = rng.standard_normal((*q.shape[:3], dim_v))
     dlse = rng.standard_normal(q.shape[:3]) if lse_in_loss else None
     got = cm.reference_attention(q, k, v, plan, scale=0.3, backward=dout, accumulate=accumulate,
                                  backward_lse=dlse, softcap=softcap, sinks=sinks,

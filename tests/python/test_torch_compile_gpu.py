@@ -91,8 +91,9 @@ def test_torch_compile_traces_the_backward_kernel_into_the_graph():
 
     n = 384
     plan = MASKS["shared_prefix"](n).specialize(nq=n, device=DEVICE)
-    q, k, v = (torch.randn(1, n, 2, 64, device=DEVICE, dtype=torch.float16, requires_grad=True)
-               for _ in range(3))
+    # V with a head dim of its own (MLA), which the fake implementations' shapes must follow.
+    q, k, v = (torch.randn(1, n, 2, dim, device=DEVICE, dtype=torch.float16, requires_grad=True)
+               for dim in (64, 64, 40))
     sinks = torch.tensor([1.0, 3.0], device=DEVICE, requires_grad=True)
     slopes = torch.tensor([0.25, 0.0625], device=DEVICE)
     grads = torch.autograd.grad(layer(q, k, v, plan, sinks), (q, k, v, sinks))

@@ -1,7 +1,8 @@
 """GPU tests of cm.attention (torch, CUDA, sm90 forward and backward kernels) against a float64
-dense reference: forward and autograd (the LSE's gradient included) at head dims 40 to 256, soft
-capping, split keys, plans with a token order, jagged and packed inputs, offsets outside their
-tensors, per-head masks, padding, fully masked rows, and bitwise determinism. Errors, paged K/V,
+dense reference: forward and autograd (the LSE's gradient included) at head dims 40 to 256, V
+with a head dim of its own (MLA), soft capping, split keys, plans with a token order, jagged
+and packed inputs, offsets outside their tensors, per-head masks, padding, fully masked rows,
+and bitwise determinism. Errors, paged K/V,
 torch.compile and CUDA graphs have their own modules (test_torch_*_gpu.py)."""
 from __future__ import annotations
 
@@ -128,6 +129,64 @@ def test_alibi_matches_float64(mask, nq, nk, num_splits, extras):
     # The bias matters at these distances: without it the result is far from the reference.
     unbiased = cm.attention(q, k, v, plan, layout="bhsd", num_splits=num_splits, **more)
     assert (unbiased.double() - exact[0]).abs().max() > 0.1, "ALiBi changed nothing"
+
+
+@pytest.mark.parametrize("mask, nq, nk, num_splits, dims", [
+    ("causal", 700, 700, 1, (192, 128)),  # DeepSeek's MLA, on the kernels for 256
+    ("doc_causal", 700, 700, 1, (192, 128)),
+    ("hstu", 700, 700, 1, (64, 128)),  # V wider than Q and K
+    ("clear", 700, 700, 1, (128, 64)),  # V narrower
+    ("causal", 3, 3000, 0, (192, 128)),  # split keys and shared GQA tiles: fwd_combine's rows
+    ("causal", 300, 200, 1, (256, 40)),  # the first 100 rows see no key
+])
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_value_head_dim_matches_float64(mask, nq, nk, num_splits, dims, layout):
+    torch.manual_seed(10)
+    dim, dim_v = dims
+    plan = MASKS[mask](nq).specialize(nq=nq, nk=nk, device=DEVICE)
+
+    def randn(heads, rows, columns):
+        shape = (2, rows, heads, columns) if layout == "bshd" else (2, heads, rows, columns)
+        return torch.randn(shape, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+
+    q, k, v = randn(4, nq, dim), randn(2, nk, dim), randn(2, nk, dim_v)
+    out, lse = cm.attention(q, k, v, plan, return_lse=True, layout=layout, num_splits=num_splits)
+    assert out.shape == randn(4, nq, dim_v).shape
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    torch.autograd.backward([out, lse], [dout, dlse])
+    assert v.grad.shape == v.shape
+    got = [to_bhsd(x, layout) for x in (out, q.grad, k.grad, v.grad)]
+    exact = check_against_references(got, *(to_bhsd(x, layout) for x in (q, k, v)),
+                                     visible_of(plan), 1 / math.sqrt(dim), to_bhsd(dout, layout),
+                                     dlse)
+    assert_lse_matches(lse, exact[1])
+
+
+def test_value_head_dim_in_jagged_sequences_matches_the_batch():
+    """Jagged sequences with V narrower than Q and K give the batch they pack, bit for bit in
+    deterministic mode."""
+    torch.manual_seed(11)
+    n, heads = 500, 4
+    plan = MASKS["doc_causal"](n).specialize(nq=n, device=DEVICE)
+    q4, k4, v4 = (torch.randn(2, n, heads, dim, device=DEVICE, dtype=torch.bfloat16,
+                              requires_grad=True) for dim in (192, 192, 128))
+    starts = torch.tensor([5, 5 + n + 9], device=DEVICE, dtype=torch.int32)
+    rows = (starts.long()[:, None] + torch.arange(n, device=DEVICE)[None, :]).flatten()
+
+    def packed(x):  # the batch's sequences at `starts`, zeros around them
+        t = torch.zeros((2 * n + 30, *x.shape[2:]), device=DEVICE, dtype=x.dtype)
+        return t.index_copy(0, rows, x.detach().flatten(0, 1))
+
+    dout4 = torch.randn_like(cm.attention(q4, k4, v4, plan))
+    out4 = cm.attention(q4, k4, v4, plan, deterministic=True)
+    out4.backward(dout4)
+    got = [packed(x).requires_grad_() for x in (q4, k4, v4)]
+    out = cm.attention(*got, plan, offsets=starts, deterministic=True)
+    out.backward(packed(dout4))
+    assert out.shape == (2 * n + 30, heads, 128)
+    assert torch.equal(out.index_select(0, rows), out4.flatten(0, 1))
+    for g, w in zip(got, (q4, k4, v4)):
+        assert torch.equal(g.grad.index_select(0, rows), w.grad.flatten(0, 1))
 
 
 def test_alibi_in_jagged_sequences_counts_from_each_sequences_first_row():

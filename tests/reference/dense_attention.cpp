@@ -17,9 +17,9 @@ DenseResult dense_attention(
     const std::function<const std::vector<uint8_t>&(int32_t b, int32_t h)>& mask_of,
     const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
     const std::vector<float>& dout) {
-  const int64_t nq = shape.nq, nk = shape.nk, d = shape.head_dim;
+  const int64_t nq = shape.nq, nk = shape.nk, d = shape.head_dim, dv = value_head_dim(shape);
   DenseResult r;
-  r.out.assign(q.size(), 0.0);
+  r.out.assign(dout.size(), 0.0);
   r.dq.assign(q.size(), 0.0);
   r.lse.assign(static_cast<size_t>(shape.batch * shape.heads_q * nq), 0.0);
   r.dk.assign(k.size(), 0.0);
@@ -39,6 +39,7 @@ DenseResult dense_attention(
       const int64_t qh = (static_cast<int64_t>(b) * shape.heads_q + h) * nq;
       const int64_t kh = (static_cast<int64_t>(b) * shape.heads_kv + h / group) * nk;
       const auto at = [d](int64_t row, int64_t i) { return static_cast<size_t>(row * d + i); };
+      const auto at_v = [dv](int64_t row, int64_t i) { return static_cast<size_t>(row * dv + i); };
       for (int64_t i = 0; i < nq; ++i) {
         const auto visible = [&](int64_t j) { return mask[static_cast<size_t>(i * nk + j)] != 0; };
         double max_score = sink;
@@ -74,9 +75,9 @@ DenseResult dense_attention(
           double& pj = p[static_cast<size_t>(j)];
           pj = std::exp(pj - lse);
           double dpj = 0;
-          for (int64_t c = 0; c < d; ++c) {
-            r.out[at(qh + i, c)] += pj * v[at(kh + j, c)];
-            dpj += double{dout[at(qh + i, c)]} * v[at(kh + j, c)];
+          for (int64_t c = 0; c < dv; ++c) {
+            r.out[at_v(qh + i, c)] += pj * v[at_v(kh + j, c)];
+            dpj += double{dout[at_v(qh + i, c)]} * v[at_v(kh + j, c)];
           }
           dp[static_cast<size_t>(j)] = dpj;
           delta += pj * dpj;
@@ -90,8 +91,8 @@ DenseResult dense_attention(
           for (int64_t c = 0; c < d; ++c) {
             r.dq[at(qh + i, c)] += scale * ds * k[at(kh + j, c)];
             r.dk[at(kh + j, c)] += scale * ds * q[at(qh + i, c)];
-            r.dv[at(kh + j, c)] += pj * dout[at(qh + i, c)];
           }
+          for (int64_t c = 0; c < dv; ++c) r.dv[at_v(kh + j, c)] += pj * dout[at_v(qh + i, c)];
         }
       }
     }

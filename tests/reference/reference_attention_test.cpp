@@ -11,8 +11,10 @@
 
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace cm::test {
 namespace {
@@ -30,11 +32,12 @@ struct HeadConfig {
                               // inputs (scale q·k has a standard deviation of about 1.3)
   bool sinks;                 // random attention sinks, one head's -inf (none)
   bool alibi;                 // random ALiBi slopes
+  int32_t head_dim_v;         // V's and O's columns; 0 means kHeadDim
 };
-constexpr HeadConfig kHeadConfigs[] = {{2, 2, 0.0f, 0.0f, false, false},
-                                       {4, 2, 0.0f, 0.0f, true, false},
-                                       {8, 2, 0.0f, 1.0f, true, true},
-                                       {4, 1, 0.37f, 0.0f, false, true}};
+constexpr HeadConfig kHeadConfigs[] = {{2, 2, 0.0f, 0.0f, false, false, 0},
+                                       {4, 2, 0.0f, 0.0f, true, false, 13},
+                                       {8, 2, 0.0f, 1.0f, true, true, 0},
+                                       {4, 1, 0.37f, 0.0f, false, true, 34}};
 constexpr int32_t kBatch = 2;
 constexpr int32_t kHeadDim = 21;  // not a multiple of 8, so the dot products' tails run
 constexpr double kFloat32Tolerance = 2e-4;
@@ -48,15 +51,15 @@ struct Inputs {
 };
 
 Inputs random_inputs(const AttentionShape& shape, std::mt19937& rng) {
-  const size_t q_size =
-      static_cast<size_t>(shape.batch * shape.heads_q) * shape.nq * shape.head_dim;
-  const size_t k_size =
-      static_cast<size_t>(shape.batch * shape.heads_kv) * shape.nk * shape.head_dim;
+  const auto q_rows = static_cast<size_t>(shape.batch * shape.heads_q) * shape.nq;
+  const auto k_rows = static_cast<size_t>(shape.batch * shape.heads_kv) * shape.nk;
+  const auto d = static_cast<size_t>(shape.head_dim),
+             dv = static_cast<size_t>(value_head_dim(shape));
   return {shape,
-          random_tensor(q_size, rng),
-          random_tensor(k_size, rng),
-          random_tensor(k_size, rng),
-          random_tensor(q_size, rng),
+          random_tensor(q_rows * d, rng),
+          random_tensor(k_rows * d, rng),
+          random_tensor(k_rows * dv, rng),
+          random_tensor(q_rows * dv, rng),
           {},
           {}};
 }
@@ -94,7 +97,7 @@ Outputs run_reference(const MaskSet& set, const Inputs& in, float scale, float s
   options.sinks = in.sinks.empty() ? nullptr : in.sinks.data();
   options.alibi_slopes = in.alibi_slopes.empty() ? nullptr : in.alibi_slopes.data();
   options.accumulate = accumulate;
-  Outputs o{poisoned(in.q.size()),
+  Outputs o{poisoned(in.dout.size()),
             poisoned(static_cast<size_t>(in.shape.batch) * in.shape.heads_q * in.shape.nq),
             poisoned(in.q.size()),
             poisoned(in.k.size()),
@@ -106,6 +109,15 @@ Outputs run_reference(const MaskSet& set, const Inputs& in, float scale, float s
                      in.dout.data(), o.lse.data(), nullptr, o.dq.data(), o.dk.data(), o.dv.data(),
                      in.sinks.empty() ? nullptr : o.dsinks.data(), options);
   return o;
+}
+
+// Row `row` of a tensor of head_dim columns (q, k and their gradients) and of one of
+// head_dim_v columns (out, v and dV).
+std::pair<std::span<const float>, std::span<const float>> row_slices(
+    const std::vector<float>& narrow, const std::vector<float>& value_columns, size_t row,
+    const AttentionShape& s) {
+  const auto d = static_cast<size_t>(s.head_dim), dv = static_cast<size_t>(value_head_dim(s));
+  return {std::span(narrow).subspan(row * d, d), std::span(value_columns).subspan(row * dv, dv)};
 }
 
 // Fully masked rows: O and dQ exactly 0, LSE -inf or the head's sink. Keys no query of the kv group
@@ -129,22 +141,23 @@ void expect_exact_masked_values(const MaskSet& set, const Inputs& in, const Outp
                                             : in.sinks[static_cast<size_t>(h)];
         ASSERT_TRUE(any ? std::isfinite(o.lse[row]) : o.lse[row] == sink)
             << "lse of row " << i << " head " << h << " batch " << b << " is " << o.lse[row];
-        for (int32_t c = 0; c < s.head_dim; ++c) {
-          const size_t e = row * s.head_dim + c;
-          ASSERT_TRUE(any ? std::isfinite(o.out[e]) && std::isfinite(o.dq[e])
-                          : o.out[e] == 0.0f && o.dq[e] == 0.0f)
-              << "row " << i << " head " << h << " batch " << b << ": out " << o.out[e] << " dq "
-              << o.dq[e];
+        const auto [dq, out] = row_slices(o.dq, o.out, row, s);
+        for (const std::span<const float> values : {dq, out}) {
+          for (const float x : values) {
+            ASSERT_TRUE(any ? std::isfinite(x) : x == 0.0f)
+                << "row " << i << " head " << h << " batch " << b << ": dq or out " << x;
+          }
         }
       }
     }
   }
   for (size_t key = 0; key < key_seen.size(); ++key) {
-    for (int32_t c = 0; c < s.head_dim; ++c) {
-      const size_t e = key * s.head_dim + c;
-      ASSERT_TRUE(key_seen[key] ? std::isfinite(o.dk[e]) && std::isfinite(o.dv[e])
-                                : o.dk[e] == 0.0f && o.dv[e] == 0.0f)
-          << "key row " << key << ": dk " << o.dk[e] << " dv " << o.dv[e];
+    const auto [dk, dv] = row_slices(o.dk, o.dv, key, s);
+    for (const std::span<const float> values : {dk, dv}) {
+      for (const float x : values) {
+        ASSERT_TRUE(key_seen[key] ? std::isfinite(x) : x == 0.0f)
+            << "key row " << key << ": dk or dv " << x;
+      }
     }
   }
 }
@@ -215,11 +228,12 @@ TEST_P(ReferenceMatchesDense, ForwardAndBackward) {
   for (const HeadConfig& heads : kHeadConfigs) {
     SCOPED_TRACE("heads_q " + std::to_string(heads.heads_q) + " heads_kv " +
                  std::to_string(heads.heads_kv) + " softcap " + std::to_string(heads.softcap) +
-                 (heads.sinks ? " with sinks" : "") + (heads.alibi ? " with ALiBi" : ""));
+                 (heads.sinks ? " with sinks" : "") + (heads.alibi ? " with ALiBi" : "") +
+                 " head_dim_v " + std::to_string(heads.head_dim_v));
     const MaskSet set =
         make_mask_set(kind, lengths.nq, lengths.nk, kBatch, heads.heads_q, tiling, rng);
-    const AttentionShape shape{kBatch,     heads.heads_q, heads.heads_kv,
-                               lengths.nq, lengths.nk,    kHeadDim};
+    const AttentionShape shape{kBatch,     heads.heads_q, heads.heads_kv,  lengths.nq,
+                               lengths.nk, kHeadDim,      heads.head_dim_v};
     Inputs in = random_inputs(shape, rng);
     if (heads.sinks) in.sinks = random_sinks(heads.heads_q, rng);
     if (heads.alibi) in.alibi_slopes = random_alibi_slopes(heads.heads_q, rng);

@@ -75,6 +75,9 @@ TEST_F(ReferenceErrors, HeadsAndHeadDimMustBeValid) {
   s = kGood;
   s.head_dim = 0;
   expect_rejected(s, "shape.head_dim = 0 must be > 0");
+  s = kGood;
+  s.head_dim_v = -8;
+  expect_rejected(s, "shape.head_dim_v = -8 must be >= 0 (0 means head_dim)");
 }
 
 TEST_F(ReferenceErrors, OptionsMustBeValid) {

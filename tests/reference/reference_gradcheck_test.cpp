@@ -1,6 +1,7 @@
 // The reference backward against central finite differences of the reference forward, on a
-// tiny GQA case with a fully masked row, in float64 accumulation, for a loss of O alone and of
-// O and the LSE, without and with a logit cap, attention sinks and ALiBi.
+// tiny GQA case with a fully masked row and V narrower than Q and K, in float64 accumulation,
+// for a loss of O alone and of O and the LSE, without and with a logit cap, attention sinks and
+// ALiBi.
 #include <compilemask/reference.h>
 
 #include "descriptor/build.h"
@@ -15,7 +16,8 @@
 namespace cm::test {
 namespace {
 
-constexpr AttentionShape kShape{1, 2, 1, 5, 7, 4};
+// V and O have 3 columns against Q's and K's 4, so that any mix-up of the two head dims shows.
+constexpr AttentionShape kShape{1, 2, 1, 5, 7, 4, 3};
 
 struct Tensors {
   // loss = sum(weight * O) + sum(lse_weight * LSE) over the rows whose LSE is finite;
@@ -49,7 +51,7 @@ InstanceRows tiny_instance(const std::vector<std::vector<Interval>>& rows) {
 }
 
 double loss(const void* blob, const Tensors& t) {
-  std::vector<float> out(t.q.size()), lse(static_cast<size_t>(kShape.heads_q * kShape.nq));
+  std::vector<float> out(t.weight.size()), lse(static_cast<size_t>(kShape.heads_q * kShape.nq));
   reference_forward(blob, kShape, t.q.data(), t.k.data(), t.v.data(), out.data(), lse.data(),
                     float64_options(t));
   double sum = 0;
@@ -88,15 +90,17 @@ TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
       build_descriptor({head0, head1}, {0, 1}, kShape.batch, kShape.heads_q, {16, 16}, stats);
 
   std::mt19937 rng(99);
-  Tensors t{random_tensor(static_cast<size_t>(kShape.heads_q * kShape.nq * kShape.head_dim), rng),
-            random_tensor(static_cast<size_t>(kShape.heads_kv * kShape.nk * kShape.head_dim), rng),
-            random_tensor(static_cast<size_t>(kShape.heads_kv * kShape.nk * kShape.head_dim), rng),
-            {},
-            {},
-            {},
-            {},
-            softcap};
-  t.weight = random_tensor(t.q.size(), rng);
+  Tensors t{
+      random_tensor(static_cast<size_t>(kShape.heads_q * kShape.nq * kShape.head_dim), rng),
+      random_tensor(static_cast<size_t>(kShape.heads_kv * kShape.nk * kShape.head_dim), rng),
+      random_tensor(static_cast<size_t>(kShape.heads_kv * kShape.nk * kShape.head_dim_v), rng),
+      {},
+      {},
+      {},
+      {},
+      softcap};
+  t.weight =
+      random_tensor(static_cast<size_t>(kShape.heads_q * kShape.nq * kShape.head_dim_v), rng);
   if (lse_in_loss)
     t.lse_weight = random_tensor(static_cast<size_t>(kShape.heads_q * kShape.nq), rng);
   // About the rows' logits, so that both the sinks' and the keys' terms weigh.
@@ -104,7 +108,7 @@ TEST_P(ReferenceGradcheck, BackwardMatchesFiniteDifferences) {
   // With nk - nq = 2, distances 0 to 6: the bias moves the logits by up to 1.8 and 4.2.
   if (with_alibi) t.alibi_slopes = {0.3f, 0.7f};
 
-  std::vector<float> out = poisoned(t.q.size()), lse = poisoned(kShape.heads_q * kShape.nq);
+  std::vector<float> out = poisoned(t.weight.size()), lse = poisoned(kShape.heads_q * kShape.nq);
   std::vector<float> dq = poisoned(t.q.size()), dk = poisoned(t.k.size()),
                      dv = poisoned(t.v.size()), dsinks = poisoned(t.sinks.size());
   reference_forward(blob.data(), kShape, t.q.data(), t.k.data(), t.v.data(), out.data(), lse.data(),

@@ -29,6 +29,11 @@ std::vector<float> uniform(size_t n, std::mt19937_64& rng) {
   return out;
 }
 
+// Elements of out (and dout): [batch, heads_q, nq, head_dim_v].
+size_t output_size(const AttentionShape& s) {
+  return tensor_size(s.batch, s.heads_q, s.nq, value_head_dim(s), "output");
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -44,7 +49,7 @@ AttentionResult run_reference(Accumulate accumulate, const void* descriptor,
   ref.threads = options.threads;
   ref.progress = options.on_progress;
   AttentionResult r;
-  r.out.resize(p.q.size());
+  r.out.resize(p.dout.empty() ? output_size(s) : p.dout.size());
   r.lse.resize(static_cast<size_t>(s.batch) * s.heads_q * s.nq);
   if (options.on_phase) options.on_phase("forward");
   auto start = std::chrono::steady_clock::now();
@@ -70,15 +75,17 @@ AttentionResult run_reference(Accumulate accumulate, const void* descriptor,
 AttentionProblem random_problem(const AttentionShape& shape, uint64_t seed, bool backward,
                                 bool sinks) {
   const size_t q_size = tensor_size(shape.batch, shape.heads_q, shape.nq, shape.head_dim, "query");
-  const size_t kv_size =
-      tensor_size(shape.batch, shape.heads_kv, shape.nk, shape.head_dim, "key/value");
+  const size_t k_size = tensor_size(shape.batch, shape.heads_kv, shape.nk, shape.head_dim, "key");
+  const size_t v_size =
+      tensor_size(shape.batch, shape.heads_kv, shape.nk, value_head_dim(shape), "value");
+  const size_t out_size = output_size(shape);
   std::mt19937_64 rng(seed);
   AttentionProblem p;
   p.shape = shape;
   p.q = uniform(q_size, rng);
-  p.k = uniform(kv_size, rng);
-  p.v = uniform(kv_size, rng);
-  if (backward) p.dout = uniform(q_size, rng);
+  p.k = uniform(k_size, rng);
+  p.v = uniform(v_size, rng);
+  if (backward) p.dout = uniform(out_size, rng);
   if (sinks) {
     p.sinks = uniform(static_cast<size_t>(shape.heads_q), rng);
     for (float& x : p.sinks) x = 1.0f + 2.0f * x;

@@ -20,6 +20,7 @@
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 namespace cm::cli {
 namespace {
@@ -49,6 +50,7 @@ AttentionShape parse_shape(const ParsedArgs& args, const Dims& lengths) {
   s.heads_q = static_cast<int32_t>(integer_flag(args, "heads", 1, 1, kMaxInt));
   s.heads_kv = static_cast<int32_t>(integer_flag(args, "heads-kv", s.heads_q, 1, kMaxInt));
   s.head_dim = static_cast<int32_t>(integer_flag(args, "dim", 64, 1, 1024));
+  s.head_dim_v = static_cast<int32_t>(integer_flag(args, "dim-v", 0, 1, 1024));
   if (s.heads_q % s.heads_kv != 0) {
     throw UsageError("--heads " + std::to_string(s.heads_q) + " must be a multiple of --heads-kv " +
                      std::to_string(s.heads_kv));
@@ -75,9 +77,11 @@ std::optional<GpuDType> parse_gpu(const ParsedArgs& args, const AttentionShape& 
                      " runs the forward only (paged K/V has no backward): leave out " +
                      args.spelling("backward"));
   }
-  if (!cuda::head_dim_supported(shape.head_dim)) {
-    throw UsageError("--gpu supports --dim " + std::string(cuda::kHeadDimRule) + ", got " +
-                     std::to_string(shape.head_dim));
+  for (const auto& [flag, dim] : {std::pair{"dim", shape.head_dim}, {"dim-v", shape.head_dim_v}}) {
+    if (dim != 0 && !cuda::head_dim_supported(dim)) {
+      throw UsageError("--gpu supports " + args.spelling(flag) + " " + cuda::kHeadDimRule +
+                       ", got " + std::to_string(dim));
+    }
   }
   if (tiling.m != 128 || tiling.n != 128) {
     throw UsageError("--gpu needs --tile 128x128 (the sm90 kernel's tile), got " +
@@ -127,7 +131,7 @@ void print_phase(const char* phase, double seconds, double flops) {
   std::printf(" (%.3g TFLOP/s)", seconds > 0 ? flops / seconds * 1e-12 : 0.0);
 }
 
-// Effective TFLOP/s count 4 D flops per visible pair forward and 2.5 times that backward.
+// Effective TFLOP/s count 2 (D + Dv) flops per visible pair forward and 2.5 times that backward.
 void print_timing(const AttentionBackend& backend, const AttentionResult& r, bool backward,
                   double forward_flops) {
   std::printf("%-18s ", backend.name.c_str());
@@ -208,11 +212,15 @@ int run_attention(const ParsedArgs& args) {
   for (const AttentionBackend& backend : candidates) {
     if (backend.round_to_storage) round_inputs(problem, backend.round_to_storage);
   }
-  const double forward_flops = 4.0 * shape.head_dim * visible_pairs(plan.blob(), shape);
+  // 2 D flops per visible pair for Q Kᵀ and 2 Dv for P V.
+  const double forward_flops =
+      2.0 * (shape.head_dim + value_head_dim(shape)) * visible_pairs(plan.blob(), shape);
 
-  std::printf("run %s: batch %d, heads %d (kv %d), nq %d, nk %d, dim %d, tiles %dx%d, seed %llu",
-              mask.name().c_str(), shape.batch, shape.heads_q, shape.heads_kv, shape.nq, shape.nk,
-              shape.head_dim, tiling.m, tiling.n, static_cast<unsigned long long>(seed));
+  std::printf("run %s: batch %d, heads %d (kv %d), nq %d, nk %d, dim %d", mask.name().c_str(),
+              shape.batch, shape.heads_q, shape.heads_kv, shape.nq, shape.nk, shape.head_dim);
+  if (shape.head_dim_v != 0) std::printf(" (v %d)", shape.head_dim_v);
+  std::printf(", tiles %dx%d, seed %llu", tiling.m, tiling.n,
+              static_cast<unsigned long long>(seed));
   if (problem.softcap > 0) std::printf(", softcap %g", problem.softcap);
   if (!problem.sinks.empty()) std::printf(", attention sinks");
   if (!problem.alibi_slopes.empty()) std::printf(", ALiBi");
@@ -252,6 +260,8 @@ Command run_command() {
           {"heads", 0, "H", false, "query heads (default 1)"},
           {"heads-kv", 0, "HKV", false, "key/value heads; H must be a multiple (default H)"},
           {"dim", 0, "D", false, "head dimension (default 64)"},
+          {"dim-v", 0, "DV", false,
+           "head dimension of V and O, as MLA's 128 against 192 (default D)"},
           {"softcap", 0, "C", false,
            "cap the logits at C tanh(logit / C), as Gemma 2 (default: no cap)"},
           {"sinks", 0, "", false,
@@ -287,10 +297,10 @@ Command run_command() {
            "after a warm-up, by CUDA events. As the GPU stores O, dQ, dK and dV in --dtype, the\n"
            "error of rounding the float64 results to --dtype is printed for scale; errors of a\n"
            "few times that are expected.\n"
-           "--gpu needs --dim a multiple of 8 up to 256 (the kernels for 64, 128 and 256 run\n"
-           "the others with zero-padded columns) and the default --tile 128x128. Effective\n"
-           "TFLOP/s count 4*D flops per visible (q, k) pair forward and 2.5 times that\n"
-           "backward." +
+           "--gpu needs --dim and --dim-v multiples of 8 up to 256 (the kernels for 64, 128\n"
+           "and 256 run the others with zero-padded columns) and the default --tile 128x128.\n"
+           "Effective TFLOP/s count 2*(D + DV) flops per visible (q, k) pair forward and 2.5\n"
+           "times that backward." +
                param_syntax_help(),
            flags},
           run_attention};

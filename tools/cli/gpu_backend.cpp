@@ -15,6 +15,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace cm::cli {
@@ -144,10 +145,13 @@ PagedInputs in_pages(const AttentionProblem& p, int32_t page_size) {
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<uint32_t>(page_size)));
   paged.table.assign(order.begin(), order.end() - 1);
-  const auto dim = static_cast<size_t>(s.head_dim), heads = static_cast<size_t>(s.heads_kv);
+  const auto heads = static_cast<size_t>(s.heads_kv);
   const auto nk = static_cast<size_t>(s.nk), rows = static_cast<size_t>(page_size);
   const auto per_sequence = static_cast<size_t>(paged.pages_per_sequence);
-  for (auto [from, to] : {std::pair{&p.k, &paged.k}, std::pair{&p.v, &paged.v}}) {
+  const auto k_dim = static_cast<size_t>(s.head_dim),
+             v_dim = static_cast<size_t>(value_head_dim(s));
+  for (auto [from, to, dim] :
+       {std::tuple{&p.k, &paged.k, k_dim}, std::tuple{&p.v, &paged.v, v_dim}}) {
     to->assign(static_cast<size_t>(paged.num_pages) * heads * rows * dim,
                std::numeric_limits<float>::quiet_NaN());
     for (size_t b = 0; b < static_cast<size_t>(s.batch); ++b) {
@@ -172,7 +176,8 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
   const std::vector<float>& k_values = paged ? pages.k : p.k;
   const std::vector<float>& v_values = paged ? pages.v : p.v;
   const DeviceTensor q(p.q.size(), dtype, "Q"), k(k_values.size(), dtype, "K"),
-      v(v_values.size(), dtype, "V"), out(p.q.size(), dtype, "O");
+      v(v_values.size(), dtype, "V"),
+      out(static_cast<size_t>(s.batch) * s.heads_q * s.nq * value_head_dim(s), dtype, "O");
   const DeviceBuffer lse(static_cast<size_t>(s.batch) * s.heads_q * s.nq * sizeof(float), "LSE");
 
   q.upload(p.q);
@@ -206,10 +211,10 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
     check(cudaMemcpy(page_table->get(), pages.table.data(), page_table->bytes(),
                      cudaMemcpyHostToDevice),
           "uploading the page table");
-    const int64_t head_rows = int64_t{options.page_size} * s.head_dim;
-    for (cuda::TensorRef* pool : {&f.k, &f.v}) {
+    for (auto [pool, dim] : {std::pair{&f.k, s.head_dim}, std::pair{&f.v, value_head_dim(s)}}) {
+      const int64_t head_rows = int64_t{options.page_size} * dim;
       pool->stride_b = head_rows * s.heads_kv;  // a page
-      pool->stride_s = s.head_dim;
+      pool->stride_s = dim;
       pool->stride_h = head_rows;
     }
     f.paged = {static_cast<const int32_t*>(page_table->get()), pages.pages_per_sequence,
@@ -239,10 +244,10 @@ AttentionResult run_gpu(cuda::DType dtype, const void* blob, const AttentionProb
       dk(p.k.size(), dtype, "dK"), dv(p.v.size(), dtype, "dV");
   cuda::BackwardArgs b;
   static_cast<cuda::Problem&>(b) = f;  // the forward's problem, read
-  b.dout = cuda::dense_bhsd(dout.get(), s.heads_q, s.nq, s.head_dim);
+  b.dout = cuda::dense_bhsd(dout.get(), s.heads_q, s.nq, value_head_dim(s));
   b.dq = cuda::dense_bhsd(dq.get(), s.heads_q, s.nq, s.head_dim);
   b.dk = cuda::dense_bhsd(dk.get(), s.heads_kv, s.nk, s.head_dim);
-  b.dv = cuda::dense_bhsd(dv.get(), s.heads_kv, s.nk, s.head_dim);
+  b.dv = cuda::dense_bhsd(dv.get(), s.heads_kv, s.nk, value_head_dim(s));
   if (sinks) {
     dsinks.emplace(sinks->bytes(), "the sinks' gradient");
     dsinks->poison();
