@@ -34,7 +34,8 @@ enum class DType : int32_t { kBFloat16 = 0, kFloat16 = 1 };
 // H200 (docs/perf-notes.md, v9), pingpong is 2–11% faster on every benchmark workload and
 // length, short rows included, at head dims up to 128; at head dims above 128 serial is 4–22%
 // faster (pingpong's scores, probabilities and O outgrow the registers; session 30). kAuto
-// picks the faster one for the head dim.
+// picks pingpong where O has at most 128 columns (the kernels for head dims up to 128, and the
+// one for 192 with 128 for V), else serial.
 enum class Mainloop : int32_t { kAuto = 0, kSerial = 1, kPingpong = 2 };
 
 // A [batch, rows, heads, columns] tensor by element strides; its columns (head_dim, or

@@ -139,6 +139,7 @@ struct BwdConfig {
     uint64_t kv_loaded, step_loaded[kStages];
   };
   static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory: 227 KB a block on sm90");
   static_assert(cosize_v<LayoutKV> == kBlockN * kHeadDim, "K layout is dense");
   static_assert(cosize_v<LayoutKt> == kBlockN * kHeadDim, "Kᵀ layout is dense");
   static_assert(cosize_v<LayoutQ> == kStages * kBlockM * kHeadDim, "Q layout is dense");

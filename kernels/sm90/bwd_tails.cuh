@@ -24,8 +24,8 @@ template <class Config, int kRows>
 __device__ void zero_rows_and_complete(typename Config::Element* a, typename Config::Element* b,
                                        int first_row, uint64_t& full, int lane) {
   const auto past_end = [first_row](int row) { return row >= first_row; };
-  zero_rows<Config, kRows>(a, lane, 32, past_end);
-  zero_rows<Config, kRows>(b, lane, 32, past_end);
+  zero_rows<Config, kRows, Config::kHeadDim>(a, lane, 32, past_end);
+  zero_rows<Config, kRows, Config::kHeadDim>(b, lane, 32, past_end);
   complete_after_zeros(full, lane);
 }
 

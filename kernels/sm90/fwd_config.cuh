@@ -53,10 +53,11 @@ enum FwdNamedBarrier : int {
   kFwdTurnBarrier = 3,      // + wg, so 3 and 4: the pingpong turn of consumer warpgroup wg
 };
 
-template <class ElementT, int kHeadDimV, bool kIntraOverlapV, int kLogitModsV>
+template <class ElementT, int kHeadDimQK, int kHeadDimVO, bool kIntraOverlapV, int kLogitModsV>
 struct FwdConfig {
   using Element = ElementT;
-  static constexpr int kHeadDim = kHeadDimV;
+  static constexpr int kHeadDim = kHeadDimQK;   // the columns of Q and K
+  static constexpr int kHeadDimV = kHeadDimVO;  // the columns of V and O
   // Overlap the softmax of key tile n with the P V product of tile n - 1 within a warpgroup,
   // and let the two consumer warpgroups take turns issuing products (pingpong). Faster than
   // the plain serial mainloop on every measured workload (perf-notes, v9).
@@ -69,7 +70,7 @@ struct FwdConfig {
   static constexpr int kBlockN = 128;  // key columns per tile
   // Keys per K/V stage and per product: the whole tile, or at head dim 256 a 64-key part, so
   // that a warpgroup's O (128 fp32 registers per thread) leaves room for the scores.
-  static constexpr int kStageKeys = forward_keys_per_stage(kHeadDim);
+  static constexpr int kStageKeys = forward_keys_per_stage(kHeadDimV);
   static constexpr int kTileParts = kBlockN / kStageKeys;
   static constexpr int kStages = 2;  // K/V pipeline depth
   static constexpr int kConsumerThreads = 256;
@@ -77,7 +78,6 @@ struct FwdConfig {
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   static constexpr int kMaskWarps = 3;  // warps 1-3; warp 0 holds the loader
   static constexpr int kMaskThreads = 32 * kMaskWarps;
-  static constexpr int kMaskSlots = 8;  // how many masked tiles the mask warps may run ahead
   // Registers per thread: the producer warpgroup gives what the consumers' accumulators
   // need. setmaxnreg only moves the registers the launch gave (168 per thread at 384 threads);
   // asking for more blocks the consumers forever. The consumers use about 200; at 56 the mask
@@ -89,18 +89,27 @@ struct FwdConfig {
   static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 168 * kThreads,
                 "register file");
   static constexpr int kItemSlots = 2;
-  // The next item's Q loads while this one finishes; at head dim 256 two Q tiles (128 KB) would
-  // not fit beside K and V, so the next Q waits for this item's O to leave the buffer.
-  static constexpr int kQStages = kHeadDim == 256 ? 1 : 2;
-  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
-                "head dims 64, 128 and 256 are instantiated");
+  // Shared memory (of 227 KB a block) goes to Q, K and V first. The next item's Q loads while
+  // this one finishes, where two Q tiles fit beside K and V in 200 KB. At head dim 256 (and
+  // 192 with 128 for V) they do not, so the next Q waits for this item's O to leave the buffer.
+  static constexpr int kKVStageBytes = kStageKeys * (kHeadDim + kHeadDimV) * sizeof(Element);
+  static constexpr int kQTileBytes = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr int kQStages = 2 * kQTileBytes + kStages * kKVStageBytes <= 200 * 1024 ? 2 : 1;
+  // How many masked tiles the mask warps may run ahead (each slot is 2 KB of visibility): 8,
+  // or 4 where 8 would not fit beside the tiles (192 and 128: 208 KB of Q, K and V).
+  static constexpr int kMaskSlots =
+      kQStages * kQTileBytes + kStages * kKVStageBytes <= 200 * 1024 ? 8 : 4;
+  static_assert(kHeadDim == kHeadDimV ? kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256
+                                      : kHeadDim == 192 && kHeadDimV == 128,
+                "head dims (64, 64), (128, 128), (256, 256) and (192, 128) are instantiated");
+  static_assert(kHeadDimV <= kHeadDim, "a Q buffer stages O");
   static_assert(kBlockN == kMaskTileN, "tile_mask.cuh assumes 128-column key tiles");
 
   using MmaQK = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kStageKeys>, Int<kHeadDim>>>(),
       Layout<Shape<_2, _1, _1>>{}));
   using MmaPV = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kStageKeys>>,
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDimV>, Int<kStageKeys>>,
                            GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<_2, _1, _1>>{}));
 
@@ -110,20 +119,18 @@ struct FwdConfig {
                                          Shape<Int<kBlockM>, Int<kHeadDim>, Int<kQStages>>{}));
   using LayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
                                          Shape<Int<kStageKeys>, Int<kHeadDim>, Int<kStages>>{}));
-  // V as the (head_dim x keys) B operand of P V, head_dim contiguous (MN-major).
+  // V as the (head_dim_v x keys) B operand of P V, head_dim_v contiguous (MN-major).
   using LayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
-                                          Shape<Int<kHeadDim>, Int<kStageKeys>, Int<kStages>>{},
+                                          Shape<Int<kHeadDimV>, Int<kStageKeys>, Int<kStages>>{},
                                           Step<_2, _1, _3>{}));
 
   static constexpr int kBoxCols = 64;  // TMA box width: 128 bytes, the swizzle span
-  static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
-  static constexpr uint32_t kKVBytes = kStageKeys * kHeadDim * sizeof(Element);
 
   // A Q buffer, once its item's products are done, stages that item's O for the store.
   struct SharedStorage {
     alignas(1024) Element q[kQStages * kBlockM * kHeadDim];
     alignas(1024) Element k[kStages * kStageKeys * kHeadDim];
-    alignas(1024) Element v[kStages * kStageKeys * kHeadDim];
+    alignas(1024) Element v[kStages * kStageKeys * kHeadDimV];
     QuadBits mask[kMaskSlots][kBlockM];   // a masked tile's visibility, row by row
     QuadBits quad_below[kMaskTileN + 1];  // the mask warps' QuadColumns table
     uint64_t q_full[kQStages], q_empty[kQStages];
@@ -143,9 +150,10 @@ struct FwdConfig {
     int32_t first_key[kStages];  // the stage's first key in its sequence, for ALiBi
   };
   static constexpr size_t kSmemBytes = smem_bytes<SharedStorage>();
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory: 227 KB a block on sm90");
   static_assert(cosize_v<LayoutQ> == kQStages * kBlockM * kHeadDim, "Q layout is dense");
   static_assert(cosize_v<LayoutK> == kStages * kStageKeys * kHeadDim, "K layout is dense");
-  static_assert(cosize_v<LayoutVt> == kStages * kStageKeys * kHeadDim, "V layout is dense");
+  static_assert(cosize_v<LayoutVt> == kStages * kStageKeys * kHeadDimV, "V layout is dense");
 };
 
 }  // namespace cm::sm90

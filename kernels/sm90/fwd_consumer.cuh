@@ -49,7 +49,8 @@ struct Consumer {
   using Element = typename Config::Element;
   static constexpr int kBlockM = Config::kBlockM;
   static constexpr int kStageKeys = Config::kStageKeys;  // the columns of S
-  static constexpr int kHeadDim = Config::kHeadDim;
+  static constexpr int kHeadDim = Config::kHeadDim;      // the columns of Q (and of its buffer)
+  static constexpr int kHeadDimV = Config::kHeadDimV;    // the columns of O
 
   const FwdParams& p;
   typename Config::SharedStorage& ss;
@@ -197,7 +198,7 @@ struct Consumer {
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
       CUTE_UNROLL
-      for (int j = 0; j < kHeadDim / 8; ++j) {
+      for (int j = 0; j < kHeadDimV / 8; ++j) {
         tOrO(make_coord(0, h, j), 0, 0) *= correction[h];
         tOrO(make_coord(1, h, j), 0, 0) *= correction[h];
       }
@@ -269,7 +270,7 @@ struct Consumer {
       if (lse[h] == kNegInf) continue;
       float* out = p.split_out + row * p.head_dim_v;
       CUTE_UNROLL
-      for (int j = 0; j < kHeadDim / 8; ++j) {
+      for (int j = 0; j < kHeadDimV / 8; ++j) {
         if (8 * j + 2 * quad >= p.head_dim_v) break;
         *reinterpret_cast<float2*>(out + 8 * j + 2 * quad) =
             make_float2(tOrO(make_coord(0, h, j), 0, 0) * inv_sum[h],
@@ -299,7 +300,7 @@ struct Consumer {
     const int quad = fresh_tid % 4;
     const int first_row = fwd_first_row(fresh_tid);
     // fwd_staged(first_row + 8h, 8j + 2 quad): both rows have the same row % 8, so the
-    // thread's kHeadDim / 4 stores use only 8 swizzled chunk addresses, each with constant offsets
+    // thread's kHeadDimV / 4 stores use only 8 swizzled chunk addresses, each with constant offsets
     // for h and j / 8 (fwd_staging_test checks it; computed per store, the addressing took 350
     // instructions).
     CUTE_UNROLL
@@ -308,7 +309,7 @@ struct Consumer {
       CUTE_UNROLL
       for (int h = 0; h < 2; ++h) {
         CUTE_UNROLL
-        for (int j = chunk; j < kHeadDim / 8; j += 8) {
+        for (int j = chunk; j < kHeadDimV / 8; j += 8) {
           store_pair(at + 8 * h * 64 + (j / 8) * (kBlockM * 64),
                      tOrO(make_coord(0, h, j), 0, 0) * inv_sum[h],
                      tOrO(make_coord(1, h, j), 0, 0) * inv_sum[h]);
@@ -320,7 +321,7 @@ struct Consumer {
     // Thread t copies chunks t % kThreadChunks + kThreadChunks c of rows first + kRows * k: all
     // of them have the same row % 8, so one staged address and one global address serve every
     // k and c, with constant steps (a step of 16 chunks is two 64-column blocks).
-    constexpr int kChunks = kHeadDim / 8;                       // 16-byte chunks per row
+    constexpr int kChunks = kHeadDimV / 8;                      // 16-byte chunks per row
     constexpr int kThreadChunks = kChunks < 16 ? kChunks : 16;  // chunk columns per pass
     constexpr int kChunkSteps = kChunks / kThreadChunks;
     constexpr int kRows = 128 / kThreadChunks;  // rows per pass of the warpgroup's 128 threads
@@ -396,7 +397,7 @@ struct Consumer {
       const WorkItem item = take_item<Config>(ss, item_state);
       if (item.row == nullptr) return;
 
-      Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+      Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBlockM>, Int<kHeadDimV>>{});
       clear(tOrO);
       RowState state;
       const AlibiRows alibi = alibi_rows(item);

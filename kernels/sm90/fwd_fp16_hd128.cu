@@ -1,5 +1,5 @@
 // Forward kernel instantiation: fp16, head dim 128.
 #include "fwd_launch.cuh"
 
-CM_SM90_INSTANTIATE_FORWARD(kFloat16, 128, true)
-CM_SM90_INSTANTIATE_FORWARD(kFloat16, 128, false)
+CM_SM90_INSTANTIATE_FORWARD(kFloat16, 128, 128, true)
+CM_SM90_INSTANTIATE_FORWARD(kFloat16, 128, 128, false)

@@ -39,8 +39,9 @@ __device__ void zero_unseen_rows(typename Config::SharedStorage& ss, int slot, c
   const int shift = part * kKeys / 4;  // the part's bits in each quad word
   const uint32_t part_bits = low_bits(kKeys / 4) << shift;
   if ((seen.quad[0] & seen.quad[1] & seen.quad[2] & seen.quad[3] & part_bits) == part_bits) return;
-  zero_rows<Config, kKeys>(ss.v + slot * kKeys * Config::kHeadDim, lane - 1, kGuardLanes,
-                           [&](int row) { return !column_bit(seen, part * kKeys + row); });
+  zero_rows<Config, kKeys, Config::kHeadDimV>(
+      ss.v + slot * kKeys * Config::kHeadDimV, lane - 1, kGuardLanes,
+      [&](int row) { return !column_bit(seen, part * kKeys + row); });
   cutlass::arch::fence_view_async_shared();
 }
 

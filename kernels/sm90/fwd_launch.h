@@ -1,5 +1,5 @@
 // Host-side entry to the sm90 forward kernel instantiations (one .cu file per element type and
-// head dim, so they compile in parallel). Callers validate the problem first (launch.cu).
+// head dims, so they compile in parallel). Callers validate the problem first (launch.cu).
 #pragma once
 
 #include "fwd_params.h"
@@ -11,16 +11,31 @@ namespace cm::sm90 {
 
 enum class ElementKind { kBFloat16, kFloat16 };
 
-// Keys per K/V pipeline stage (and per product) of the kernel for kernel_head_dim: a whole
-// 128-key tile, or at head dim 256 half of one, whose scores and O then fit the consumers'
-// registers (fwd_config.cuh). The launcher's K and V tensor maps load boxes of that many rows.
-constexpr int forward_keys_per_stage(int kernel_head_dim) {
-  return kernel_head_dim == 256 ? 64 : 128;
+// Keys per K/V pipeline stage (and per product) of the kernel whose O has kernel_head_dim_v
+// columns: a whole 128-key tile, or at 256 half of one, whose scores and O then fit the
+// consumers' registers (fwd_config.cuh). The launcher's K and V tensor maps load boxes of that
+// many rows.
+constexpr int forward_keys_per_stage(int kernel_head_dim_v) {
+  return kernel_head_dim_v == 256 ? 64 : 128;
+}
+
+// The head dims (of Q and K, of V and O) of the forward kernel that runs head dims d and dv:
+// (64, 64) up to 64, (128, 128) up to 128, (192, 128) for Q and K up to 192 with V up to 128
+// (DeepSeek's MLA), else (256, 256). The kernels pad the columns past a tensor's own with zeros.
+struct ForwardKernelDims {
+  int head_dim, head_dim_v;
+};
+constexpr ForwardKernelDims forward_kernel_dims(int d, int dv) {
+  const int widest = d > dv ? d : dv;
+  if (widest <= 64) return {64, 64};
+  if (widest <= 128) return {128, 128};
+  if (d <= 192 && dv <= 128) return {192, 128};
+  return {256, 256};
 }
 
 // Launches the persistent kernel on `grid` CTAs. Returns the launch's error code. kLogitMods:
 // the logits' modifications that params asks for (logit_mods.h).
-template <ElementKind kElement, int kHeadDim, bool kIntraOverlap, int kLogitMods>
+template <ElementKind kElement, int kHeadDim, int kHeadDimV, bool kIntraOverlap, int kLogitMods>
 cudaError_t launch_forward(const FwdParams& params, const CUtensorMap& q, const CUtensorMap& k,
                            const CUtensorMap& v, int grid, cudaStream_t stream);
 

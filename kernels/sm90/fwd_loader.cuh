@@ -14,12 +14,12 @@
 
 namespace cm::sm90 {
 
-// TMA-loads a K or V stage from its boxes (fwd_paging.h): box i fills the stage's rows from
-// i * box_rows, in every 64-column block.
-template <class Config, class Element, int kMaxBoxes>
+// TMA-loads a K or V stage of kColumns columns from its boxes (fwd_paging.h): box i fills the
+// stage's rows from i * box_rows, in every 64-column block.
+template <class Config, int kColumns, class Element, int kMaxBoxes>
 __device__ void load_stage(const CUtensorMap* map, uint64_t& full, Element* stage,
                            const KeyBox (&box)[kMaxBoxes], int boxes, int box_rows, int kv_head) {
-  constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;
+  constexpr int kColBlocks = kColumns / Config::kBoxCols;
   CUTE_UNROLL
   for (int i = 0; i < kMaxBoxes; ++i) {
     if (i == boxes) return;
@@ -46,9 +46,9 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
                            const CUtensorMap* tma_q, const CUtensorMap* tma_k,
                            const CUtensorMap* tma_v) {
   using Element = typename Config::Element;
-  constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;
+  constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;  // of Q
   constexpr int kKeys = Config::kStageKeys;
-  constexpr int kStageElems = kKeys * Config::kHeadDim;
+  constexpr int kKElems = kKeys * Config::kHeadDim, kVElems = kKeys * Config::kHeadDimV;
   // Paged with pages smaller than a stage: one box per page (fwd_paging.h); else one box.
   const bool paged = p.page_table != nullptr;
   const PagedBoxes paged_boxes(paged ? p.page_size : 0, kKeys);
@@ -87,7 +87,7 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
     const int batch = packed ? 0 : item.b;
     const int32_t* page_row = paged ? p.page_table + item.b * p.page_table_stride : nullptr;
 
-    expect_bytes(ss.q_full[qs.stage], Config::kQBytes);
+    expect_bytes(ss.q_full[qs.stage], Config::kQTileBytes);
     Element* q_buffer = ss.q + qs.stage * Config::kBlockM * Config::kHeadDim;
     for (int c = 0; c < kColBlocks; ++c) {
       tma_load(tma_q, ss.q_full[qs.stage], q_buffer + c * Config::kBlockM * Config::kBoxCols,
@@ -110,16 +110,16 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
         KeyBox box[kMaxBoxes];
         box[0] = {k_row0 + first_key, batch};
         const int boxes = paged ? paged_boxes.stage(page_row, p.nk, first_key, box) : 1;
-        const uint32_t bytes =
-            boxes * box_rows * Config::kHeadDim * static_cast<uint32_t>(sizeof(Element));
+        const uint32_t row_bytes = boxes * box_rows * static_cast<uint32_t>(sizeof(Element));
         wait_barrier(ss.k_empty[kv.stage], kv.phase ^ 1u);
         const KeyTileInfo tile{masked, part == 0, cursor.done() && part + 1 == parts,
                                static_cast<uint8_t>(part)};
         ss.key_tile[kv.stage] = tile;
-        ss.first_key[kv.stage] = first_key;
-        expect_bytes(ss.k_full[kv.stage], bytes);  // releases key_tile with the K load
-        load_stage<Config>(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kStageElems, box, boxes,
-                           box_rows, kv_head);
+        if constexpr (Config::kAlibi) ss.first_key[kv.stage] = first_key;
+        // releases key_tile with the K load
+        expect_bytes(ss.k_full[kv.stage], row_bytes * Config::kHeadDim);
+        load_stage<Config, Config::kHeadDim>(tma_k, ss.k_full[kv.stage], ss.k + kv.stage * kKElems,
+                                             box, boxes, box_rows, kv_head);
         wait_barrier(ss.v_empty[kv.stage], kv.phase ^ 1u);
         // A masked tile's V goes to the guard lanes first (fwd_guard.cuh), the others straight
         // to the consumers.
@@ -131,9 +131,9 @@ __device__ void run_loader(const FwdParams& p, typename Config::SharedStorage& s
           guard.advance();
         }
         uint64_t& v_landing = guarded ? ss.v_loaded[kv.stage] : ss.v_full[kv.stage];
-        expect_bytes(v_landing, bytes);
-        load_stage<Config>(tma_v, v_landing, ss.v + kv.stage * kStageElems, box, boxes, box_rows,
-                           kv_head);
+        expect_bytes(v_landing, row_bytes * Config::kHeadDimV);
+        load_stage<Config, Config::kHeadDimV>(tma_v, v_landing, ss.v + kv.stage * kVElems, box,
+                                              boxes, box_rows, kv_head);
         kv.advance();
       }
     }

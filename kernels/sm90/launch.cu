@@ -96,16 +96,21 @@ WorkLayout work_layout(const desc::Header& h, const DescriptorView& d, const For
 }
 
 template <sm90::ElementKind kElement, bool kOverlap, int kLogitMods>
-cudaError_t dispatch_head_dim(int head_dim, const sm90::FwdParams& p, const CUtensorMap& q,
-                              const CUtensorMap& k, const CUtensorMap& v, int grid,
-                              cudaStream_t stream) {
-  switch (head_dim) {
+cudaError_t dispatch_head_dims(sm90::ForwardKernelDims dims, const sm90::FwdParams& p,
+                               const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
+                               int grid, cudaStream_t stream) {
+  switch (dims.head_dim) {
     case 64:
-      return sm90::launch_forward<kElement, 64, kOverlap, kLogitMods>(p, q, k, v, grid, stream);
+      return sm90::launch_forward<kElement, 64, 64, kOverlap, kLogitMods>(p, q, k, v, grid, stream);
     case 128:
-      return sm90::launch_forward<kElement, 128, kOverlap, kLogitMods>(p, q, k, v, grid, stream);
+      return sm90::launch_forward<kElement, 128, 128, kOverlap, kLogitMods>(p, q, k, v, grid,
+                                                                            stream);
+    case 192:
+      return sm90::launch_forward<kElement, 192, 128, kOverlap, kLogitMods>(p, q, k, v, grid,
+                                                                            stream);
     default:
-      return sm90::launch_forward<kElement, 256, kOverlap, kLogitMods>(p, q, k, v, grid, stream);
+      return sm90::launch_forward<kElement, 256, 256, kOverlap, kLogitMods>(p, q, k, v, grid,
+                                                                            stream);
   }
 }
 
@@ -198,8 +203,9 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const CUtensorMap q =
       host::make_tile_map(check, args.q, args.dtype, args.head_dim, q_rows, args.heads_q,
                           args.batch, packed, p.rows_per_head, p.heads_per_item);
-  const int kernel_head_dim = host::kernel_head_dim(args);
-  const int stage_keys = sm90::forward_keys_per_stage(kernel_head_dim);
+  const sm90::ForwardKernelDims kernel_dims =
+      sm90::forward_kernel_dims(args.head_dim, p.head_dim_v);
+  const int stage_keys = sm90::forward_keys_per_stage(kernel_dims.head_dim_v);
   // Paged, the maps' rows are a page's and their batches the pages (fwd_paging.h).
   const int64_t kv_rows = paged ? args.paged.page_size : k_rows;
   const int kv_batch = paged ? args.paged.num_pages : args.batch;
@@ -216,14 +222,15 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   if (p.total_items > grid) {  // with one item per CTA the counter is never read (fwd_loader.cuh)
     check.cuda(cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream), "zeroing the work counter");
   }
+  // Pingpong where O and the scores leave it the registers: O of up to 128 columns.
   const bool pingpong = args.mainloop == Mainloop::kPingpong ||
-                        (args.mainloop == Mainloop::kAuto && kernel_head_dim <= 128);
+                        (args.mainloop == Mainloop::kAuto && kernel_dims.head_dim_v <= 128);
   const cudaError_t launched = sm90::with_flags(
       [&]<bool kBFloat16, bool kOverlap, bool kCapped, bool kAlibi>() {
         constexpr auto kElement =
             kBFloat16 ? sm90::ElementKind::kBFloat16 : sm90::ElementKind::kFloat16;
-        return dispatch_head_dim<kElement, kOverlap, sm90::logit_mods(kCapped, kAlibi)>(
-            kernel_head_dim, p, q, k, v, grid, stream);
+        return dispatch_head_dims<kElement, kOverlap, sm90::logit_mods(kCapped, kAlibi)>(
+            kernel_dims, p, q, k, v, grid, stream);
       },
       args.dtype == DType::kBFloat16, pingpong, p.softcap_scale != 0.f, p.alibi_slopes != nullptr);
   check.cuda(launched, "launching the forward kernel");

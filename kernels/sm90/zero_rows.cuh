@@ -11,15 +11,15 @@
 
 namespace cm::sm90 {
 
-// Zeroes the rows r of a kRows-row tile for which zero_row(r) holds, with `lanes` lanes of a
+// Zeroes the rows r of a kRows x kColumns tile for which zero_row(r) holds, with `lanes` lanes of a
 // warp, this one being lane `lane_index` of them. TMA wrote the tile as 64-column boxes, one
 // after another: a row is 128 contiguous bytes of each box (the swizzle moves 16-byte chunks
 // within a row). The lanes take the rows' 16-byte chunks in turn.
-template <class Config, int kRows, class ZeroRow>
+template <class Config, int kRows, int kColumns, class ZeroRow>
 __device__ void zero_rows(typename Config::Element* tile, int lane_index, int lanes,
                           ZeroRow zero_row) {
   constexpr int kRowChunks = Config::kBoxCols * sizeof(typename Config::Element) / 16;
-  constexpr int kBoxes = Config::kHeadDim / Config::kBoxCols;
+  constexpr int kBoxes = kColumns / Config::kBoxCols;
   auto* chunks = reinterpret_cast<uint4*>(tile);
   for (int c = lane_index; c < kRows * kRowChunks; c += lanes) {
     if (!zero_row(c / kRowChunks)) continue;

@@ -337,7 +337,8 @@ std::vector<Case> value_head_dim_cases() {
           with_head_dims(example_case("hstu", 300, 0), 64, 128),
           with_head_dims(example_case("clear", 940, 0), 128, 64),
           with_head_dims(example_case("sliding_window", 255, 0), 40, 96),
-          with_head_dims(example_case("causal", 129, 0), 256, 136),  // 129 rows, 385 keys
+          with_head_dims(example_case("row_intervals", 300, 0), 160, 104),  // the kernel for 192
+          with_head_dims(example_case("causal", 129, 0), 256, 136),         // 129 rows, 385 keys
           modified,
           with_head_dims(decode[0], 192, 128),
           with_head_dims(decode[5], 64, 40)};

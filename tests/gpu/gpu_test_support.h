@@ -109,9 +109,10 @@ std::vector<Case> sink_cases();
 std::vector<Case> alibi_cases();
 
 // Cases whose V and O have a head dim of their own (Case::head_dim_v): MLA's 192 and 128 (the
-// kernel for 256) with rows that see no key, with a soft cap, sinks and ALiBi, and on decoding
-// shapes whose key parts and packed heads fwd_combine merges; V wider than Q and K and narrower,
-// on the kernels for 128 and 256; Nq != Nk; both dtypes.
+// forward's kernel for them, the backward's for 256) with rows that see no key, with a soft
+// cap, sinks and ALiBi, and on decoding shapes whose key parts and packed heads fwd_combine
+// merges; 160 and 104 on the same kernels, zero-padded; V wider than Q and K and narrower, on
+// the kernels for 64, 128 and 256; Nq != Nk; both dtypes.
 std::vector<Case> value_head_dim_cases();
 
 // paged_cases' first two with head dims (192, 128) and (64, 128).
