@@ -20,7 +20,8 @@ import compilemask as cm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (H, TOKENS, argument_parser, compiled_flex,  # noqa: E402
-                          environment, interleaved_median_ms, run_line, run_rows, write_results)
+                          environment, error_row, interleaved_median_ms, run_line, run_rows,
+                          write_results)
 from extra_workloads import workload  # noqa: E402
 from workload_masks import helper_mask  # noqa: E402
 
@@ -72,7 +73,7 @@ def markdown(rows, env, dim):
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['workload']} | {r['N']} | error: {r['error'][:80]} |" + " |" * 8)
+            lines.append(error_row(r, 11))
             continue
         cells = []
         for key in ("fwd_ms", "fwd_bwd_ms"):

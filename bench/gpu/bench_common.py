@@ -177,6 +177,12 @@ def out_dir_argument():
     return p.parse_args().out
 
 
+def error_row(row, columns):
+    """A markdown table row of `columns` cells for a benchmark row that failed: its workload, N
+    and error, the rest empty."""
+    return f"| {row['workload']} | {row['N']} | error: {row['error'][:80]} |" + " |" * (columns - 3)
+
+
 def write_results(out_dir, name, env, rows, md):
     """Writes out_dir/name.json (env and the rows) and out_dir/name.md (md), creating out_dir."""
     os.makedirs(out_dir, exist_ok=True)

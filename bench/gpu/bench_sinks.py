@@ -21,7 +21,7 @@ import compilemask as cm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (H, TOKENS, argument_parser, environment,  # noqa: E402
-                          interleaved_median_ms, run_line, run_rows, write_results)
+                          error_row, interleaved_median_ms, run_line, run_rows, write_results)
 from extra_workloads import workload  # noqa: E402
 from workload_masks import helper_mask  # noqa: E402
 
@@ -79,7 +79,7 @@ def markdown(rows, env, dim):
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['workload']} | {r['N']} | error: {r['error'][:80]} |" + " |" * 6)
+            lines.append(error_row(r, 9))
             continue
         f, fb = r["fwd_ms"], r.get("fwd_bwd_ms", {})
         cells = [f"{f[k]:.3f}" for k in ("none", "in kernels", "outside")]

@@ -161,8 +161,8 @@ class Kernel:
         self.has_splits = abi_version(self.lib) >= 3
         self.has_pages = abi_version(self.lib) >= 4
         self.has_rows_outside = abi_version(self.lib) >= 5
-        f.argtypes = [p, p, i, i, i, i, i, i, *self.head_dim_types, *self.logit_types, i, *([i] * self.has_splits),
-                      *([p, ctypes.c_int64, i, i] * self.has_pages),
+        f.argtypes = [p, p, i, i, i, i, i, i, *self.head_dim_types, *self.logit_types, i,
+                      *([i] * self.has_splits), *([p, ctypes.c_int64, i, i] * self.has_pages),
                       p, i64p, p, i64p, p, i64p, p, i64p, p, i64p,
                       p, p, ctypes.c_int64, ctypes.c_int64, *([i] * self.has_rows_outside),
                       p, ctypes.c_size_t, p, ctypes.c_char_p, ctypes.c_size_t]
@@ -219,8 +219,8 @@ class Kernel:
                 page_table=None, write_rows_outside=False, sinks=None, alibi_slopes=None):
         """Runs the kernel. q/k/v/out: [B,S,H,D] (bshd), [B,H,S,D] (bhsd) or [T,H,D] (thd,
         with int32 device q_offsets/k_offsets of length B); v and out may have fewer or more
-        columns than q and k (head_dim_v, a build of ABI version 9 on). lse: float32 [B,H,S] or [H,T].
-        mainloop: auto, serial or pingpong (cm::cuda::Mainloop). softcap: 0 for none.
+        columns than q and k (head_dim_v, a build of ABI version 9 on). lse: float32 [B,H,S] or
+        [H,T]. mainloop: auto, serial or pingpong (cm::cuda::Mainloop). softcap: 0 for none.
         num_splits: 0 automatic, 1 none, else that many key parts (cm::cuda::ForwardArgs).
         page_table: None, or device int32 [B, pages per sequence] with k and v pools of pages
         ([pages, page_size, H, D] in bshd, [pages, H, page_size, D] in bhsd; cm::cuda::PagedKV).

@@ -31,7 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
 from bench_common import (BWD_FACTOR, H, Workload, argument_parser,  # noqa: E402
-                          compiled_flex, cudnn_only, environment, run_line, write_results)
+                          compiled_flex, cudnn_only, environment, error_row, run_line,
+                          write_results)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
 from smi_samples import Sampler, query_fields, summarize  # noqa: E402
@@ -194,7 +195,7 @@ def markdown(rows, env, seconds, softcap):
     ours = {}
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['workload']} | {r['N']} | error: {r['error'][:80]} |" + " |" * 9)
+            lines.append(error_row(r, 12))
             continue
         key = (r["workload"], r["N"], r["function"].split()[0])
         if r["function"].endswith(" ours"):

@@ -150,8 +150,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
     scale defaults to 1/sqrt(D). softcap caps the logits at softcap * tanh(scale * q kᵀ /
     softcap) (Gemma 2; FlashAttention's softcap, FlexAttention's tanh score_mod); the kernels
     take tanh from the GPU's special function unit (relative error about 2^-11). Returns out
-    (q's shape with v's head dim, and q's dtype), and with return_lse also the float32 natural-log LSE ([B, Hq, Sq],
-    or [Hq, T] for 3-D; -inf where a row sees no key).
+    (q's shape with v's head dim, and q's dtype), and with return_lse also the float32
+    natural-log LSE ([B, Hq, Sq], or [Hq, T] for 3-D; -inf where a row sees no key).
 
     sinks adds attention sinks (gpt-oss; FlashInfer's and FlashAttention 3's learnable sinks): a
     floating-point tensor [Hq] on q's device holding one logit per query head (natural log, not
