@@ -60,8 +60,9 @@ struct Problem {
   int32_t nk = 0;        // key rows per sequence; must equal the descriptor's nk
   int32_t head_dim = 0;  // columns of q and k: head_dim_supported(head_dim) (cuda_limits.h)
   // Columns of v and out (and of dout and dv): 0 means head_dim, else head_dim_supported too.
-  // Multi-head latent attention (DeepSeek's MLA) trains with 192 for q and k and 128 for v. The
-  // pair runs on the kernel of the larger (cuda_limits.h), with zero-padded columns.
+  // Multi-head latent attention (DeepSeek's MLA) trains with 192 for q and k and 128 for v: the
+  // forward has a kernel for that pair; other pairs, and the backward, run on the kernel of the
+  // wider head dim (cuda_limits.h), with zero-padded columns.
   int32_t head_dim_v = 0;
   float scale = 0.f;  // softmax scale; 0 means 1/sqrt(head_dim)
   // Logit soft-capping (Gemma 2): with softcap > 0 the logits are softcap * tanh(scale * q·k /

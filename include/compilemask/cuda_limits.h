@@ -7,8 +7,8 @@
 namespace cm::cuda {
 
 // Head dims: multiples of 8 (16-byte rows for TMA and the vector stores). The forward and the
-// backward have kernels for 64, 128 and 256; each runs the head dims between on the next larger
-// kernel with zero-padded columns.
+// backward have kernels for 64, 128 and 256, and the forward one for 192 with V's 128 (MLA);
+// each runs the head dims between on the next larger kernel with zero-padded columns.
 inline constexpr int32_t kMaxHeadDim = 256;
 
 constexpr bool head_dim_supported(int32_t head_dim) {
