@@ -26,24 +26,27 @@ namespace {
 
 // The CPU reference over the blob's whole instance map, on small inputs that are not zeros.
 void run_reference(const void* blob, const cm::desc::Header& h) {
-  const cm::AttentionShape shape{h.batch, h.heads, h.heads, h.nq, h.nk, 4};
-  const auto q_size = static_cast<size_t>(shape.batch) * shape.heads_q * shape.nq * shape.head_dim;
-  const auto k_size = static_cast<size_t>(shape.batch) * shape.heads_kv * shape.nk * shape.head_dim;
+  // V and O narrower than Q and K (MLA's layout), so that a mix-up of the head dims reads or
+  // writes out of bounds, which the sanitizers report.
+  const cm::AttentionShape shape{h.batch, h.heads, h.heads, h.nq, h.nk, 4, 3};
+  const auto q_rows = static_cast<size_t>(shape.batch) * shape.heads_q * shape.nq;
+  const auto k_rows = static_cast<size_t>(shape.batch) * shape.heads_kv * shape.nk;
+  const size_t q_size = q_rows * 4, k_size = k_rows * 4, out_size = q_rows * 3, v_size = k_rows * 3;
   auto filled = [](size_t n, float step) {
     std::vector<float> x(n);
     for (size_t i = 0; i < n; ++i) x[i] = std::sin(step * static_cast<float>(i + 1));
     return x;
   };
   const std::vector<float> q = filled(q_size, 0.37f), k = filled(k_size, 0.53f),
-                           v = filled(k_size, 0.71f), dout = filled(q_size, 0.29f);
+                           v = filled(v_size, 0.71f), dout = filled(out_size, 0.29f);
   // Without sinks and ALiBi, then with a sink per head (head 0's -inf, none, when there are
   // several) and an ALiBi slope per head.
   std::vector<float> sinks = filled(static_cast<size_t>(shape.heads_q), 0.61f);
   if (sinks.size() > 1) sinks[0] = -std::numeric_limits<float>::infinity();
   const std::vector<float> slopes = filled(static_cast<size_t>(shape.heads_q), 0.43f);
   for (const bool with_extras : {false, true}) {
-    std::vector<float> out(q_size), lse(q_size / shape.head_dim), dq(q_size), dk(k_size),
-        dv(k_size), dsinks(with_extras ? sinks.size() : 0);
+    std::vector<float> out(out_size), lse(q_rows), dq(q_size), dk(k_size), dv(v_size),
+        dsinks(with_extras ? sinks.size() : 0);
     cm::ReferenceOptions options;
     options.threads = 1;
     options.sinks = with_extras ? sinks.data() : nullptr;
