@@ -20,7 +20,7 @@ Problem dense_problem(DType dtype, const AttentionShape& shape, const void* q, c
   p.nk = shape.nk;
   p.head_dim = shape.head_dim;
   p.head_dim_v = shape.head_dim_v;
-  const int32_t dv = shape.head_dim_v != 0 ? shape.head_dim_v : shape.head_dim;
+  const int32_t dv = cm::value_head_dim(shape);
   p.q = dense_bhsd(q, shape.heads_q, shape.nq, shape.head_dim);
   p.k = dense_bhsd(k, shape.heads_kv, shape.nk, shape.head_dim);
   p.v = dense_bhsd(v, shape.heads_kv, shape.nk, dv);

@@ -79,7 +79,7 @@ std::tuple<Output, Output> forward(const Plan& plan, const Input& q, const Input
                                    const PerHead& alibi_slopes, bool float64) {
   const AttentionShape s = shape_of(q, k, v);
   const ReferenceOptions o = options(q, scale, softcap, sinks, alibi_slopes, float64);
-  std::vector<float> out(q.size() / sz(s.head_dim) * sz(s.head_dim_v)),
+  std::vector<float> out(sz(s.batch) * sz(s.heads_q) * sz(s.nq) * sz(s.head_dim_v)),
       lse(sz(s.batch) * sz(s.heads_q) * sz(s.nq));
   {
     nb::gil_scoped_release unlocked;

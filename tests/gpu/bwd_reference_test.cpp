@@ -54,7 +54,7 @@ class Problem {
         head_splits_(head_splits),
         plan_(make_plan(c.example, c.params, c.nq, c.nk, kBatch, c.heads_q)),
         descriptor_(plan_.blob()),
-        dv_cols_(c.head_dim_v != 0 ? c.head_dim_v : c.head_dim),
+        dv_cols_(cm::value_head_dim(shape())),
         nq_elems_(size_t(kBatch) * c.heads_q * c.nq * c.head_dim),
         nk_elems_(size_t(kBatch) * c.heads_kv * c.nk * c.head_dim),
         out_elems_(size_t(kBatch) * c.heads_q * c.nq * dv_cols_),

@@ -49,7 +49,7 @@ AttentionResult run_reference(Accumulate accumulate, const void* descriptor,
   ref.threads = options.threads;
   ref.progress = options.on_progress;
   AttentionResult r;
-  r.out.resize(p.dout.empty() ? output_size(s) : p.dout.size());
+  r.out.resize(output_size(s));
   r.lse.resize(static_cast<size_t>(s.batch) * s.heads_q * s.nq);
   if (options.on_phase) options.on_phase("forward");
   auto start = std::chrono::steady_clock::now();
