@@ -132,6 +132,25 @@ class Plan {
   Tiling tiling_;
 };
 
+// The shape of an attention slice over query rows [q_begin, q_end) and keys [k_begin, k_end),
+// with MagiAttention's codes (its attn_type_map). Row i of the slice (from 0), where
+// Lq = q_end - q_begin, sees the keys k of the range with
+//   kFull:          any k;
+//   kCausal:        k < k_end - Lq + 1 + i (aligned at the bottom right);
+//   kInverseCausal: k >= k_begin + i (aligned at the top left);
+//   kBiCausal:      both.
+enum class SliceShape : int32_t { kFull = 0, kCausal = 1, kInverseCausal = 2, kBiCausal = 3 };
+
+struct AttnSlice {
+  int32_t q_begin = 0;
+  int32_t q_end = 0;
+  int32_t k_begin = 0;
+  int32_t k_end = 0;
+  SliceShape shape = SliceShape::kFull;
+
+  friend bool operator==(const AttnSlice&, const AttnSlice&) = default;
+};
+
 struct ParamInfo {
   std::string name;
   std::string type;         // "int", "int[]", "segment", "segments"
@@ -154,6 +173,14 @@ class Mask {
   // for masks with many distinct partial tiles (grid neighbourhoods in strips). Throws as
   // specialize does, but for the descriptor's own 4 GiB limit, which it does not build.
   TileCounts count_tiles(const Params& params, const Dims& dims, const Tiling& tiling = {}) const;
+
+  // The visible pairs of mask (b, h) as attention slices that cover each pair once, sorted by
+  // (q_begin, k_begin): what MagiAttention's flexible attention and its context-parallel
+  // dispatch take (q_ranges, k_ranges, attn_type_map). Costs O(rows + intervals), like
+  // specialize's row evaluation, and builds no descriptor. Throws as specialize does, and for
+  // (b, h) outside (dims.batch, dims.heads).
+  std::vector<AttnSlice> slices(const Params& params, const Dims& dims, int32_t b = 0,
+                                int32_t h = 0) const;
 
   const ir::Program& program() const { return *program_; }
 

@@ -5,6 +5,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from . import _core
 from ._errors import Diagnostic, MaskError
 from ._params import convert
@@ -98,13 +100,43 @@ class Mask:
         change them. Raises as specialize does."""
         return self._core.count_tiles(*self._core_args(nq, nk, batch, heads, tile, params))
 
+    def slices(
+        self,
+        *,
+        nq: int,
+        nk: int | None = None,
+        batch: int = 1,
+        heads: int = 1,
+        b: int = 0,
+        h: int = 0,
+        **params: Any,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The visible pairs of mask (b, h) as attention slices that cover each pair once:
+        (q_ranges, k_ranges, attn_type_map), int32 arrays of shapes [S, 2], [S, 2] and [S],
+        sorted by (q_begin, k_begin), the arguments of MagiAttention's flex_flash_attn_func and
+        magi_attn_flex_key. Row i of a slice of Lq rows sees its whole key range (type 0,
+        full), the keys below k_end - Lq + 1 + i (1, causal, aligned at the bottom right),
+        those from k_begin + i (2, inverse causal), or both (3, bi-causal). Positions are the
+        mask's own (a token order is not applied). Costs O(rows + intervals) and builds no
+        descriptor. Raises as specialize does, and IndexError for (b, h) outside
+        (batch, heads)."""
+        b, h = _count(b, "b"), _count(h, "h")
+        for name, index, extent in (("b", b, batch), ("h", h, heads)):
+            if not 0 <= index < extent:
+                raise IndexError(f"{name} = {index} is outside [0, {extent})")
+        return self._core.slices(*self._problem_args(nq, nk, batch, heads, params), b, h)
+
     def _core_args(self, nq: Any, nk: Any, batch: Any, heads: Any, tile: Any,
                    params: dict[str, Any]) -> tuple:
         """The checked arguments of _core.Mask.specialize and count_tiles."""
+        return self._problem_args(nq, nk, batch, heads, params) + _tile(tile)
+
+    def _problem_args(self, nq: Any, nk: Any, batch: Any, heads: Any,
+                      params: dict[str, Any]) -> tuple:
+        """The checked parameters and shape, the arguments every _core.Mask method starts with."""
         ints, arrays, segs = convert(self.params, self.name, params)
-        tile_m, tile_n = _tile(tile)
         return (ints, arrays, segs, _count(nq, "nq"), _count(nq if nk is None else nk, "nk"),
-                _count(batch, "batch"), _count(heads, "heads"), tile_m, tile_n)
+                _count(batch, "batch"), _count(heads, "heads"))
 
 
 class BoundMask:
@@ -151,6 +183,12 @@ class BoundMask:
         if self._check is not None:
             self._check(kwargs)
         return self.mask.count_tiles(**{**self.bound, **kwargs})
+
+    def slices(self, **kwargs: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mask.slices with the bound parameters added (a parameter given again wins)."""
+        if self._check is not None:
+            self._check(kwargs)
+        return self.mask.slices(**{**self.bound, **kwargs})
 
 
 def _count(value: Any, name: str) -> int:

@@ -75,6 +75,24 @@ void def_problem_method(nb::class_<Mask>& mask, const char* name, Run run, Finis
       nb::arg("batch"), nb::arg("heads"), nb::arg("tile_m"), nb::arg("tile_n"));
 }
 
+using Int32Array = nb::ndarray<nb::numpy, int32_t>;
+
+// Mask::slices as MagiAttention's arrays: q_ranges and k_ranges [S, 2], attn_type_map [S].
+std::tuple<Int32Array, Int32Array, Int32Array> slice_arrays(const std::vector<AttnSlice>& slices) {
+  const size_t n = slices.size();
+  std::vector<int32_t> q, k, types;
+  q.reserve(2 * n);
+  k.reserve(2 * n);
+  types.reserve(n);
+  for (const AttnSlice& s : slices) {
+    q.insert(q.end(), {s.q_begin, s.q_end});
+    k.insert(k.end(), {s.k_begin, s.k_end});
+    types.push_back(static_cast<int32_t>(s.shape));
+  }
+  return {to_numpy(std::move(q), {n, 2}), to_numpy(std::move(k), {n, 2}),
+          to_numpy(std::move(types), {n})};
+}
+
 SegmentArrays to_arrays(Segments s) {
   const size_t n = s.size();
   return {to_numpy(std::move(s.starts), {n}), to_numpy(std::move(s.ends), {n})};
@@ -109,6 +127,20 @@ void bind_mask(nb::module_& m) {
   });
   def_problem_method(mask, "specialize", &Mask::specialize, [](Plan plan) { return plan; });
   def_problem_method(mask, "count_tiles", &Mask::count_tiles, &tile_counts_dict);
+  mask.def(
+      "slices",
+      [](const Mask& self, const IntParams& ints, const ArrayParams& arrays,
+         const SegmentParams& segments, int64_t nq, int64_t nk, int32_t batch, int32_t heads,
+         int32_t b, int32_t h) {
+        const Params params = to_params(ints, arrays, segments);
+        std::vector<AttnSlice> slices = [&] {
+          nb::gil_scoped_release unlocked;
+          return self.slices(params, Dims{nq, nk, batch, heads}, b, h);
+        }();
+        return slice_arrays(slices);
+      },
+      nb::arg("ints"), nb::arg("arrays"), nb::arg("segments"), nb::arg("nq"), nb::arg("nk"),
+      nb::arg("batch"), nb::arg("heads"), nb::arg("b"), nb::arg("h"));
 }
 
 }  // namespace cm::python

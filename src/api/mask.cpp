@@ -3,12 +3,14 @@
 #include <compilemask/compilemask.h>
 
 #include "descriptor/build.h"
+#include "descriptor/expand_rows.h"
 #include "descriptor/hash.h"
 #include "descriptor/input_checks.h"
 #include "reference/parallel_for.h"
 #include "specialize/bind.h"
 #include "specialize/evaluator.h"
 #include "specialize/rows.h"
+#include "specialize/slices.h"
 
 #include <algorithm>
 #include <chrono>
@@ -131,6 +133,21 @@ Plan Mask::specialize(const Params& params, const Dims& dims, const Tiling& tili
 
 TileCounts Mask::count_tiles(const Params& params, const Dims& dims, const Tiling& tiling) const {
   return cm::count_tiles(evaluate_instances(params, dims, tiling).rows, tiling);
+}
+
+std::vector<AttnSlice> Mask::slices(const Params& params, const Dims& dims, int32_t b,
+                                    int32_t h) const {
+  const Bindings bindings = bind(*program_, params, dims);
+  if (b < 0 || b >= dims.batch) {
+    throw Error("slices: b " + std::to_string(b) + " must be in [0, batch " +
+                std::to_string(dims.batch) + ")");
+  }
+  if (h < 0 || h >= dims.heads) {
+    throw Error("slices: h " + std::to_string(h) + " must be in [0, heads " +
+                std::to_string(dims.heads) + ")");
+  }
+  const InstanceRows rows = evaluate_rows(*program_, code_->code, bindings, dims, b, h);
+  return slices_from_rows(rows.formulas.empty() ? rows.all : complete_rows(rows));
 }
 
 }  // namespace cm

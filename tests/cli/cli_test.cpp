@@ -40,7 +40,8 @@ TEST(Cli, HelpListsCommandsAndOptions) {
   const CliResult top = expect_ok({"--help"});
   const CliResult unknown = run_cli({"nope"});
   EXPECT_EQ(unknown.exit_code, 2) << describe(unknown);
-  for (const char* command : {"check", "compile", "inspect", "show", "run", "strip-order"}) {
+  for (const char* command :
+       {"check", "compile", "inspect", "show", "slices", "run", "strip-order"}) {
     EXPECT_TRUE(contains(top.out, std::string("  ") + command + " ")) << describe(top);
     EXPECT_TRUE(contains(unknown.err, command)) << describe(unknown);
     const CliResult help = expect_ok({command, "--help"});
@@ -275,6 +276,30 @@ TEST(Cli, ShowSelectsBatchAndHead) {
       {"show", example("per_head_window"), "-n", "512", "-p", "windows=16,512", "--h", "1"});
   EXPECT_TRUE(contains(wide.out, "(b=0, h=1)")) << wide.out;
   EXPECT_NE(narrow.out, wide.out);
+}
+
+// Sliding window W = 100: rows [0, 100) see [0, q] (causal), later rows (q - 100, q] (both
+// ends move). The pair-by-pair check of every example's slices is in agreement.cpp.
+TEST(Cli, SlicesPrintTheCoverAsTextAndJson) {
+  const std::vector<std::string> sliding = {"slices", example("sliding_window"), "-n", "1000", "-p",
+                                            "W=100"};
+  const CliResult text = expect_ok(sliding);
+  EXPECT_TRUE(contains(text.out,
+                       "(b=0, h=0): nq=1000 nk=1000, 2 slices\n"
+                       "q [0, 100) k [0, 100) causal\n"
+                       "q [100, 1000) k [1, 1000) bi-causal\n"))
+      << text.out;
+  const std::string json = scratch_dir() + "/slices.json";
+  std::vector<std::string> to_file = sliding;
+  to_file.insert(to_file.end(), {"--emit", "json", "-o", json});
+  EXPECT_EQ(expect_ok(to_file).out, "");
+  EXPECT_EQ(read_file(json),
+            "{\"q_ranges\": [[0, 100], [100, 1000]],\n \"k_ranges\": [[0, 100], [1, 1000]],\n"
+            " \"attn_type_map\": [1, 3]}\n");
+  const CliResult wide = expect_ok(
+      {"slices", example("per_head_window"), "-n", "512", "-p", "windows=16,512", "--h", "1"});
+  EXPECT_TRUE(contains(wide.out, "(b=0, h=1)")) << wide.out;
+  EXPECT_TRUE(contains(wide.out, "1 slice\nq [0, 512) k [0, 512) causal\n")) << wide.out;
 }
 
 TEST(Cli, ShowWritesPng) {

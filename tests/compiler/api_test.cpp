@@ -1,6 +1,6 @@
 // The public compile/specialize API: pass dumps, parameter and shape errors with their messages,
-// evaluation errors with source positions, instance deduplication across heads, and the kernel
-// time estimates from tile counts.
+// evaluation errors with source positions, instance deduplication across heads, attention
+// slices, and the kernel time estimates from tile counts.
 #include <compilemask/compilemask.h>
 #include <compilemask/estimate.h>
 #include <compilemask/token_order.h>
@@ -10,11 +10,19 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace cm {
+
+// gtest's output for a failed comparison of slices.
+void PrintTo(const AttnSlice& s, std::ostream* os) {
+  *os << "{q [" << s.q_begin << ", " << s.q_end << "), k [" << s.k_begin << ", " << s.k_end
+      << "), shape " << static_cast<int>(s.shape) << "}";
+}
+
 namespace {
 
 Mask must_compile(const std::string& source) {
@@ -341,6 +349,55 @@ TEST(Api, PlansComeBackFromTheirDescriptorBytes) {
       static_cast<const unsigned char*>(plan.blob()) + plan.size_bytes());
   corrupt[0] ^= 0xFF;
   EXPECT_NE(rule_of(corrupt.data(), corrupt.size()).find("bad magic"), std::string::npos);
+}
+
+// The slices of masks whose shapes follow from their definitions (compilemask.h, SliceShape);
+// every example's slices are checked pair by pair against the oracle in agreement.cpp.
+TEST(Api, SlicesTakeTheShapesOfTheirRows) {
+  using S = SliceShape;
+  const Mask causal = must_compile("mask causal() {\n  q in all: k in [0, diag]\n}\n");
+  EXPECT_EQ(causal.slices({}, {1000, 1000}),
+            (std::vector<AttnSlice>{{0, 1000, 0, 1000, S::kCausal}}));
+  // Nq < Nk, aligned at the bottom right: row q sees [0, q + 400].
+  EXPECT_EQ(causal.slices({}, {600, 1000}),
+            (std::vector<AttnSlice>{{0, 600, 0, 1000, S::kCausal}}));
+
+  // Rows [0, 64) see [0, q] (causal); from row 64 on, (q - 64, q] (both ends move by one).
+  const Mask sliding = must_compile("mask w(W: int) {\n  q in all: k in (diag - W, diag]\n}\n");
+  EXPECT_EQ(sliding.slices({{"W", int64_t{64}}}, {300, 300}),
+            (std::vector<AttnSlice>{{0, 64, 0, 64, S::kCausal}, {64, 300, 1, 300, S::kBiCausal}}));
+
+  // A prompt seen in full by its responses, each causal in itself; rows past the last response
+  // see nothing and have no slice. The first response's rows see [0, q] (the prompt's keys and
+  // their own run together), so it continues the prompt's causal slice.
+  const Mask prefix = must_compile(
+      "mask p(prompt: segment, responses: segments) {\n"
+      "  q in prompt: k in [prompt.start, q]\n"
+      "  for r in responses {\n    q in r: k in prompt | [r.start, q]\n  }\n"
+      "}\n");
+  const Params params{{"prompt", Segments::from_boundaries({0, 100})},
+                      {"responses", Segments::from_boundaries({100, 250, 400})}};
+  EXPECT_EQ(prefix.slices(params, {450, 450}),
+            (std::vector<AttnSlice>{{0, 250, 0, 250, S::kCausal},
+                                    {250, 400, 0, 100, S::kFull},
+                                    {250, 400, 250, 400, S::kCausal}}));
+}
+
+TEST(Api, SlicesNameAnIndexOutsideThePlan) {
+  const Mask heads = must_compile("mask m(W: int[]) {\n  q in all: k in (q - W[h], q]\n}\n");
+  const Params params{{"W", std::vector<int64_t>{4, 8}}};
+  const Dims dims{64, 64, 1, 2};
+  EXPECT_EQ(heads.slices(params, dims, 0, 1).back(),
+            (AttnSlice{8, 64, 1, 64, SliceShape::kBiCausal}));
+  for (const auto& [b, h] : {std::pair{1, 0}, std::pair{0, 2}, std::pair{-1, 0}}) {
+    try {
+      heads.slices(params, dims, b, h);
+      ADD_FAILURE() << "no error for b " << b << " h " << h;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(b != 0 ? "slices: b " : "slices: h "), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(Api, MasksSharedAcrossHeadsAreStoredOnce) {

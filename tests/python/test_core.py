@@ -522,6 +522,53 @@ def test_count_tiles_finds_the_counts_of_the_plans_stats(make, shape):
     assert counts == {key: stats[key] for key in counts}
 
 
+def paint_slices(q_ranges, k_ranges, types, nq, nk):
+    """How many slices cover each pair, with row i of a slice of Lq rows seeing [k0, k1) (0),
+    [k0, k1 - Lq + 1 + i) (1), [k0 + i, k1) (2) or both limits (3): MagiAttention's types."""
+    count = np.zeros((nq, nk), dtype=np.int32)
+    for (q0, q1), (k0, k1), t in zip(q_ranges.tolist(), k_ranges.tolist(), types.tolist()):
+        for i in range(q1 - q0):
+            lo = k0 + i if t in (2, 3) else k0
+            hi = k1 - (q1 - q0) + 1 + i if t in (1, 3) else k1
+            assert lo < hi, f"slice {(q0, q1, k0, k1, t)} has a row that sees no key"
+            count[q0 + i, lo:hi] += 1
+    return count
+
+
+@pytest.mark.parametrize("make, shape, b, h", [
+    (lambda: cm.masks.clear(16, 30, 5, strip=5), {"nq": 16 + 30 * 30}, 0, 0),
+    (lambda: cm.masks.video_neighbourhood(3, 12, 10, 1, 3, 2, strip=4), {"nq": 360, "heads": 2},
+     0, 1),
+    (lambda: cm.masks.hstu([0, 100, 333, 500], ctx=7, targets=[3, 9, 20]),
+     {"nq": 500, "batch": 2}, 1, 0),
+    (lambda: cm.masks.sliding(33), {"nq": 257, "nk": 300}, 0, 0),
+])
+def test_slices_cover_each_visible_pair_once(make, shape, b, h):
+    mask = make()
+    q_ranges, k_ranges, types = mask.slices(**shape, b=b, h=h)
+    assert q_ranges.dtype == k_ranges.dtype == types.dtype == np.int32
+    assert q_ranges.shape == k_ranges.shape == (len(types), 2) and len(types) > 0
+    dense = mask.specialize(**shape).to_dense(b, h)
+    count = paint_slices(q_ranges, k_ranges, types, *dense.shape)
+    np.testing.assert_array_equal(count, dense.astype(np.int32))
+
+
+def test_slices_of_a_sliding_window_and_their_errors():
+    q_ranges, k_ranges, types = cm.compile(SLIDING).slices(nq=300, W=64)
+    # Rows [0, 64) see [0, q] (causal); later rows (q - 64, q], both ends moving (bi-causal).
+    assert q_ranges.tolist() == [[0, 64], [64, 300]]
+    assert k_ranges.tolist() == [[0, 64], [1, 300]]
+    assert types.tolist() == [1, 3]
+    np.testing.assert_array_equal(paint_slices(q_ranges, k_ranges, types, 300, 300),
+                                  numpy_sliding(300, 300, 64))
+    with pytest.raises(IndexError, match=r"h = 2 is outside \[0, 2\)"):
+        cm.masks.sliding(8).slices(nq=64, heads=2, h=2)
+    with pytest.raises(TypeError, match="b must be an integer"):
+        cm.masks.sliding(8).slices(nq=64, b=0.5)
+    with pytest.raises(TypeError, match="parameter 'W' \\(int\\) must be an integer"):
+        cm.compile(SLIDING).slices(nq=64, W=True)
+
+
 def test_a_plan_choice_takes_the_fastest_candidate_that_fits_the_shape():
     reverse = cm.masks.causal().with_token_order(lambda nq: np.arange(nq)[::-1])
     choice = cm.PlanChoice(reverse, cm.masks.sliding(64), cm.masks.causal())

@@ -8,6 +8,8 @@
 #include "specialize/evaluator.h"
 #include "specialize/rows.h"
 
+#include <utility>
+
 namespace cm::testing {
 
 namespace {
@@ -18,6 +20,42 @@ std::vector<uint8_t> dense_from_rows(const RowIntervals& rows) {
     for (int64_t i = 0; i < rows.row_size(q); ++i) {
       const Interval iv = rows.row(q)[i];
       for (int32_t k = iv.lo; k < iv.hi; ++k) out[static_cast<size_t>(q) * rows.nk + k] = 1;
+    }
+  }
+  return out;
+}
+
+// Counts, per pair, the slices that cover it (so 2 shows an overlap), with each slice row's keys
+// as compilemask.h states the shapes; "" in `error` unless a slice leaves [0, nq) x [0, nk), has
+// a row that sees no key, or is out of order.
+std::vector<uint8_t> dense_from_slices(const std::vector<AttnSlice>& slices, const Dims& dims,
+                                       std::string& error) {
+  std::vector<uint8_t> out(static_cast<size_t>(dims.nq) * static_cast<size_t>(dims.nk), 0);
+  for (size_t j = 0; j < slices.size(); ++j) {
+    const AttnSlice& s = slices[j];
+    const std::string name = "slice " + std::to_string(j);
+    if (s.q_begin < 0 || s.q_end > dims.nq || s.q_begin >= s.q_end || s.k_begin < 0 ||
+        s.k_end > dims.nk) {
+      error = name + " leaves the problem or has no rows";
+      return out;
+    }
+    if (j > 0 && std::pair{slices[j - 1].q_begin, slices[j - 1].k_begin} >=
+                     std::pair{s.q_begin, s.k_begin}) {
+      error = name + " is not sorted by (q_begin, k_begin)";
+      return out;
+    }
+    const bool moves_end = s.shape == SliceShape::kCausal || s.shape == SliceShape::kBiCausal;
+    const bool moves_start =
+        s.shape == SliceShape::kInverseCausal || s.shape == SliceShape::kBiCausal;
+    const int32_t rows = s.q_end - s.q_begin;
+    for (int32_t i = 0; i < rows; ++i) {
+      const int32_t lo = s.k_begin + (moves_start ? i : 0);
+      const int32_t hi = moves_end ? s.k_end - rows + 1 + i : s.k_end;
+      if (lo >= hi) {
+        error = name + " has a row that sees no key";
+        return out;
+      }
+      for (int32_t k = lo; k < hi; ++k) ++out[static_cast<size_t>(s.q_begin + i) * dims.nk + k];
     }
   }
   return out;
@@ -62,6 +100,14 @@ std::string disagreement(const Mask& mask, const Params& params, const Dims& dim
       const InstanceRows rows = evaluate_rows(mask.program(), code, bindings, dims, b, h);
       std::string d =
           first_difference("row intervals", dense_from_rows(complete_rows(rows)), want, dims, b, h);
+      if (d.empty()) {
+        std::string error;
+        const std::vector<uint8_t> sliced =
+            dense_from_slices(mask.slices(params, dims, b, h), dims, error);
+        d = error.empty()
+                ? first_difference("slices", sliced, want, dims, b, h)
+                : "slices at b=" + std::to_string(b) + " h=" + std::to_string(h) + ": " + error;
+      }
       if (d.empty()) {
         d = first_difference("descriptor (forward)", decode_dense(plan.blob(), b, h), want, dims, b,
                              h);

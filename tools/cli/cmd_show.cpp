@@ -9,32 +9,12 @@
 #include "render/tile_map.h"
 
 #include <iostream>
-#include <limits>
 
 namespace cm::cli {
 namespace {
 
-constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
-
-// b (or h) to show, and the batch (or heads) extent of the plan: the extent defaults to just
-// enough to contain the index.
-std::pair<int32_t, int32_t> index_and_extent(const ParsedArgs& args, const std::string& index_flag,
-                                             const std::string& extent_flag) {
-  const int64_t index = integer_flag(args, index_flag, 0, 0, kMaxInt - 1);
-  const int64_t extent = integer_flag(args, extent_flag, index + 1, 1, kMaxInt);
-  if (index >= extent) {
-    throw UsageError("--" + index_flag + " " + std::to_string(index) + " must be less than --" +
-                     extent_flag + " " + std::to_string(extent));
-  }
-  return {static_cast<int32_t>(index), static_cast<int32_t>(extent)};
-}
-
 int run_show(const ParsedArgs& args) {
-  Dims dims = parse_lengths(args);
-  const auto [b, batch] = index_and_extent(args, "b", "batch");
-  const auto [h, heads] = index_and_extent(args, "h", "heads");
-  dims.batch = batch;
-  dims.heads = heads;
+  const auto [dims, b, h] = parse_one_mask(args);
   const Tiling tiling = parse_tiling(args);
   const int max_width = static_cast<int>(integer_flag(args, "max-width", 80, 8, 100000));
 
@@ -55,17 +35,13 @@ int run_show(const ParsedArgs& args) {
 
 Command show_command() {
   std::vector<FlagSpec> flags = plan_flags();
-  flags.insert(
-      flags.end(),
-      {
-          {"b", 0, "B", false, "batch index of the mask to show (default 0)"},
-          {"h", 0, "H", false, "head index of the mask to show (default 0)"},
-          {"batch", 0, "B", false, "batch size of the plan (default: b + 1)"},
-          {"heads", 0, "H", false, "query heads of the plan (default: h + 1)"},
-          {"max-width", 0, "COLS", false,
-           "widest tile map in columns; wider maps merge tiles (default 80)"},
-          {"png", 0, "OUT.png", false, "also write the element mask and tile map as a PNG image"},
-      });
+  for (FlagSpec& f : one_mask_flags("to show")) flags.push_back(std::move(f));
+  flags.insert(flags.end(), {
+                                {"max-width", 0, "COLS", false,
+                                 "widest tile map in columns; wider maps merge tiles (default 80)"},
+                                {"png", 0, "OUT.png", false,
+                                 "also write the element mask and tile map as a PNG image"},
+                            });
   return {{"show", "FILE -p NAME=VALUE... (-n N | --nq N --nk N) [options]",
            "draw the tile map of a mask (and optionally a PNG)",
            "Specializes FILE and draws the tile map of mask (b, h): '██' full tiles, '░░'\n"

@@ -17,6 +17,7 @@ Command check_command();
 Command compile_command();
 Command inspect_command();
 Command show_command();
+Command slices_command();
 Command run_command();
 Command strip_order_command();
 

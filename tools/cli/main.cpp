@@ -16,8 +16,9 @@ namespace {
 using cm::cli::Command;
 
 std::vector<Command> all_commands() {
-  return {cm::cli::check_command(), cm::cli::compile_command(), cm::cli::inspect_command(),
-          cm::cli::show_command(),  cm::cli::run_command(),     cm::cli::strip_order_command()};
+  return {cm::cli::check_command(),      cm::cli::compile_command(), cm::cli::inspect_command(),
+          cm::cli::show_command(),       cm::cli::slices_command(),  cm::cli::run_command(),
+          cm::cli::strip_order_command()};
 }
 
 void print_overview(std::ostream& out) {

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <limits>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 namespace cm::cli {
 
@@ -92,6 +94,40 @@ Dims parse_lengths(const ParsedArgs& args) {
   if (dims.nq < 0) throw UsageError("the query length is not set: pass -n N or --nq N");
   if (dims.nk < 0) throw UsageError("the key length is not set: pass -n N or --nk N");
   return dims;
+}
+
+namespace {
+
+// b (or h) and the batch (or heads) extent of the plan: the extent defaults to just enough to
+// contain the index.
+std::pair<int32_t, int32_t> index_and_extent(const ParsedArgs& args, const std::string& index_flag,
+                                             const std::string& extent_flag) {
+  constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+  const int64_t index = integer_flag(args, index_flag, 0, 0, kMaxInt - 1);
+  const int64_t extent = integer_flag(args, extent_flag, index + 1, 1, kMaxInt);
+  if (index >= extent) {
+    throw UsageError("--" + index_flag + " " + std::to_string(index) + " must be less than --" +
+                     extent_flag + " " + std::to_string(extent));
+  }
+  return {static_cast<int32_t>(index), static_cast<int32_t>(extent)};
+}
+
+}  // namespace
+
+OneMask parse_one_mask(const ParsedArgs& args) {
+  OneMask out{parse_lengths(args)};
+  std::tie(out.b, out.dims.batch) = index_and_extent(args, "b", "batch");
+  std::tie(out.h, out.dims.heads) = index_and_extent(args, "h", "heads");
+  return out;
+}
+
+std::vector<FlagSpec> one_mask_flags(const std::string& what) {
+  return {
+      {"b", 0, "B", false, "batch index of the mask " + what + " (default 0)"},
+      {"h", 0, "H", false, "head index of the mask " + what + " (default 0)"},
+      {"batch", 0, "B", false, "batch size of the plan (default: b + 1)"},
+      {"heads", 0, "H", false, "query heads of the plan (default: h + 1)"},
+  };
 }
 
 Params mask_params(const Mask& mask, const ParsedArgs& args) {

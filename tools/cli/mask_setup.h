@@ -44,6 +44,20 @@ Tiling parse_tiling(const ParsedArgs& args);
 // is missing or malformed.
 Dims parse_lengths(const ParsedArgs& args);
 
+// The shape and the one mask (b, h) that `show` and `slices` look at: the lengths as
+// parse_lengths reads them, --b and --h (default 0), and --batch and --heads, which default to
+// just enough to hold b and h. Throws UsageError when b or h is outside them.
+struct OneMask {
+  Dims dims;
+  int32_t b = 0;
+  int32_t h = 0;
+};
+OneMask parse_one_mask(const ParsedArgs& args);
+
+// The flags parse_one_mask reads besides the lengths (--b, --h, --batch, --heads); `what`
+// says what the mask is picked for ("to show").
+std::vector<FlagSpec> one_mask_flags(const std::string& what);
+
 // The -p flags parsed against `mask`'s parameters (parse_params, whose errors propagate).
 Params mask_params(const Mask& mask, const ParsedArgs& args);
 
