@@ -121,7 +121,8 @@ class Mask:
         descriptor. Raises as specialize does, and IndexError for (b, h) outside
         (batch, heads)."""
         b, h = _count(b, "b"), _count(h, "h")
-        for name, index, extent in (("b", b, batch), ("h", h, heads)):
+        for name, index, extent in (("b", b, _count(batch, "batch")),
+                                    ("h", h, _count(heads, "heads"))):
             if not 0 <= index < extent:
                 raise IndexError(f"{name} = {index} is outside [0, {extent})")
         return self._core.slices(*self._problem_args(nq, nk, batch, heads, params), b, h)

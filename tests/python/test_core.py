@@ -565,6 +565,8 @@ def test_slices_of_a_sliding_window_and_their_errors():
         cm.masks.sliding(8).slices(nq=64, heads=2, h=2)
     with pytest.raises(TypeError, match="b must be an integer"):
         cm.masks.sliding(8).slices(nq=64, b=0.5)
+    with pytest.raises(TypeError, match="heads must be an integer"):
+        cm.masks.sliding(8).slices(nq=64, heads="2")
     with pytest.raises(TypeError, match="parameter 'W' \\(int\\) must be an integer"):
         cm.compile(SLIDING).slices(nq=64, W=True)
 
