@@ -6,6 +6,7 @@ run before it. Writes OUTDIR/profiled_PASS.json: each profiled row with its comp
 
 Usage: profile_one.py --cli .../compilemask --lib .../libcompilemask_cuda.so --examples examples
        --workloads DIR --out OUTDIR --pass fwd|bwd [--lens 32768] [--masks hstu,causal]
+       [--dim 128] [--dim-v DV]
 """
 import json
 import os
@@ -24,9 +25,11 @@ from cm_kernel import Kernel  # noqa: E402
 def profile_one(name, n0, kernel, backward, workloads, a):
     w = Workload(name, n0, a, workloads)
     q, k, v, dout = w.random_inputs(n0)
-    out = torch.full_like(q, float("nan"))
+    if a.dim_v:  # v, dout and out with their own head dim (MLA: --dim 192 --dim-v 128)
+        v, dout = (t[..., :a.dim_v].contiguous() for t in (v, dout))
+    out = torch.full_like(v, float("nan"))
     lse = torch.full((w.B, H, w.N), float("nan"), device="cuda", dtype=torch.float32)
-    grads = [torch.full_like(q, float("nan")) for _ in range(3)]
+    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
     kernel.forward(w.desc, q, k, v, out, lse, layout="bhsd")
     if a.pass_name == "fwd":
         call = lambda: kernel.forward(w.desc, q, k, v, out, lse, layout="bhsd")  # noqa: E731
@@ -45,7 +48,11 @@ def profile_one(name, n0, kernel, backward, workloads, a):
 def main():
     p = argument_parser("32768", 600)
     p.add_argument("--pass", dest="pass_name", choices=("fwd", "bwd"), required=True)
+    p.add_argument("--dim-v", type=int, default=0,
+                   help="head dim of v, dout and out, below --dim (default 0: --dim)")
     a = p.parse_args()
+    if not 0 <= a.dim_v <= a.dim:
+        p.error(f"--dim-v {a.dim_v} must be in [0, --dim {a.dim}]")
     sys.path.insert(0, a.workloads)
     import workloads
     kernel, backward = Kernel(a.lib), Backward(a.lib)

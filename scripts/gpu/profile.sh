@@ -8,7 +8,8 @@
 # Environment: OUT (default ./out/profile; receives the report ncu_PASS.ncu-rep, its text
 # ncu_PASS.txt, sass_PASS.csv (the source page) and its summary hotspots_PASS.txt
 # (bench/gpu/sass_hotspots.py), profiled_PASS.json and profile_summary.txt),
-# BENCH_LENS (default 32768), CM_BUILD and CM_WORKLOADS (see common.sh).
+# BENCH_LENS (default 32768), PROFILE_ARGS (more profile_one.py flags, word-split: "--dim 192
+# --dim-v 128" for MLA), CM_BUILD and CM_WORKLOADS (see common.sh).
 set -uo pipefail
 # shellcheck source=scripts/gpu/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -33,7 +34,7 @@ ncu --profile-from-start off --kernel-name "regex:${PASS}_kernel" \
   --metrics "${METRICS}" --import-source no -f -o "${OUT}/ncu_${PASS}" \
   python3 "${ROOT}/bench/gpu/profile_one.py" --pass "${PASS}" --cli "${CLI}" --lib "${LIB}" \
   --examples "${ROOT}/examples" --workloads "${WORKLOADS}" --out "${OUT}" \
-  --lens "${BENCH_LENS:-32768}" --masks "${MASKS}" > "${OUT}/ncu_${PASS}.log" 2>&1
+  --lens "${BENCH_LENS:-32768}" --masks "${MASKS}" ${PROFILE_ARGS:-} > "${OUT}/ncu_${PASS}.log" 2>&1
 note "ncu ${PASS}: exit $? in $(elapsed "${start}")"
 ncu -i "${OUT}/ncu_${PASS}.ncu-rep" --print-details all > "${report}" 2>&1
 note "$(grep -c '^  .*_kernel' "${report}") kernels profiled"
