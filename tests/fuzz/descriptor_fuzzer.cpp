@@ -31,7 +31,10 @@ void run_reference(const void* blob, const cm::desc::Header& h) {
   const cm::AttentionShape shape{h.batch, h.heads, h.heads, h.nq, h.nk, 4, 3};
   const auto q_rows = static_cast<size_t>(shape.batch) * shape.heads_q * shape.nq;
   const auto k_rows = static_cast<size_t>(shape.batch) * shape.heads_kv * shape.nk;
-  const size_t q_size = q_rows * 4, k_size = k_rows * 4, out_size = q_rows * 3, v_size = k_rows * 3;
+  const auto qk_cols = static_cast<size_t>(shape.head_dim);
+  const auto vo_cols = static_cast<size_t>(cm::value_head_dim(shape));
+  const size_t q_size = q_rows * qk_cols, k_size = k_rows * qk_cols, out_size = q_rows * vo_cols,
+               v_size = k_rows * vo_cols;
   auto filled = [](size_t n, float step) {
     std::vector<float> x(n);
     for (size_t i = 0; i < n; ++i) x[i] = std::sin(step * static_cast<float>(i + 1));
