@@ -7,9 +7,9 @@
 namespace cm {
 namespace {
 
-// A slice under construction: rows [q_begin, q_begin + rows), the first row's interval
-// [lo0, hi0) and the last row's [last_lo, last_hi). The steps per row of the start and the end
-// are fixed by the second row (-1 until then).
+// A slice under construction: rows [q_begin, q_begin + rows), the first row's start lo0 and
+// the last row's interval [last_lo, last_hi). The steps per row of the start and the end are
+// fixed by the second row (-1 until then).
 struct OpenSlice {
   int32_t q_begin = 0;
   int32_t rows = 0;

@@ -18,7 +18,7 @@ namespace cm {
 // steps (0 or 1 each) as that slice's rows before it, so a run of rows whose interval keeps
 // its start and end (full), moves its end (causal), its start (inverse causal) or both
 // (bi-causal) by one per row becomes one slice. Greedy, so not always the fewest slices.
-// Cost: O(nq + intervals).
+// Cost: O(nq + intervals), plus sorting the S slices (S log S).
 std::vector<AttnSlice> slices_from_rows(const RowIntervals& rows);
 
 }  // namespace cm
