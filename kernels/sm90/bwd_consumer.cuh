@@ -56,7 +56,8 @@ struct BwdConsumer {
   using Element = typename Config::Element;
   static constexpr int kBlockM = Config::kBlockM;
   static constexpr int kBlockN = Config::kBlockN;
-  static constexpr int kHeadDim = Config::kHeadDim;
+  static constexpr int kHeadDim = Config::kHeadDim;    // of Q, K, dQ and dK
+  static constexpr int kHeadDimV = Config::kHeadDimV;  // of V, dO and dV
 
   const BwdMainParams& p;
   typename Config::SharedStorage& ss;
@@ -235,36 +236,38 @@ struct BwdConsumer {
     constexpr int kCols = kSplitHeadDim ? kBlockM / 2 : kBlockM;  // step rows of its Sᵀ and dPᵀ
     const int row_base = kSplitHeadDim ? kCols * wg() : 0;        // its first step row there
     const int key_base = kSplitHeadDim ? 0 : 64 * wg();           // its first item key there
-    using MmaSdP = typename Config::MmaSdP;
-    using MmaKV = typename Config::MmaKV;
-    using MmaQ = typename Config::MmaQ;
-    MmaSdP mma_sdp;
-    MmaKV mma_kv;
-    MmaQ mma_q;
-    auto thr_sdp = mma_sdp.get_thread_slice(tid);
-    auto thr_kv = mma_kv.get_thread_slice(tid);
+    // Two products each, over Q's and K's columns and over V's and dO's (BwdConfig).
+    typename Config::MmaS mma_s;
+    typename Config::MmadP mma_dp;
+    typename Config::MmadK mma_dk;
+    typename Config::MmadV mma_dv;
+    typename Config::MmaQ mma_q;
+    auto thr_s = mma_s.get_thread_slice(tid);
+    auto thr_dp = mma_dp.get_thread_slice(tid);
+    auto thr_dk = mma_dk.get_thread_slice(tid);
+    auto thr_dv = mma_dv.get_thread_slice(tid);
     auto thr_q = mma_q.get_thread_slice(tid);
 
-    Tensor sK = make_tensor(make_smem_ptr(ss.k), typename Config::LayoutKV{});
-    Tensor sV = make_tensor(make_smem_ptr(ss.v), typename Config::LayoutKV{});
+    Tensor sK = make_tensor(make_smem_ptr(ss.k), typename Config::LayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(ss.v), typename Config::LayoutV{});
     Tensor sKt = make_tensor(make_smem_ptr(ss.k), typename Config::LayoutKt{});
     Tensor sQ = make_tensor(make_smem_ptr(ss.q), typename Config::LayoutQ{});
-    Tensor sdO = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutdO{});
     Tensor sQt = make_tensor(make_smem_ptr(ss.q), typename Config::LayoutQt{});
-    Tensor sdOt = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutQt{});
+    Tensor sdOt = make_tensor(make_smem_ptr(ss.dout), typename Config::LayoutdOt{});
     Tensor sdS = make_tensor(make_smem_ptr(ss.ds[0]), typename Config::LayoutdS{});
 
-    Tensor tSrK = thr_sdp.partition_fragment_A(sK);
-    Tensor tSrV = thr_sdp.partition_fragment_A(sV);
-    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);
-    Tensor tSrdO = thr_sdp.partition_fragment_B(sdO);
-    Tensor tKVrdOt = thr_kv.partition_fragment_B(sdOt);
-    Tensor tKVrQt = thr_kv.partition_fragment_B(sQt);
+    Tensor tSrK = thr_s.partition_fragment_A(sK);
+    Tensor tSrV = thr_dp.partition_fragment_A(sV);
+    Tensor tSrQ = thr_s.partition_fragment_B(sQ);
+    Tensor tSrdO = thr_dp.partition_fragment_B(sdO);
+    Tensor tKVrdOt = thr_dv.partition_fragment_B(sdOt);
+    Tensor tKVrQt = thr_dk.partition_fragment_B(sQt);
     Tensor tQrdS = thr_q.partition_fragment_A(sdS);
     Tensor tQrKt = thr_q.partition_fragment_B(sKt);
 
-    Tensor tdKrdK = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
-    Tensor tdVrdV = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+    Tensor tdKrdK = partition_fragment_C(mma_dk, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+    Tensor tdVrdV = partition_fragment_C(mma_dv, Shape<Int<kBlockN>, Int<kHeadDimV>>{});
     clear(tdKrdK);
     clear(tdVrdV);
     const Fragment frag(tid);
@@ -282,10 +285,10 @@ struct BwdConsumer {
       wait_barrier(ss.step_full[st.stage], st.phase);
       // Sᵀ and dPᵀ: element (e, h, j) is item key key_base + row0 + 8h, step row
       // row_base + 8j + col0 + e.
-      Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, st.stage), tSrS);
-      wgmma<true>(mma_sdp, tSrV, tSrdO(_, _, _, st.stage), tSrdP);
+      Tensor tSrS = partition_fragment_C(mma_s, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      Tensor tSrdP = partition_fragment_C(mma_dp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      wgmma<true>(mma_s, tSrK, tSrQ(_, _, _, st.stage), tSrS);
+      wgmma<true>(mma_dp, tSrV, tSrdO(_, _, _, st.stage), tSrdP);
       uint32_t keep = ~0u;
       if (step_needs_mask(step, key_width)) {
         build_visibility(step, row_base, kCols, key_base / 32);  // overlaps the two GEMMs
@@ -302,8 +305,8 @@ struct BwdConsumer {
                                   row_base, alibi, tPrP, tdSrdS);
       if constexpr (!kSplitHeadDim) {
         // dV and dK take P and dS from registers: they run while dS goes through shared memory.
-        wgmma<false>(mma_kv, tPrP, tKVrdOt(_, _, _, st.stage), tdVrdV);
-        wgmma<false>(mma_kv, tdSrdS, tKVrQt(_, _, _, st.stage), tdKrdK);
+        wgmma<false>(mma_dv, tPrP, tKVrdOt(_, _, _, st.stage), tdVrdV);
+        wgmma<false>(mma_dk, tdSrdS, tKVrQt(_, _, _, st.stage), tdKrdK);
         store_transposed<kCols>(tdSrdS, ss.ds[0], row_base, key_base);
       } else {
         // Both warpgroups' products of the last step are done with Pᵀ and dS (add_dq_step's
@@ -329,12 +332,12 @@ struct BwdConsumer {
         release(ss.step_empty[st.stage]);
       } else {
         // Pᵀ and dSᵀ: the bytes of ss.ds viewed as (key, step row), K-major.
-        Tensor tKVrPt = thr_kv.partition_fragment_A(
+        Tensor tKVrPt = thr_dv.partition_fragment_A(
             make_tensor(make_smem_ptr(ss.ds[1]), typename Config::LayoutdSt{}));
-        Tensor tKVrdSt = thr_kv.partition_fragment_A(
+        Tensor tKVrdSt = thr_dk.partition_fragment_A(
             make_tensor(make_smem_ptr(ss.ds[0]), typename Config::LayoutdSt{}));
-        wgmma<false>(mma_kv, tKVrPt, tKVrdOt(_, _, _, st.stage), tdVrdV);
-        wgmma<false>(mma_kv, tKVrdSt, tKVrQt(_, _, _, st.stage), tdKrdK);
+        wgmma<false>(mma_dv, tKVrPt, tKVrdOt(_, _, _, st.stage), tdVrdV);
+        wgmma<false>(mma_dk, tKVrdSt, tKVrQt(_, _, _, st.stage), tdKrdK);
         wgmma<true>(mma_q, tQrdS, tQrKt, tQrdQ);
         warpgroup_wait<1>();  // dV and dK: Q and dO may take the next step's rows
         release(ss.step_empty[st.stage]);
@@ -346,9 +349,10 @@ struct BwdConsumer {
     }
     if (!kDeterministic && tid == 0) bulk_wait_all();
     // dK, dV element (e, h, j): item key key_base + row0 + 8h, column
-    // (D / 2) wg + 8j + col0 + e with the head dim split, else 8j + col0 + e.
+    // (D / 2) wg + 8j + col0 + e (Dv for dV) with the head dim split, else 8j + col0 + e.
     store_dkdv(tdKrdK, tdVrdV, key_base + frag.row0,
-               (kSplitHeadDim ? (kHeadDim / 2) * wg() : 0) + frag.col0);
+               (kSplitHeadDim ? (kHeadDim / 2) * wg() : 0) + frag.col0,
+               (kSplitHeadDim ? (kHeadDimV / 2) * wg() : 0) + frag.col0);
   }
 
   // Calls f(key, col, i) for each pair (i, i + 1) of an accumulator's elements: item key key,
@@ -367,63 +371,74 @@ struct BwdConsumer {
   // element type, staged through the Q and dO rings (free once both warpgroups' last products
   // are done) so that every row goes out in 16-byte stores; with head splits, this split's
   // float32 sums instead (store_split_sums). Element (e, h, j) of the accumulators is item key
-  // key0 + 8h, column col0 + 8j + e.
-  template <class TAcc>
-  __device__ void store_dkdv(const TAcc& dk, const TAcc& dv, int key0, int col0) const {
+  // key0 + 8h, column col0 + 8j + e (col0_k for dK, col0_v for dV).
+  template <class TdK, class TdV>
+  __device__ void store_dkdv(const TdK& dk, const TdV& dv, int key0, int col0_k, int col0_v) const {
     if constexpr (kHeadSplits) {
-      store_split_sums(dk, dv, key0, col0);
+      store_split_sums(dk, dv, key0, col0_k, col0_v);
       return;
     }
     static_assert(Config::kStages * kBlockM >= kBlockN, "the Q and dO rings hold dK and dV");
-    constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-    // Chunk c of row r lies at chunk c ^ (r % 8): a warp's pair stores (8 rows, one chunk
-    // each) fall in 8 different bank groups.
-    const auto staged = [](int row, int col) {
-      return row * kHeadDim + 8 * ((col / 8) ^ (row % 8)) + col % 8;
-    };
     sync_consumers();  // both warpgroups' products are done with Q and dO
-    for_each_pair(dk, key0, col0, [&](int key, int col, int i) {
-      const int at = staged(key, col);
-      store_pair(ss.q + at, dk(i) * p.scale, dk(i + 1) * p.scale);
-      store_pair(ss.dout + at, dv(i), dv(i + 1));
+    for_each_pair(dk, key0, col0_k, [&](int key, int col, int i) {
+      store_pair(ss.q + staged<kHeadDim>(key, col), dk(i) * p.scale, dk(i + 1) * p.scale);
+    });
+    for_each_pair(dv, key0, col0_v, [&](int key, int col, int i) {
+      store_pair(ss.dout + staged<kHeadDimV>(key, col), dv(i), dv(i + 1));
     });
     sync_consumers();
     const bool packed = p.shape.k_offsets != nullptr;
-    const int64_t batch = packed ? 0 : item.b;
     const desc::TileSpan tile = desc::k_tile_span(p.descriptor, item.n);
     const int first = tile.begin + item.part * kBlockN;
     const int64_t row0 = (packed ? p.shape.k_offsets[item.b] : 0) + int64_t{first};
-    Element* dk_out =
-        static_cast<Element*>(p.dk.data) + batch * p.dk.stride_b + item.hk * p.dk.stride_h;
-    Element* dv_out =
-        static_cast<Element*>(p.dv.data) + batch * p.dv.stride_b + item.hk * p.dv.stride_h;
     const int rows = min(tile.end - first, kBlockN);
+    copy_out<kHeadDim>(ss.q, p.dk, p.shape.head_dim, row0, rows);
+    copy_out<kHeadDimV>(ss.dout, p.dv, p.shape.head_dim_v, row0, rows);
+  }
+
+  // Element `col` of row `row` of a staged tile of kColumns columns: chunk c of row r lies at
+  // chunk c ^ (r % 8), so that a warp's pair stores (8 rows, one chunk each) fall in 8
+  // different bank groups.
+  template <int kColumns>
+  __device__ static int staged(int row, int col) {
+    return row * kColumns + 8 * ((col / 8) ^ (row % 8)) + col % 8;
+  }
+
+  // Rows [0, rows) of a staged tile of kColumns columns to `to` (dK or dV) from row row0, their
+  // first `columns` columns, in 16-byte stores.
+  template <int kColumns>
+  __device__ void copy_out(const Element* tile, const GradientRef& to, int columns, int64_t row0,
+                           int rows) const {
+    constexpr int kChunks = kColumns / 8;  // 16-byte chunks per row
+    const int64_t batch = p.shape.k_offsets != nullptr ? 0 : item.b;
+    Element* out = static_cast<Element*>(to.data) + batch * to.stride_b + item.hk * to.stride_h;
     for (int i = fresh_thread_index() - 128; i < rows * kChunks; i += Config::kConsumerThreads) {
       const int r = i / kChunks;
       const int col = 8 * (i % kChunks);
-      if (col < p.shape.head_dim) {
-        *reinterpret_cast<uint4*>(dk_out + (row0 + r) * p.dk.stride_s + col) =
-            *reinterpret_cast<const uint4*>(ss.q + staged(r, col));
-      }
-      if (col < p.shape.head_dim_v) {
-        *reinterpret_cast<uint4*>(dv_out + (row0 + r) * p.dv.stride_s + col) =
-            *reinterpret_cast<const uint4*>(ss.dout + staged(r, col));
-      }
+      if (col >= columns) continue;
+      *reinterpret_cast<uint4*>(out + (row0 + r) * to.stride_s + col) =
+          *reinterpret_cast<const uint4*>(tile + staged<kColumns>(r, col));
     }
   }
 
   // This head split's dK (scaled) and dV as float32, from the accumulators straight to the
-  // item's rows of ws.dkv_parts (dkv_part_row): a warp's float2 stores fill whole 32-byte
-  // sectors. Rows past the key tile's end are padding, which bwd_kv_postprocess does not read.
-  template <class TAcc>
-  __device__ void store_split_sums(const TAcc& dk, const TAcc& dv, int key0, int col0) const {
-    float* rows = p.ws.dkv_parts + dkv_part_row<kHeadDim>(p.shape, item.split,
-                                                          kv_slice(p.shape, item.b, item.hk),
-                                                          item.n * kBwdTile + item.part * kBlockN);
-    for_each_pair(dk, key0, col0, [&](int key, int col, int i) {
-      float* at = rows + key * 2 * kHeadDim + col;
-      *reinterpret_cast<float2*>(at) = make_float2(dk(i) * p.scale, dk(i + 1) * p.scale);
-      *reinterpret_cast<float2*>(at + kHeadDim) = make_float2(dv(i), dv(i + 1));
+  // item's rows of ws.dkv_parts (dkv_part_row: dK's kHeadDim floats, then dV's): a warp's float2
+  // stores fill whole 32-byte sectors. Rows past the key tile's end are padding, which
+  // bwd_kv_postprocess does not read.
+  template <class TdK, class TdV>
+  __device__ void store_split_sums(const TdK& dk, const TdV& dv, int key0, int col0_k,
+                                   int col0_v) const {
+    constexpr int kRowFloats = kHeadDim + kHeadDimV;
+    float* rows = p.ws.dkv_parts +
+                  dkv_part_row<kRowFloats>(p.shape, item.split, kv_slice(p.shape, item.b, item.hk),
+                                           item.n * kBwdTile + item.part * kBlockN);
+    for_each_pair(dk, key0, col0_k, [&](int key, int col, int i) {
+      *reinterpret_cast<float2*>(rows + key * kRowFloats + col) =
+          make_float2(dk(i) * p.scale, dk(i + 1) * p.scale);
+    });
+    for_each_pair(dv, key0, col0_v, [&](int key, int col, int i) {
+      *reinterpret_cast<float2*>(rows + key * kRowFloats + kHeadDim + col) =
+          make_float2(dv(i), dv(i + 1));
     });
   }
 };

@@ -22,6 +22,11 @@ constexpr int kTile = sm90::kBwdTile;
 constexpr size_t kSectionAlign = 256;
 constexpr host::LaunchChecks check{"cm::cuda::backward"};
 
+// The backward kernel instantiation that runs a checked problem.
+sm90::KernelDims kernel_dims(const Problem& a) {
+  return sm90::backward_kernel_dims(a.head_dim, host::value_head_dim(a));
+}
+
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
@@ -37,7 +42,7 @@ sm90::BwdSchedule estimated_schedule(const DescriptorView& descriptor, const Bac
   static_cast<sm90::ProblemShape&>(p.shape) =
       host::problem_shape(a, descriptor, host::TileTables::kAlways);
   p.descriptor = descriptor.host;
-  const int parts = kTile / sm90::backward_keys_per_item(host::kernel_head_dim(a));
+  const int parts = kTile / sm90::backward_keys_per_item(kernel_dims(a).head_dim);
   return sm90::memoized_bwd_schedule(p, a.deterministic, parts, check.multiprocessors(),
                                      head_splits);
 }
@@ -85,7 +90,8 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) 
   w.k_rows_padded = int64_t{h.num_k_tiles} * kTile;
   const int64_t rows = int64_t{a.batch} * a.heads_q * w.rows_padded;
   const int64_t slices = int64_t{a.batch} * a.heads_kv;
-  const int64_t row_floats = host::kernel_head_dim(a);
+  const sm90::KernelDims dims = kernel_dims(a);
+  const int64_t row_floats = dims.head_dim;  // of dq_accum
   const auto section = [](int64_t bytes) {
     return static_cast<size_t>(round_up(bytes, kSectionAlign));
   };
@@ -96,7 +102,8 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) 
   w.zeroed = w.semaphores + section(rows / sm90::kBwdStepRows * 4);
   w.dkv_parts = w.zeroed + section(slices * 4);
   const int64_t parts = w.schedule.head_splits > 1 ? w.schedule.head_splits : 0;
-  w.total = w.dkv_parts + section(parts * slices * w.k_rows_padded * 2 * row_floats * 4);
+  w.total = w.dkv_parts +
+            section(parts * slices * w.k_rows_padded * (dims.head_dim + dims.head_dim_v) * 4);
   return w;
 }
 
@@ -114,21 +121,24 @@ void validate(const DescriptorView& d, const BackwardArgs& a) {
 }
 
 template <sm90::ElementKind kElement>
-cudaError_t dispatch_head_dim(int head_dim, const sm90::BwdPrepParams& prep,
-                              const sm90::BwdMainParams& main, const sm90::BwdPostParams& post,
-                              const sm90::BwdKvPostParams& kv_post, const CUtensorMap& q,
-                              const CUtensorMap& k, const CUtensorMap& v, const CUtensorMap& dout,
-                              bool deterministic, cudaStream_t stream) {
-  switch (head_dim) {
+cudaError_t dispatch_head_dims(sm90::KernelDims dims, const sm90::BwdPrepParams& prep,
+                               const sm90::BwdMainParams& main, const sm90::BwdPostParams& post,
+                               const sm90::BwdKvPostParams& kv_post, const CUtensorMap& q,
+                               const CUtensorMap& k, const CUtensorMap& v, const CUtensorMap& dout,
+                               bool deterministic, cudaStream_t stream) {
+  switch (dims.head_dim) {
     case 64:
-      return sm90::launch_backward<kElement, 64>(prep, main, post, kv_post, q, k, v, dout,
-                                                 deterministic, stream);
+      return sm90::launch_backward<kElement, 64, 64>(prep, main, post, kv_post, q, k, v, dout,
+                                                     deterministic, stream);
     case 128:
-      return sm90::launch_backward<kElement, 128>(prep, main, post, kv_post, q, k, v, dout,
-                                                  deterministic, stream);
+      return sm90::launch_backward<kElement, 128, 128>(prep, main, post, kv_post, q, k, v, dout,
+                                                       deterministic, stream);
     default:
-      return sm90::launch_backward<kElement, 256>(prep, main, post, kv_post, q, k, v, dout,
-                                                  deterministic, stream);
+      return dims.head_dim_v == 128
+                 ? sm90::launch_backward<kElement, 256, 128>(prep, main, post, kv_post, q, k, v,
+                                                             dout, deterministic, stream)
+                 : sm90::launch_backward<kElement, 256, 256>(prep, main, post, kv_post, q, k, v,
+                                                             dout, deterministic, stream);
   }
 }
 
@@ -223,13 +233,13 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   const int64_t q_rows = packed ? args.total_q : args.nq;
   const int64_t k_rows = packed ? args.total_k : args.nk;
   const int d = args.head_dim, dv = shape.head_dim_v;
-  const int kernel_d = host::kernel_head_dim(args);
+  const sm90::KernelDims dims = kernel_dims(args);
   const int step = sm90::kBwdStepRows;
   const CUtensorMap q = host::make_tile_map(check, args.q, args.dtype, d, q_rows, args.heads_q,
                                             args.batch, packed, step);
   const CUtensorMap dout = host::make_tile_map(check, args.dout, args.dtype, dv, q_rows,
                                                args.heads_q, args.batch, packed, step);
-  const int item_keys = sm90::backward_keys_per_item(kernel_d);
+  const int item_keys = sm90::backward_keys_per_item(dims.head_dim);
   const CUtensorMap k = host::make_tile_map(check, args.k, args.dtype, d, k_rows, args.heads_kv,
                                             args.batch, packed, item_keys);
   const CUtensorMap v = host::make_tile_map(check, args.v, args.dtype, dv, k_rows, args.heads_kv,
@@ -237,10 +247,10 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
 
   const cudaError_t launched =
       args.dtype == DType::kBFloat16
-          ? dispatch_head_dim<sm90::ElementKind::kBFloat16>(kernel_d, prep, main, post, kv_post, q,
-                                                            k, v, dout, args.deterministic, stream)
-          : dispatch_head_dim<sm90::ElementKind::kFloat16>(kernel_d, prep, main, post, kv_post, q,
-                                                           k, v, dout, args.deterministic, stream);
+          ? dispatch_head_dims<sm90::ElementKind::kBFloat16>(dims, prep, main, post, kv_post, q, k,
+                                                             v, dout, args.deterministic, stream)
+          : dispatch_head_dims<sm90::ElementKind::kFloat16>(dims, prep, main, post, kv_post, q, k,
+                                                            v, dout, args.deterministic, stream);
   check.cuda(launched, "launching the backward kernels");
   if (args.dsinks != nullptr) {
     const sm90::SinkGradientParams sinks{shape, ws.lse_log2, ws.dsum, args.sinks, args.dsinks};

@@ -29,13 +29,13 @@ cudaError_t launch_bwd_main(const BwdMainParams& params, const CUtensorMap& q, c
   return cudaGetLastError();
 }
 
-template <ElementKind kElement, int kHeadDim>
+template <ElementKind kElement, int kHeadDim, int kHeadDimV>
 cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main,
                             const BwdPostParams& post, const BwdKvPostParams& kv_post,
                             const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
                             const CUtensorMap& dout, bool deterministic, cudaStream_t stream) {
   using Element = BwdElement<kElement>;
-  using Config = BwdConfig<Element, kHeadDim>;
+  using Config = BwdConfig<Element, kHeadDim, kHeadDimV>;
   const BwdShape& s = prep.shape;
   const dim3 prep_grid(static_cast<unsigned>(s.rows_padded / kPrepostRows),
                        static_cast<unsigned>(s.heads_q), static_cast<unsigned>(s.batch));
@@ -59,15 +59,17 @@ cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main
   if (status != cudaSuccess) return status;
   const dim3 kv_grid(static_cast<unsigned>(s.k_rows_padded / kPrepostRows),
                      static_cast<unsigned>(s.heads_kv), static_cast<unsigned>(s.batch));
-  bwd_kv_postprocess<Element, kHeadDim><<<kv_grid, kPrepostThreads, 0, stream>>>(kv_post);
+  bwd_kv_postprocess<Element, kHeadDim, kHeadDimV>
+      <<<kv_grid, kPrepostThreads, 0, stream>>>(kv_post);
   return cudaGetLastError();
 }
 
 }  // namespace cm::sm90
 
-// Explicit instantiation of one (element, head dim).
-#define CM_SM90_INSTANTIATE_BACKWARD(ELEMENT, HEAD_DIM)                                     \
-  template cudaError_t cm::sm90::launch_backward<cm::sm90::ElementKind::ELEMENT, HEAD_DIM>( \
+// Explicit instantiation of one (element, head dims).
+#define CM_SM90_INSTANTIATE_BACKWARD(ELEMENT, HEAD_DIM, HEAD_DIM_V)                         \
+  template cudaError_t                                                                      \
+  cm::sm90::launch_backward<cm::sm90::ElementKind::ELEMENT, HEAD_DIM, HEAD_DIM_V>(          \
       const cm::sm90::BwdPrepParams&, const cm::sm90::BwdMainParams&,                       \
       const cm::sm90::BwdPostParams&, const cm::sm90::BwdKvPostParams&, const CUtensorMap&, \
       const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, bool, cudaStream_t);

@@ -16,9 +16,9 @@
 //   semaphores (int32)[bh][rows_padded / 64]  deterministic mode: dQ adds done per 64 rows
 //   zeroed (int32)[b * heads_kv + hk]  default mode: the main kernel's CTAs that have zeroed
 //                               their share of the kv slice's dq_accum (bwd_zeroing.cuh)
-//   dkv_parts[split][kv slice][k_rows_padded][2][kHeadDim]  only with head_splits > 1 (else
-//                               null): split `split`'s dK (scaled) and dV of each key row, its
-//                               key tile's rows padded to 128 as the query rows are; the kv
+//   dkv_parts[split][kv slice][k_rows_padded][kHeadDim + kHeadDimV]  only with head_splits > 1
+//                               (else null): split `split`'s dK (scaled) and dV of each key row,
+//                               its key tile's rows padded to 128 as the query rows are; the kv
 //                               postprocess sums the splits in order
 #pragma once
 
@@ -71,12 +71,13 @@ __host__ __device__ inline int kv_slice(const BwdShape& s, int b, int hk) {
 }
 
 // The first float of padded key row `padded_key` (key tile n's rows start at n * kBwdTile) of kv
-// slice `slice` in head split `split`'s dkv_parts: the row's dK, then its dV at + kHeadDim.
-template <int kHeadDim>
+// slice `slice` in head split `split`'s dkv_parts, whose rows hold kRowFloats: the row's dK (the
+// kernel's kHeadDim floats), then its dV.
+template <int kRowFloats>
 __host__ __device__ inline int64_t dkv_part_row(const BwdShape& s, int split, int slice,
                                                 int padded_key) {
-  return ((int64_t{split} * s.batch * s.heads_kv + slice) * s.k_rows_padded + padded_key) * 2 *
-         kHeadDim;
+  return ((int64_t{split} * s.batch * s.heads_kv + slice) * s.k_rows_padded + padded_key) *
+         kRowFloats;
 }
 
 // preprocess: dsum and lse_log2 from O, dO, the LSE and its gradient; zeroes the semaphores, the

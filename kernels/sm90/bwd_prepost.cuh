@@ -176,24 +176,26 @@ __global__ void __launch_bounds__(kPrepostThreads)
 
 // Grid: (k_rows_padded / kPrepostRows, heads_kv, batch), kPrepostThreads threads. Launched only
 // with head splits; every split wrote every row of its items (bwd_consumer.cuh).
-template <class Element, int kHeadDim>
+template <class Element, int kHeadDim, int kHeadDimV>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_kv_postprocess(const __grid_constant__ BwdKvPostParams p) {
   const BwdShape& s = p.shape;
   const RowSlot t = row_slot(s, key_rows(s));
   if (!t.valid || !t.fits) return;
-  constexpr int kChunks = kHeadDim / 8 / kRowThreads;
+  constexpr int kRowFloats = kHeadDim + kHeadDimV;
+  const int64_t row = dkv_part_row<kRowFloats>(s, 0, kv_slice(s, t.b, t.h), t.padded);
+  const int64_t split_floats = dkv_part_row<kRowFloats>(s, 1, 0, 0);
   for (int tensor = 0; tensor < 2; ++tensor) {  // dK, then dV
     Element* out = row_ptr<Element>(tensor == 0 ? p.dk : p.dv, s.k_offsets, t.b, t.row, t.h);
+    const int columns = tensor == 0 ? s.head_dim : s.head_dim_v;
+    const float* first = p.dkv_parts + row + (tensor == 0 ? 0 : kHeadDim);
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
+    for (int i = 0; i < (kHeadDim > kHeadDimV ? kHeadDim : kHeadDimV) / 8 / kRowThreads; ++i) {
       const int col = 8 * (t.lane + i * kRowThreads);
-      if (col >= (tensor == 0 ? s.head_dim : s.head_dim_v)) continue;
+      if (col >= columns) continue;
       float sum[8] = {};
       for (int split = 0; split < s.head_splits; ++split) {
-        const float4* src = reinterpret_cast<const float4*>(
-            p.dkv_parts + dkv_part_row<kHeadDim>(s, split, kv_slice(s, t.b, t.h), t.padded) +
-            tensor * kHeadDim + col);
+        const float4* src = reinterpret_cast<const float4*>(first + split * split_floats + col);
         const float4 lo = __ldcs(src), hi = __ldcs(src + 1);
         const float chunk[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll

@@ -19,7 +19,8 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
                                  const BwdItem& item, int head_splits, const CUtensorMap* tma_q,
                                  const CUtensorMap* tma_k, const CUtensorMap* tma_v,
                                  const CUtensorMap* tma_dout, int lane) {
-  constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;
+  constexpr int kColBlocks = Config::kHeadDim / Config::kBoxCols;    // of Q and K
+  constexpr int kColBlocksV = Config::kHeadDimV / Config::kBoxCols;  // of V and dO
   constexpr int kBlockM = Config::kBlockM;
   constexpr int kBlockN = Config::kBlockN;
   const bool packed = p.shape.q_offsets != nullptr;
@@ -31,10 +32,12 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   const int keys = packed ? rows_inside(first_key, kBlockN, p.shape.nk) : kBlockN;
   if (lane == 0) {
     uint64_t& landed = keys < kBlockN ? ss.kv_loaded : ss.kv_full;
-    expect_bytes(landed, 2 * Config::kKVBytes);
+    expect_bytes(landed, Config::kKVBytes);  // K and V
     for (int c = 0; c < kColBlocks; ++c) {
       tma_load(tma_k, landed, ss.k + c * kBlockN * Config::kBoxCols, c * Config::kBoxCols, k_row,
                item.hk, batch);
+    }
+    for (int c = 0; c < kColBlocksV; ++c) {
       tma_load(tma_v, landed, ss.v + c * kBlockN * Config::kBoxCols, c * Config::kBoxCols, k_row,
                item.hk, batch);
     }
@@ -53,17 +56,19 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
   while (steps.next(step)) {
     const int row = desc::tile_span(p.shape.q_starts, step.m).begin + step.half * kBwdStepRows;
     const int padded_row = step.m * kBwdTile + step.half * kBwdStepRows;
-    const int stage_elems = kBlockM * Config::kHeadDim;
+    const int q_elems = kBlockM * Config::kHeadDim, dout_elems = kBlockM * Config::kHeadDimV;
     const int rows = packed ? rows_inside(row, kBlockM, p.shape.nq) : kBlockM;
     wait_barrier(ss.step_empty[st.stage], st.phase ^ 1u);
     uint64_t& landed = rows < kBlockM ? ss.step_loaded[st.stage] : ss.step_full[st.stage];
     if (lane == 0) {
       expect_bytes(landed, Config::kStepBytes);
       for (int c = 0; c < kColBlocks; ++c) {
-        const int offset = st.stage * stage_elems + c * kBlockM * Config::kBoxCols;
-        tma_load(tma_q, landed, ss.q + offset, c * Config::kBoxCols, q_base + row, step.h, batch);
-        tma_load(tma_dout, landed, ss.dout + offset, c * Config::kBoxCols, q_base + row, step.h,
-                 batch);
+        tma_load(tma_q, landed, ss.q + st.stage * q_elems + c * kBlockM * Config::kBoxCols,
+                 c * Config::kBoxCols, q_base + row, step.h, batch);
+      }
+      for (int c = 0; c < kColBlocksV; ++c) {
+        tma_load(tma_dout, landed, ss.dout + st.stage * dout_elems + c * kBlockM * Config::kBoxCols,
+                 c * Config::kBoxCols, q_base + row, step.h, batch);
       }
       const int64_t ws_row =
           (int64_t{item.b} * p.shape.heads_q + step.h) * p.shape.rows_padded + padded_row;
@@ -73,8 +78,8 @@ __device__ void run_bwd_producer(const BwdMainParams& p, typename Config::Shared
     if (rows < kBlockM) {
       wait_barrier(landed, (loaded_phase >> st.stage) & 1u);
       loaded_phase ^= 1u << st.stage;
-      zero_rows_and_complete<Config, kBlockM>(ss.q + st.stage * stage_elems,
-                                              ss.dout + st.stage * stage_elems, rows,
+      zero_rows_and_complete<Config, kBlockM>(ss.q + st.stage * q_elems,
+                                              ss.dout + st.stage * dout_elems, rows,
                                               ss.step_full[st.stage], lane);
     }
     st.advance();

@@ -18,14 +18,14 @@ __host__ __device__ inline int rows_inside(int first, int rows, int length) {
   return inside < 0 ? 0 : (inside < rows ? inside : rows);
 }
 
-// Zeroes rows [first_row, kRows) of the kRows-row tiles `a` and `b` (K and V, or a stage's Q and
-// dO), then completes `full`.
+// Zeroes rows [first_row, kRows) of the kRows-row tiles `a` of kHeadDim columns and `b` of
+// kHeadDimV (K and V, or a stage's Q and dO), then completes `full`.
 template <class Config, int kRows>
 __device__ void zero_rows_and_complete(typename Config::Element* a, typename Config::Element* b,
                                        int first_row, uint64_t& full, int lane) {
   const auto past_end = [first_row](int row) { return row >= first_row; };
   zero_rows<Config, kRows, Config::kHeadDim>(a, lane, 32, past_end);
-  zero_rows<Config, kRows, Config::kHeadDim>(b, lane, 32, past_end);
+  zero_rows<Config, kRows, Config::kHeadDimV>(b, lane, 32, past_end);
   complete_after_zeros(full, lane);
 }
 

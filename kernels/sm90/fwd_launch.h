@@ -3,6 +3,7 @@
 #pragma once
 
 #include "fwd_params.h"
+#include "problem_shape.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -19,13 +20,9 @@ constexpr int forward_keys_per_stage(int kernel_head_dim_v) {
   return kernel_head_dim_v == 256 ? 64 : 128;
 }
 
-// The head dims (of Q and K, of V and O) of the forward kernel that runs head dims d and dv:
-// (64, 64) up to 64, (128, 128) up to 128, (192, 128) for Q and K up to 192 with V up to 128
-// (DeepSeek's MLA), else (256, 256). The kernels pad the columns past a tensor's own with zeros.
-struct ForwardKernelDims {
-  int head_dim, head_dim_v;
-};
-constexpr ForwardKernelDims forward_kernel_dims(int d, int dv) {
+// The forward kernel that runs head dims d and dv: (64, 64) up to 64, (128, 128) up to 128,
+// (192, 128) for Q and K up to 192 with V up to 128 (DeepSeek's MLA), else (256, 256).
+constexpr KernelDims forward_kernel_dims(int d, int dv) {
   const int widest = d > dv ? d : dv;
   if (widest <= 64) return {64, 64};
   if (widest <= 128) return {128, 128};

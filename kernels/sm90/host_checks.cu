@@ -1,7 +1,6 @@
 // Problem checks shared by the sm90 launchers (host_checks.h).
 #include "host_checks.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -158,11 +157,6 @@ bool LaunchChecks::problem(const desc::Header& h, int tile, const Problem& a) co
 
 int32_t value_head_dim(const Problem& a) {
   return a.head_dim_v != 0 ? a.head_dim_v : a.head_dim;
-}
-
-int kernel_head_dim(const Problem& a) {
-  const int32_t widest = std::max(a.head_dim, value_head_dim(a));
-  return widest <= 64 ? 64 : widest <= 128 ? 128 : 256;
 }
 
 float softmax_scale(const Problem& a) {

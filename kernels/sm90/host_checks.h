@@ -81,11 +81,6 @@ class LaunchChecks {
 // The columns of v and out (and dout, dv): Problem::head_dim_v, or head_dim for 0.
 int32_t value_head_dim(const Problem& a);
 
-// The head dim of the kernel instantiation that runs checked head dims: 64 when both are up to
-// 64, 128 up to 128, else 256. The kernels pad the columns past each tensor's own with zeros
-// (ProblemShape::head_dim).
-int kernel_head_dim(const Problem& a);
-
 // The scale the kernels apply: Problem::scale, or 1/sqrt(head_dim) for 0.
 float softmax_scale(const Problem& a);
 

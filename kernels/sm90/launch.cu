@@ -96,7 +96,7 @@ WorkLayout work_layout(const desc::Header& h, const DescriptorView& d, const For
 }
 
 template <sm90::ElementKind kElement, bool kOverlap, int kLogitMods>
-cudaError_t dispatch_head_dims(sm90::ForwardKernelDims dims, const sm90::FwdParams& p,
+cudaError_t dispatch_head_dims(sm90::KernelDims dims, const sm90::FwdParams& p,
                                const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
                                int grid, cudaStream_t stream) {
   switch (dims.head_dim) {
@@ -203,8 +203,7 @@ void forward(const DescriptorView& descriptor, const ForwardArgs& args, void* wo
   const CUtensorMap q =
       host::make_tile_map(check, args.q, args.dtype, args.head_dim, q_rows, args.heads_q,
                           args.batch, packed, p.rows_per_head, p.heads_per_item);
-  const sm90::ForwardKernelDims kernel_dims =
-      sm90::forward_kernel_dims(args.head_dim, p.head_dim_v);
+  const sm90::KernelDims kernel_dims = sm90::forward_kernel_dims(args.head_dim, p.head_dim_v);
   const int stage_keys = sm90::forward_keys_per_stage(kernel_dims.head_dim_v);
   // Paged, the maps' rows are a page's and their batches the pages (fwd_paging.h).
   const int64_t kv_rows = paged ? args.paged.page_size : k_rows;

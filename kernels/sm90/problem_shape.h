@@ -35,6 +35,13 @@ struct ProblemShape {
   const int32_t* k_starts;
 };
 
+// The head dims of a kernel instantiation: of Q and K (and dQ, dK), and of V and O (and dO,
+// dV). Each pass picks its own (forward_kernel_dims, backward_kernel_dims); the kernels read the
+// columns past a tensor's own as zeros and write only its own.
+struct KernelDims {
+  int head_dim, head_dim_v;
+};
+
 // Rows of query tile m.
 CM_HD desc::TileSpan query_tile(const ProblemShape& s, int m) {
   if (s.q_starts != nullptr) return desc::tile_span(s.q_starts, m);

@@ -49,10 +49,12 @@ if wants sanitize; then
   # and, deterministic, doc_causal with rows that see no key; head dim 256: causal, and
   # doc_causal deterministic; with soft-capped logits, causal; packed with NaN between the
   # sequences (the tail lanes), causal bf16 d128 and, deterministic, causal at head dim 256; the
-  # kv group's heads in one CTA (MQA) and, deterministic and packed, split in two (doc_causal).
+  # kv group's heads in one CTA (MQA) and, deterministic and packed, split in two (doc_causal);
+  # V with its own head dim (MLA's kernel, two Q/dO stages): both modes, with a gradient of the
+  # LSE, and deterministic and packed.
   # (These GQA cases split their heads automatically: the forced splits add the unsplit path.)
   sanitize "${OUT}/bwd_sanitizer.log" "${CPP_TEST}" \
-    'HeadDim256/BackwardMatchesReference.Gradients/0:HeadDim256/BackwardMatchesReference.Gradients/3:Examples/BackwardMatchesReference.Gradients/0:Examples/BackwardMatchesReference.Gradients/3:Examples/BackwardMatchesReference.Gradients/19:Examples/BackwardMatchesReference.Gradients/28:Examples/BackwardMatchesReference.Gradients/30:Examples/BackwardMatchesReference.Gradients/40:Examples/BackwardMatchesReference.Gradients/43:Examples/LseGradientMatchesReference.Gradients/0:Examples/LseGradientMatchesReference.Gradients/13:Softcap/BackwardMatchesReference.Gradients/0:Examples/PackedBackwardMatchesReference.Gradients/0:HeadDim256/PackedBackwardMatchesReference.Gradients/1:Forced/HeadSplitsMatchReference.Gradients/0:Forced/HeadSplitsMatchReference.Gradients/11' \
+    'HeadDim256/BackwardMatchesReference.Gradients/0:HeadDim256/BackwardMatchesReference.Gradients/3:Examples/BackwardMatchesReference.Gradients/0:Examples/BackwardMatchesReference.Gradients/3:Examples/BackwardMatchesReference.Gradients/19:Examples/BackwardMatchesReference.Gradients/28:Examples/BackwardMatchesReference.Gradients/30:Examples/BackwardMatchesReference.Gradients/40:Examples/BackwardMatchesReference.Gradients/43:Examples/LseGradientMatchesReference.Gradients/0:Examples/LseGradientMatchesReference.Gradients/13:Softcap/BackwardMatchesReference.Gradients/0:Examples/PackedBackwardMatchesReference.Gradients/0:HeadDim256/PackedBackwardMatchesReference.Gradients/1:Forced/HeadSplitsMatchReference.Gradients/0:Forced/HeadSplitsMatchReference.Gradients/11:ValueHeadDim/BackwardMatchesReference.Gradients/0:ValueHeadDim/BackwardMatchesReference.Gradients/1:ValueHeadDim/LseGradientMatchesReference.Gradients/0:ValueHeadDim/PackedBackwardMatchesReference.Gradients/1' \
     memcheck racecheck
 fi
 

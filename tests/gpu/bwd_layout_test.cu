@@ -4,7 +4,7 @@
 //     and the transposed ("t") views address the same bytes;
 //   * ds_offset() is the physical offset of LayoutdS, and (head dim 256) of LayoutdSt transposed;
 //   * Fragment's (row, column) of accumulator element i is CuTe's for every thread and MMA;
-//   * an Sᵀ accumulator read through AccAsA is the A operand fragment of MmaKV.
+//   * an Sᵀ accumulator read through AccAsA is the A operand fragment of MmadV (and MmadK).
 #include "bwd_kernel.cuh"
 
 #include <gtest/gtest.h>
@@ -34,27 +34,38 @@ long tma_box_offset(int rows, int row, int col) {
   return long{col / 64} * rows * 64 + long{row} * 64 + 8 * (((col % 64) / 8) ^ (row % 8)) + col % 8;
 }
 
-template <int kHeadDim>
-void check_tiles() {
-  using C = BwdConfig<Bf16, kHeadDim>;
-  auto q = smem_tensor<typename C::LayoutQ>();
-  auto qt = smem_tensor<typename C::LayoutQt>();
+// A stage ring of step rows (Q or dO, kColumns columns) and its transposed view.
+template <class C, class Rows, class RowsT, int kColumns>
+void check_rows(const char* name) {
+  auto rows = smem_tensor<Rows>();
+  auto rows_t = smem_tensor<RowsT>();
   for (int s = 0; s < C::kStages; ++s) {
     for (int r = 0; r < C::kBlockM; ++r) {
-      for (int d = 0; d < kHeadDim; ++d) {
-        const long expected = long{s} * C::kBlockM * kHeadDim + tma_box_offset(C::kBlockM, r, d);
-        ASSERT_EQ(element_of(&q(r, d, s)), expected) << "Q r=" << r << " d=" << d;
-        ASSERT_EQ(element_of(&qt(d, r, s)), expected) << "Qt r=" << r << " d=" << d;
+      for (int d = 0; d < kColumns; ++d) {
+        const long expected = long{s} * C::kBlockM * kColumns + tma_box_offset(C::kBlockM, r, d);
+        ASSERT_EQ(element_of(&rows(r, d, s)), expected) << name << " r=" << r << " d=" << d;
+        ASSERT_EQ(element_of(&rows_t(d, r, s)), expected) << name << "t r=" << r << " d=" << d;
       }
     }
   }
-  auto k = smem_tensor<typename C::LayoutKV>();
+}
+
+template <int kHeadDim, int kHeadDimV>
+void check_tiles() {
+  using C = BwdConfig<Bf16, kHeadDim, kHeadDimV>;
+  check_rows<C, typename C::LayoutQ, typename C::LayoutQt, kHeadDim>("Q");
+  check_rows<C, typename C::LayoutdO, typename C::LayoutdOt, kHeadDimV>("dO");
+  auto k = smem_tensor<typename C::LayoutK>();
   auto kt = smem_tensor<typename C::LayoutKt>();
+  auto v = smem_tensor<typename C::LayoutV>();
   for (int r = 0; r < C::kBlockN; ++r) {
     for (int d = 0; d < kHeadDim; ++d) {
       const long expected = tma_box_offset(C::kBlockN, r, d);
       ASSERT_EQ(element_of(&k(r, d)), expected) << "K r=" << r << " d=" << d;
       ASSERT_EQ(element_of(&kt(d, r)), expected) << "Kt r=" << r << " d=" << d;
+    }
+    for (int d = 0; d < kHeadDimV; ++d) {
+      ASSERT_EQ(element_of(&v(r, d)), tma_box_offset(C::kBlockN, r, d)) << "V r=" << r;
     }
   }
   auto ds = smem_tensor<typename C::LayoutdS>();
@@ -70,9 +81,10 @@ void check_tiles() {
 }
 
 TEST(BackwardLayout, SharedTilesMatchTmaBoxesAndHandOffsets) {
-  check_tiles<64>();
-  check_tiles<128>();
-  check_tiles<256>();
+  check_tiles<64, 64>();
+  check_tiles<128, 128>();
+  check_tiles<256, 256>();
+  check_tiles<256, 128>();
 }
 
 // Checks Fragment against CuTe for an MMA whose warpgroups split M (kSplitM) or N.
@@ -98,25 +110,28 @@ void check_fragment() {
 
 // The warpgroups split the keys (M) of Sᵀ, dPᵀ, dK and dV, or with the head dim split their
 // query rows and head-dim columns (N); they always split dQ's head dim.
-template <int kHeadDim>
+template <int kHeadDim, int kHeadDimV>
 void check_fragments() {
-  using C = BwdConfig<Bf16, kHeadDim>;
+  using C = BwdConfig<Bf16, kHeadDim, kHeadDimV>;
   constexpr bool kSplitKeys = !C::kSplitHeadDim;
-  check_fragment<typename C::MmaSdP, C::kBlockN, C::kBlockM, kSplitKeys>();
-  check_fragment<typename C::MmaKV, C::kBlockN, kHeadDim, kSplitKeys>();
+  check_fragment<typename C::MmaS, C::kBlockN, C::kBlockM, kSplitKeys>();
+  check_fragment<typename C::MmadP, C::kBlockN, C::kBlockM, kSplitKeys>();
+  check_fragment<typename C::MmadK, C::kBlockN, kHeadDim, kSplitKeys>();
+  check_fragment<typename C::MmadV, C::kBlockN, kHeadDimV, kSplitKeys>();
   check_fragment<typename C::MmaQ, C::kBlockM, kHeadDim, false>();
 }
 
 TEST(BackwardLayout, FragmentCoordinatesMatchCute) {
-  check_fragments<64>();
-  check_fragments<128>();
-  check_fragments<256>();
+  check_fragments<64, 64>();
+  check_fragments<128, 128>();
+  check_fragments<256, 256>();
+  check_fragments<256, 128>();
 }
 
 TEST(BackwardLayout, AccumulatorIsTheRegisterAOperand) {
-  using C = BwdConfig<Bf16, 128>;
-  typename C::MmaSdP mma_sdp;
-  typename C::MmaKV mma_kv;
+  using C = BwdConfig<Bf16, 128, 128>;
+  typename C::MmaS mma_sdp;
+  typename C::MmadV mma_kv;
   const typename C::AccAsA acc_as_a;
   for (int tid = 0; tid < 256; ++tid) {
     auto acc = mma_sdp.get_thread_slice(tid).partition_C(

@@ -370,8 +370,8 @@ void check_backward_items(const KernelCase& c, int32_t heads_kv, int head_splits
               at->second = it.n * parts + it.part;
             }
             for (int key = 0; key < keys; ++key) {
-              ++written[dkv_part_row<kTile>(p.shape, it.split, kv_slice(p.shape, it.b, it.hk),
-                                            it.n * kTile + it.part * keys + key)];
+              ++written[dkv_part_row<1>(p.shape, it.split, kv_slice(p.shape, it.b, it.hk),
+                                        it.n * kTile + it.part * keys + key)];
             }
           }
         }
@@ -387,7 +387,7 @@ void check_backward_items(const KernelCase& c, int32_t heads_kv, int head_splits
         for (int slice = 0; slice < slices; ++slice) {
           for (int n = 0; n < p.shape.num_k_tiles; ++n) {
             for (int r = 0; r < desc::k_tile_span(c.descriptor(), n).size(); ++r) {
-              const int64_t row = dkv_part_row<kTile>(p.shape, split, slice, n * kTile + r);
+              const int64_t row = dkv_part_row<1>(p.shape, split, slice, n * kTile + r);
               EXPECT_EQ(written.count(row) ? written.at(row) : 0, 1)
                   << "split " << split << " slice " << slice << " key tile " << n << " row " << r;
             }
