@@ -134,7 +134,14 @@ struct BwdConfig {
   static constexpr uint32_t kKVBytes = kBlockN * (kHeadDim + kHeadDimV) * sizeof(Element);
   static constexpr uint32_t kStepBytes =
       kBlockM * (kHeadDim + kHeadDimV) * sizeof(Element) + 2 * kBlockM * sizeof(float);
-  static constexpr uint32_t kDqBytes = kBlockM * kHeadDim * sizeof(float);
+  // Floats per row of a dQ_step, staged and in dq_accum: BwdShape::dq_row_floats with the head
+  // dim split, else kHeadDim, which it equals there, as a constant for the smaller kernels.
+  __device__ static int dq_row_floats(const BwdShape& s) {
+    return kSplitHeadDim ? s.dq_row_floats : kHeadDim;
+  }
+  __device__ static uint32_t dq_step_bytes(const BwdShape& s) {
+    return kBlockM * dq_row_floats(s) * sizeof(float);
+  }
   // At head dims (256, 256): K and V 32 KB each, one Q and dO stage 32 KB each, dS and P 8 KB
   // each and one 64 KB dQ buffer, 208 KB of the 227; a second stage or dQ buffer would not fit.
   // At (256, 128), V and a dO stage take 16 KB each, so two Q/dO stages fit: 225.5 KB. With one
@@ -150,7 +157,8 @@ struct BwdConfig {
     // dS, and with the head dim split also P: [0] dS, [1] P.
     alignas(1024) Element ds[kSplitHeadDim ? 2 : 1][kBlockM * kBlockN];
     // Two dQ_step buffers, used in turn: a step's bulk reduce-add may still read one while the
-    // next step writes the other. Rows of kHeadDim, chunks dq_chunk_swizzle'd.
+    // next step writes the other. Rows of dq_row_floats (at most kHeadDim), chunks
+    // dq_chunk_swizzle'd.
     alignas(128) float dq[kDqBuffers][kBlockM * kHeadDim];
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];

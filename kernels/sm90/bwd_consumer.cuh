@@ -199,19 +199,23 @@ struct BwdConsumer {
   // Called by every consumer thread once the previous dQ_step in this buffer may be overwritten
   // (its reduce-add has read it; thread 0 waits for that before a consumers' barrier): stores
   // this step's dQ_step fragment (element (e, h, j) is step row row0 + 8h, column
-  // (D / 2) wg + 8j + col0 + e) to buffer dq_buffer and adds it to dq_accum (deterministic mode:
-  // hands the buffer to the dQ writer, bwd_dq_writer.cuh).
+  // (D / 2) wg + 8j + col0 + e) to buffer dq_buffer in rows of Config::dq_row_floats, leaving
+  // out the columns past them (Q's zero padding, whose dQ is 0), and adds it to dq_accum
+  // (deterministic mode: hands the buffer to the dQ writer, bwd_dq_writer.cuh).
   template <class TAcc>
   __device__ void add_dq_step(const TAcc& dq_step, const BwdStep& step, int dq_buffer) const {
     float* dq = ss.dq[dq_buffer];
+    const int row_floats = Config::dq_row_floats(p.shape);
     const Fragment dq_frag(fresh_thread_index() - 128);
     CUTE_UNROLL
     for (int j = 0; j < kHeadDim / 16; ++j) {
+      // Chunks past the row: Q's zero padding (dq_row_floats), only above 128.
+      if (Config::kSplitHeadDim && 8 * ((kHeadDim / 16) * wg() + j) >= row_floats) break;
       CUTE_UNROLL
       for (int h = 0; h < 2; ++h) {
         const int r = dq_frag.row0 + 8 * h;
         const int chunk = (kHeadDim / 16) * wg() + j;
-        const int at = r * kHeadDim + 8 * dq_chunk_swizzle(dq_frag.r8, chunk) + dq_frag.col0;
+        const int at = r * row_floats + 8 * dq_chunk_swizzle(dq_frag.r8, chunk) + dq_frag.col0;
         *reinterpret_cast<float2*>(dq + at) =
             make_float2(dq_step(Fragment::index(0, h, j)), dq_step(Fragment::index(1, h, j)));
       }
@@ -222,8 +226,8 @@ struct BwdConsumer {
     if constexpr (kDeterministic) {
       arrive_barrier(ss.dq_full[dq_buffer]);
     } else {
-      bulk_reduce_add(p.ws.dq_accum + dq_first_row(p, item.b, step) * kHeadDim, dq,
-                      Config::kDqBytes);
+      bulk_reduce_add(p.ws.dq_accum + dq_first_row(p, item.b, step) * row_floats, dq,
+                      Config::dq_step_bytes(p.shape));
     }
   }
 

@@ -29,14 +29,14 @@ __device__ void run_bwd_dq_writer(const BwdMainParams& p, typename Config::Share
   for (BwdStep step; steps.next(step); buffer.advance()) {
     if (buffer.stage != buffer_index) continue;
     const int64_t row = dq_first_row(p, item.b, step);
-    float* dst = p.ws.dq_accum + row * Config::kHeadDim;
+    float* dst = p.ws.dq_accum + row * Config::dq_row_floats(p.shape);
     int32_t* semaphore = p.ws.semaphores + row / kBwdStepRows;
     const int rank = Config::kKeyParts * dq_rank(p, item, step.h, step.m, step.half) + item.part;
     wait_barrier(ss.dq_full[buffer.stage], buffer.phase);
     while (load_acquire(semaphore) != rank) {
     }
     fence_proxy_async_global();  // the lower items' adds come before this one's (async proxy)
-    bulk_reduce_add(dst, ss.dq[buffer.stage], Config::kDqBytes);
+    bulk_reduce_add(dst, ss.dq[buffer.stage], Config::dq_step_bytes(p.shape));
     bulk_wait_read<0>();
     arrive_barrier(ss.dq_empty[buffer.stage]);
     bulk_wait_all();

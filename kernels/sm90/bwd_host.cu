@@ -27,6 +27,11 @@ sm90::KernelDims kernel_dims(const Problem& a) {
   return sm90::backward_kernel_dims(a.head_dim, host::value_head_dim(a));
 }
 
+// Floats per row of dq_accum (bwd_params.h).
+int dq_row_floats(const Problem& a) {
+  return sm90::dq_row_floats(kernel_dims(a).head_dim, a.head_dim);
+}
+
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
@@ -91,14 +96,13 @@ WorkLayout work_layout(const DescriptorView& descriptor, const BackwardArgs& a) 
   const int64_t rows = int64_t{a.batch} * a.heads_q * w.rows_padded;
   const int64_t slices = int64_t{a.batch} * a.heads_kv;
   const sm90::KernelDims dims = kernel_dims(a);
-  const int64_t row_floats = dims.head_dim;  // of dq_accum
   const auto section = [](int64_t bytes) {
     return static_cast<size_t>(round_up(bytes, kSectionAlign));
   };
   w.lse_log2 = 0;
   w.dsum = w.lse_log2 + section(rows * 4);
   w.dq_accum = w.dsum + section(rows * 4);
-  w.semaphores = w.dq_accum + section(rows * row_floats * 4);
+  w.semaphores = w.dq_accum + section(rows * dq_row_floats(a) * 4);
   w.zeroed = w.semaphores + section(rows / sm90::kBwdStepRows * 4);
   w.dkv_parts = w.zeroed + section(slices * 4);
   const int64_t parts = w.schedule.head_splits > 1 ? w.schedule.head_splits : 0;
@@ -175,6 +179,7 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   shape.k_rows_padded = static_cast<int32_t>(layout.k_rows_padded);
   shape.head_splits = layout.schedule.head_splits;
   shape.slice_group = sm90::slice_group(shape, args.deterministic, layout.schedule);
+  shape.dq_row_floats = dq_row_floats(args);
   sm90::BwdWorkspace ws{};
   ws.lse_log2 = reinterpret_cast<float*>(base + layout.lse_log2);
   ws.dsum = reinterpret_cast<float*>(base + layout.dsum);

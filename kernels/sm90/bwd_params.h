@@ -8,11 +8,11 @@
 //   lse_log2[bh][rows_padded]   LSE * log2(e); +inf for padding rows and rows that see no key,
 //                               so that P = exp2(S * scale_log2 - lse_log2) is exactly 0 there
 //   dsum[bh][rows_padded]       rowsum(dO * O) - dLSE; 0 for padding rows
-//   dq_accum[bh][rows_padded][kHeadDim]  dQ / scale accumulated over key tiles, as wide as the
-//                               kernel's head dim (columns past ProblemShape::head_dim stay 0);
-//                               inside each row the 8-float chunks are permuted
-//                               (dq_chunk_swizzle) so that the kernel stages it in shared
-//                               memory without bank conflicts
+//   dq_accum[bh][rows_padded][dq_row_floats]  dQ / scale accumulated over key tiles, rows of
+//                               BwdShape::dq_row_floats (dq_row_floats below; columns past
+//                               ProblemShape::head_dim stay 0); inside each row the 8-float
+//                               chunks are permuted (dq_chunk_swizzle) so that the kernel stages
+//                               it in shared memory without bank conflicts
 //   semaphores (int32)[bh][rows_padded / 64]  deterministic mode: dQ adds done per 64 rows
 //   zeroed (int32)[b * heads_kv + hk]  default mode: the main kernel's CTAs that have zeroed
 //                               their share of the kv slice's dq_accum (bwd_zeroing.cuh)
@@ -31,9 +31,19 @@ namespace cm::sm90 {
 inline constexpr int kBwdTile = kKernelTile;  // descriptor tile_m and tile_n
 inline constexpr int kBwdStepRows = 64;       // query rows per main-loop step (half a query tile)
 
-// Column chunk (8 floats) where dq_accum stores logical column chunk `chunk` of row `row`.
+// Column chunk (8 floats) where dq_accum stores logical column chunk `chunk` of row `row`: the
+// permutation stays inside each group of 8 chunks (64 floats).
 __host__ __device__ __forceinline__ int dq_chunk_swizzle(int row, int chunk) {
   return chunk ^ (row & 7);
+}
+
+// Floats per dq_accum row for the kernel whose Q has kernel_head_dim columns and a problem whose
+// Q has head_dim: above 128 (the design whose two CTAs per key tile each add every step's dQ,
+// bwd_config.cuh), head_dim rounded up to whole 64-float swizzle groups, so that the columns the
+// kernel pads with zeros are neither added nor zeroed (a quarter of each add for MLA's 192);
+// else the kernel's head dim, which the smaller kernels' consumers take as a constant.
+__host__ __device__ constexpr int dq_row_floats(int kernel_head_dim, int head_dim) {
+  return kernel_head_dim > 128 ? (head_dim + 63) / 64 * 64 : kernel_head_dim;
 }
 
 struct BwdWorkspace {
@@ -62,6 +72,7 @@ struct BwdShape : ProblemShape {
   // preprocess zeroes the dq_accum of the first group, and the default mode's CTAs zero each
   // later group's from the group before (bwd_zeroing.cuh).
   int32_t slice_group;
+  int32_t dq_row_floats;  // of dq_accum: dq_row_floats(the kernel's head dim, head_dim)
 };
 
 // The kv slice of sequence b and kv head hk: its number in the main kernel's dispatch order

@@ -201,8 +201,8 @@ class StepCursor {
 };
 
 // The first of step's kBwdStepRows rows among the (b, query head) rows of the workspace's dQ
-// sections, rows_padded per head: dq_accum holds it at this row times the head dim, and the
-// deterministic semaphore of those rows is number row / kBwdStepRows (bwd_params.h).
+// sections, rows_padded per head: dq_accum holds it at this row times BwdShape::dq_row_floats, and
+// the deterministic semaphore of those rows is number row / kBwdStepRows (bwd_params.h).
 __host__ __device__ inline int64_t dq_first_row(const BwdMainParams& p, int b,
                                                 const BwdStep& step) {
   return (int64_t{b} * p.shape.heads_q + step.h) * p.shape.rows_padded + step.m * kBwdTile +

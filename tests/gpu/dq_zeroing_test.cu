@@ -1,7 +1,7 @@
 // The backward's dq_accum zeroing ahead (kernels/sm90/bwd_zeroing.cuh), on the host: the chunks
 // that the num_k_tiles x key parts CTAs of a kv slice zero in the slice a pair ahead are disjoint
 // and cover exactly the dq_accum rows that the consumers add to for that slice's items (the query
-// heads of its kv group, every padded row, kHeadDim floats each), and kv_slice numbers the items'
+// heads of its kv group, every padded row, dq_row_floats each), and kv_slice numbers the items'
 // slices in their dispatch order (pairs of consecutive slices, bwd_work.cuh).
 #include "bwd_launch.h"
 #include "bwd_zeroing.cuh"
@@ -20,8 +20,10 @@ struct Shape {
   int32_t batch, heads_q, heads_kv, nq, num_k_tiles;
 };
 
-BwdShape bwd_shape(const Shape& c) {
+BwdShape bwd_shape(const Shape& c, int kernel_head_dim, int head_dim) {
   BwdShape s{};
+  s.head_dim = head_dim;
+  s.dq_row_floats = dq_row_floats(kernel_head_dim, head_dim);
   s.batch = c.batch;
   s.heads_q = c.heads_q;
   s.heads_kv = c.heads_kv;
@@ -31,21 +33,23 @@ BwdShape bwd_shape(const Shape& c) {
   return s;
 }
 
+// Q of head_dim columns on the kernel for kHeadDim, whose dq_accum rows hold row_floats.
 template <int kHeadDim>
-void check_cover(const Shape& c) {
-  const BwdShape s = bwd_shape(c);
+void check_cover(const Shape& c, int head_dim, int64_t row_floats) {
+  const BwdShape s = bwd_shape(c, kHeadDim, head_dim);
+  ASSERT_EQ(s.dq_row_floats, row_floats) << "head dim " << head_dim;
   const int group = s.heads_q / s.heads_kv;
   for (int b = 0; b < s.batch; ++b) {
     for (int hk = 0; hk < s.heads_kv; ++hk) {
       const int slice = kv_slice(s, b, hk);
       ASSERT_EQ(slice, b * s.heads_kv + hk) << "slices follow the dispatch order (hk, then b)";
       // The float4s the consumers address for this slice: rows of the group's query heads, as
-      // bwd_consumer.cuh forms dst = dq_accum + (bh * rows_padded + row) * kHeadDim.
+      // bwd_consumer.cuh forms dst = dq_accum + (bh * rows_padded + row) * row_floats.
       const int64_t first_bh = int64_t{b} * s.heads_q + int64_t{hk} * group;
-      const int64_t want_begin = first_bh * s.rows_padded * kHeadDim / 4;
-      const int64_t want_end = (first_bh + group) * s.rows_padded * kHeadDim / 4;
+      const int64_t want_begin = first_bh * s.rows_padded * row_floats / 4;
+      const int64_t want_end = (first_bh + group) * s.rows_padded * row_floats / 4;
       // As zero_slice_ahead forms its chunk: slice * slice_vectors + chunk_begin(rank).
-      const int64_t slice_vectors = dq_slice_vectors<kHeadDim>(s);
+      const int64_t slice_vectors = dq_slice_vectors(s);
       EXPECT_EQ(slice * slice_vectors, want_begin) << "slice " << slice << " starts elsewhere";
       int64_t at = want_begin;
       int64_t min_size = INT64_MAX, max_size = 0;
@@ -78,13 +82,17 @@ TEST(DqZeroing, ChunksCoverEachSliceExactly) {
     SCOPED_TRACE("batch " + std::to_string(c.batch) + " heads " + std::to_string(c.heads_q) + "/" +
                  std::to_string(c.heads_kv) + " nq " + std::to_string(c.nq) + " key tiles " +
                  std::to_string(c.num_k_tiles));
-    check_cover<64>(c);
-    check_cover<128>(c);
-    check_cover<256>(c);
+    check_cover<64>(c, 40, 64);
+    check_cover<128>(c, 128, 128);
+    check_cover<128>(c, 40, 128);  // V wider than 64 takes the kernel for 128
+    check_cover<256>(c, 256, 256);
+    check_cover<256>(c, 192, 192);  // MLA: Q's 64 padded columns left out
+    check_cover<256>(c, 136, 192);  // whole 64-float swizzle groups
+    check_cover<256>(c, 40, 64);    // V wider than 128 takes the kernel for 256
   }
   // The long shape's single chunk is past int32: counted in an int, it would zero nothing.
-  const BwdShape long_rows = bwd_shape(shapes.back());
-  EXPECT_GT(chunk_size(dq_slice_vectors<128>(long_rows), 1, 0), INT32_MAX);
+  const BwdShape long_rows = bwd_shape(shapes.back(), 128, 128);
+  EXPECT_GT(chunk_size(dq_slice_vectors(long_rows), 1, 0), INT32_MAX);
 }
 
 }  // namespace
