@@ -134,13 +134,9 @@ struct BwdConfig {
   static constexpr uint32_t kKVBytes = kBlockN * (kHeadDim + kHeadDimV) * sizeof(Element);
   static constexpr uint32_t kStepBytes =
       kBlockM * (kHeadDim + kHeadDimV) * sizeof(Element) + 2 * kBlockM * sizeof(float);
-  // Floats per row of a dQ_step, staged and in dq_accum: BwdShape::dq_row_floats with the head
-  // dim split, else kHeadDim, which it equals there, as a constant for the smaller kernels.
-  __device__ static int dq_row_floats(const BwdShape& s) {
-    return kSplitHeadDim ? s.dq_row_floats : kHeadDim;
-  }
+  // Bytes of a dQ_step in rows of dq_row_floats (bwd_params.h), staged and added to dq_accum.
   __device__ static uint32_t dq_step_bytes(const BwdShape& s) {
-    return kBlockM * dq_row_floats(s) * sizeof(float);
+    return kBlockM * dq_row_floats(kHeadDim, s.head_dim) * sizeof(float);
   }
   // At head dims (256, 256): K and V 32 KB each, one Q and dO stage 32 KB each, dS and P 8 KB
   // each and one 64 KB dQ buffer, 208 KB of the 227; a second stage or dQ buffer would not fit.

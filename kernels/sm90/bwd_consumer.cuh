@@ -199,13 +199,13 @@ struct BwdConsumer {
   // Called by every consumer thread once the previous dQ_step in this buffer may be overwritten
   // (its reduce-add has read it; thread 0 waits for that before a consumers' barrier): stores
   // this step's dQ_step fragment (element (e, h, j) is step row row0 + 8h, column
-  // (D / 2) wg + 8j + col0 + e) to buffer dq_buffer in rows of Config::dq_row_floats, leaving
+  // (D / 2) wg + 8j + col0 + e) to buffer dq_buffer in rows of dq_row_floats, leaving
   // out the columns past them (Q's zero padding, whose dQ is 0), and adds it to dq_accum
   // (deterministic mode: hands the buffer to the dQ writer, bwd_dq_writer.cuh).
   template <class TAcc>
   __device__ void add_dq_step(const TAcc& dq_step, const BwdStep& step, int dq_buffer) const {
     float* dq = ss.dq[dq_buffer];
-    const int row_floats = Config::dq_row_floats(p.shape);
+    const int row_floats = dq_row_floats(kHeadDim, p.shape.head_dim);
     const Fragment dq_frag(fresh_thread_index() - 128);
     CUTE_UNROLL
     for (int j = 0; j < kHeadDim / 16; ++j) {

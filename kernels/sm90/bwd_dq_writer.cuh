@@ -29,7 +29,7 @@ __device__ void run_bwd_dq_writer(const BwdMainParams& p, typename Config::Share
   for (BwdStep step; steps.next(step); buffer.advance()) {
     if (buffer.stage != buffer_index) continue;
     const int64_t row = dq_first_row(p, item.b, step);
-    float* dst = p.ws.dq_accum + row * Config::dq_row_floats(p.shape);
+    float* dst = p.ws.dq_accum + row * dq_row_floats(Config::kHeadDim, p.shape.head_dim);
     int32_t* semaphore = p.ws.semaphores + row / kBwdStepRows;
     const int rank = Config::kKeyParts * dq_rank(p, item, step.h, step.m, step.half) + item.part;
     wait_barrier(ss.dq_full[buffer.stage], buffer.phase);

@@ -179,7 +179,6 @@ void backward(const DescriptorView& descriptor, const BackwardArgs& args, void* 
   shape.k_rows_padded = static_cast<int32_t>(layout.k_rows_padded);
   shape.head_splits = layout.schedule.head_splits;
   shape.slice_group = sm90::slice_group(shape, args.deterministic, layout.schedule);
-  shape.dq_row_floats = dq_row_floats(args);
   sm90::BwdWorkspace ws{};
   ws.lse_log2 = reinterpret_cast<float*>(base + layout.lse_log2);
   ws.dsum = reinterpret_cast<float*>(base + layout.dsum);

@@ -101,8 +101,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     } else if (!kDeterministic && threadIdx.x == 32) {
       signal_slice_zeroed(params, item, units, ss->slice_zeroed);
     } else if (!kDeterministic && warp > 1) {
-      zero_slice_ahead(params, item, units, static_cast<int>(threadIdx.x) - 64, 64,
-                       kBwdZeroingBarrier);
+      zero_slice_ahead<Config::kHeadDim>(params, item, units, static_cast<int>(threadIdx.x) - 64,
+                                         64, kBwdZeroingBarrier);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegs>();

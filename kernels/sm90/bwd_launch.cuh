@@ -39,7 +39,7 @@ cudaError_t launch_backward(const BwdPrepParams& prep, const BwdMainParams& main
   const BwdShape& s = prep.shape;
   const dim3 prep_grid(static_cast<unsigned>(s.rows_padded / kPrepostRows),
                        static_cast<unsigned>(s.heads_q), static_cast<unsigned>(s.batch));
-  bwd_preprocess<Element><<<prep_grid, kPrepostThreads, 0, stream>>>(prep);
+  bwd_preprocess<Element, kHeadDim><<<prep_grid, kPrepostThreads, 0, stream>>>(prep);
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
 

@@ -9,10 +9,10 @@
 //                               so that P = exp2(S * scale_log2 - lse_log2) is exactly 0 there
 //   dsum[bh][rows_padded]       rowsum(dO * O) - dLSE; 0 for padding rows
 //   dq_accum[bh][rows_padded][dq_row_floats]  dQ / scale accumulated over key tiles, rows of
-//                               BwdShape::dq_row_floats (dq_row_floats below; columns past
-//                               ProblemShape::head_dim stay 0); inside each row the 8-float
-//                               chunks are permuted (dq_chunk_swizzle) so that the kernel stages
-//                               it in shared memory without bank conflicts
+//                               dq_row_floats(kernel head dim, ProblemShape::head_dim) floats
+//                               (below; columns past head_dim stay 0); inside each row the
+//                               8-float chunks are permuted (dq_chunk_swizzle) so that the kernel
+//                               stages it in shared memory without bank conflicts
 //   semaphores (int32)[bh][rows_padded / 64]  deterministic mode: dQ adds done per 64 rows
 //   zeroed (int32)[b * heads_kv + hk]  default mode: the main kernel's CTAs that have zeroed
 //                               their share of the kv slice's dq_accum (bwd_zeroing.cuh)
@@ -72,7 +72,6 @@ struct BwdShape : ProblemShape {
   // preprocess zeroes the dq_accum of the first group, and the default mode's CTAs zero each
   // later group's from the group before (bwd_zeroing.cuh).
   int32_t slice_group;
-  int32_t dq_row_floats;  // of dq_accum: dq_row_floats(the kernel's head dim, head_dim)
 };
 
 // The kv slice of sequence b and kv head hk: its number in the main kernel's dispatch order

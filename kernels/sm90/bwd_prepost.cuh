@@ -100,7 +100,7 @@ __device__ __forceinline__ void store_scaled(Element* dst, const float (&values)
 // Grid: (rows_padded / kPrepostRows, heads_q, batch), kPrepostThreads threads. Every thread of
 // the grid maps to a row below rows_padded (rows_padded is a multiple of kPrepostRows), which
 // the row-group shuffles rely on.
-template <class Element>
+template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kPrepostThreads)
     bwd_preprocess(const __grid_constant__ BwdPrepParams p) {
   const BwdShape& s = p.shape;
@@ -140,10 +140,9 @@ __global__ void __launch_bounds__(kPrepostThreads)
   const int slice = kv_slice(s, b, h / group);
   if (padded == 0 && lane == 0 && h % group == 0) p.ws.zeroed[slice] = 0;
   if (slice >= s.slice_group) return;
-  float4* dq = reinterpret_cast<float4*>(p.ws.dq_accum + at * s.dq_row_floats);
-  for (int c = lane; c < s.dq_row_floats / 4; c += kRowThreads) {
-    dq[c] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  const int row_floats = dq_row_floats(kHeadDim, s.head_dim);
+  float4* dq = reinterpret_cast<float4*>(p.ws.dq_accum + at * row_floats);
+  for (int c = lane; c < row_floats / 4; c += kRowThreads) dq[c] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 // Grid: (rows_padded / kPrepostRows, heads_q, batch), kPrepostThreads threads.
@@ -153,7 +152,7 @@ __global__ void __launch_bounds__(kPrepostThreads)
   const BwdShape& s = p.shape;
   const auto [padded, row, lane, h, b, valid, fits, at] = row_slot(s, query_rows(s));
   if (!valid || !fits) return;
-  const float* acc = p.dq_accum + at * s.dq_row_floats;
+  const float* acc = p.dq_accum + at * dq_row_floats(kHeadDim, s.head_dim);
   Element* dq = row_ptr<Element>(p.dq, s.q_offsets, b, row, h);
   // All of the thread's loads are issued before its first store (the store could alias them
   // as far as the compiler knows), with the streaming hint: the accumulator is read once.

@@ -201,7 +201,7 @@ class StepCursor {
 };
 
 // The first of step's kBwdStepRows rows among the (b, query head) rows of the workspace's dQ
-// sections, rows_padded per head: dq_accum holds it at this row times BwdShape::dq_row_floats, and
+// sections, rows_padded per head: dq_accum holds it at this row times dq_row_floats, and
 // the deterministic semaphore of those rows is number row / kBwdStepRows (bwd_params.h).
 __host__ __device__ inline int64_t dq_first_row(const BwdMainParams& p, int b,
                                                 const BwdStep& step) {

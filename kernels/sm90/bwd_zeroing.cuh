@@ -21,8 +21,9 @@
 namespace cm::sm90 {
 
 // The float4s of dq_accum in one kv slice: those of the rows of its kv group's query heads.
+template <int kHeadDim>
 __host__ __device__ inline int64_t dq_slice_vectors(const BwdShape& s) {
-  return int64_t{s.heads_q / s.heads_kv} * s.rows_padded * s.dq_row_floats / 4;
+  return int64_t{s.heads_q / s.heads_kv} * s.rows_padded * dq_row_floats(kHeadDim, s.head_dim) / 4;
 }
 
 // The first float4 of the rank-th of `chunks` near-equal chunks of `vectors` float4s (rank =
@@ -39,12 +40,13 @@ __host__ __device__ inline int64_t chunk_size(int64_t vectors, int chunks, int r
 // Run by `threads` threads (thread in [0, threads)) that share the named barrier `barrier`:
 // zero chunk `item.rank` of the `units` chunks of dq_accum of the slice a group ahead
 // (dq_slice_vectors, chunk_begin) and count it there.
-__device__ inline void zero_slice_ahead(const BwdMainParams& p, const BwdItem& item, int units,
-                                        int thread, int threads, int barrier) {
+template <int kHeadDim>
+__device__ void zero_slice_ahead(const BwdMainParams& p, const BwdItem& item, int units, int thread,
+                                 int threads, int barrier) {
   const BwdShape& s = p.shape;
   const int next = kv_slice(s, item.b, item.hk) + s.slice_group;
   if (next >= s.batch * s.heads_kv) return;
-  const int64_t slice_vectors = dq_slice_vectors(s);
+  const int64_t slice_vectors = dq_slice_vectors<kHeadDim>(s);
   const int rank = item.rank;
   const int64_t begin = chunk_begin(slice_vectors, units, rank);
   float4* chunk = reinterpret_cast<float4*>(p.ws.dq_accum) + next * slice_vectors + begin;

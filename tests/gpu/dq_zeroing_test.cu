@@ -20,10 +20,9 @@ struct Shape {
   int32_t batch, heads_q, heads_kv, nq, num_k_tiles;
 };
 
-BwdShape bwd_shape(const Shape& c, int kernel_head_dim, int head_dim) {
+BwdShape bwd_shape(const Shape& c, int head_dim) {
   BwdShape s{};
   s.head_dim = head_dim;
-  s.dq_row_floats = dq_row_floats(kernel_head_dim, head_dim);
   s.batch = c.batch;
   s.heads_q = c.heads_q;
   s.heads_kv = c.heads_kv;
@@ -36,8 +35,8 @@ BwdShape bwd_shape(const Shape& c, int kernel_head_dim, int head_dim) {
 // Q of head_dim columns on the kernel for kHeadDim, whose dq_accum rows hold row_floats.
 template <int kHeadDim>
 void check_cover(const Shape& c, int head_dim, int64_t row_floats) {
-  const BwdShape s = bwd_shape(c, kHeadDim, head_dim);
-  ASSERT_EQ(s.dq_row_floats, row_floats) << "head dim " << head_dim;
+  const BwdShape s = bwd_shape(c, head_dim);
+  ASSERT_EQ(dq_row_floats(kHeadDim, head_dim), row_floats) << "head dim " << head_dim;
   const int group = s.heads_q / s.heads_kv;
   for (int b = 0; b < s.batch; ++b) {
     for (int hk = 0; hk < s.heads_kv; ++hk) {
@@ -49,7 +48,7 @@ void check_cover(const Shape& c, int head_dim, int64_t row_floats) {
       const int64_t want_begin = first_bh * s.rows_padded * row_floats / 4;
       const int64_t want_end = (first_bh + group) * s.rows_padded * row_floats / 4;
       // As zero_slice_ahead forms its chunk: slice * slice_vectors + chunk_begin(rank).
-      const int64_t slice_vectors = dq_slice_vectors(s);
+      const int64_t slice_vectors = dq_slice_vectors<kHeadDim>(s);
       EXPECT_EQ(slice * slice_vectors, want_begin) << "slice " << slice << " starts elsewhere";
       int64_t at = want_begin;
       int64_t min_size = INT64_MAX, max_size = 0;
@@ -91,8 +90,8 @@ TEST(DqZeroing, ChunksCoverEachSliceExactly) {
     check_cover<256>(c, 40, 64);    // V wider than 128 takes the kernel for 256
   }
   // The long shape's single chunk is past int32: counted in an int, it would zero nothing.
-  const BwdShape long_rows = bwd_shape(shapes.back(), 128, 128);
-  EXPECT_GT(chunk_size(dq_slice_vectors(long_rows), 1, 0), INT32_MAX);
+  const BwdShape long_rows = bwd_shape(shapes.back(), 128);
+  EXPECT_GT(chunk_size(dq_slice_vectors<128>(long_rows), 1, 0), INT32_MAX);
 }
 
 }  // namespace
