@@ -16,7 +16,7 @@ checked against A's (max abs difference, printed), so that a broken B cannot pas
 Usage: ab.py --cli BUILD_B/tools/cli/compilemask --lib BUILD_B/.../libcompilemask_cuda.so
        --lib-a BUILD_A/.../libcompilemask_cuda.so [--cli-a BUILD_A/tools/cli/compilemask]
        --examples examples --workloads DIR --out OUTDIR [--lens 32768] [--masks causal,...]
-       [--packed] [--deterministic] [--softcap C]
+       [--packed] [--deterministic] [--softcap C] [--alibi]
 Writes OUTDIR/ab.md.
 """
 import argparse
@@ -28,7 +28,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
-from bench_common import (H, Workload, argument_parser,  # noqa: E402
+from bench_common import (H, Workload, alibi_slopes, argument_parser,  # noqa: E402
                           interleaved_median_ms, run_rows, write_report)
 from bwd_cm import Backward  # noqa: E402
 from cm_kernel import Kernel  # noqa: E402
@@ -70,6 +70,7 @@ def ab_one(name, n0, forward, backward, workloads, a):
         starts = torch.arange(w.B, device="cuda", dtype=torch.int32) * (w.N + GAP)
         layout, offsets = "thd", {"q_offsets": starts, "k_offsets": starts}
         lse0 = torch.empty(H, q.shape[0], device="cuda", dtype=torch.float32)
+    slopes = alibi_slopes() if a.alibi else None
     nan = lambda t: torch.full_like(t, float("nan"))
     fwd_out = {lib: (nan(q), nan(lse0)) for lib in LIBS}
     bwd_out = {lib: (nan(q), nan(q), nan(q)) for lib in LIBS}
@@ -77,12 +78,12 @@ def ab_one(name, n0, forward, backward, workloads, a):
 
     def fwd(lib):
         return lambda: forward[lib].forward(desc[lib], q, k, v, *fwd_out[lib], layout=layout,
-                                            softcap=a.softcap, **offsets)
+                                            softcap=a.softcap, alibi_slopes=slopes, **offsets)
 
     def bwd(lib):
         return lambda: backward[lib].backward(desc[lib], q, k, v, out, dout, lse, *bwd_out[lib],
                                               layout=layout, deterministic=a.deterministic,
-                                              softcap=a.softcap, **offsets)
+                                              softcap=a.softcap, alibi_slopes=slopes, **offsets)
 
     fwd_ms = interleaved_median_ms({lib: fwd(lib) for lib in LIBS})
     bwd_ms = interleaved_median_ms({lib: bwd(lib) for lib in LIBS})
@@ -104,6 +105,8 @@ def main():
                    help="the backward in deterministic mode (dQ adds ordered by key tile)")
     p.add_argument("--softcap", type=float, default=0.0,
                    help="cap the logits at C tanh(logit / C) in both passes (default 0: no cap)")
+    p.add_argument("--alibi", action="store_true",
+                   help="ALiBi-biased logits in both passes (slopes 2^(-8 (h + 1) / H))")
     a = p.parse_args()
     sys.path.insert(0, a.workloads)
     import workloads
@@ -116,6 +119,8 @@ def main():
         layout += ", deterministic backward"
     if a.softcap:
         layout += f", logits capped at {a.softcap}"
+    if a.alibi:
+        layout += ", ALiBi slopes 2^(-8 (h + 1) / H)"
     lines = [f"H={H}, D={a.dim}, bf16, B*N=32768, {layout}; A = --lib-a, B = --lib; max diff: B "
              "against A.",
              "",

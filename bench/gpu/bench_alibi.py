@@ -19,7 +19,7 @@ import torch
 import compilemask as cm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (H, TOKENS, argument_parser, compiled_flex,  # noqa: E402
+from bench_common import (H, TOKENS, alibi_slopes, argument_parser, compiled_flex,  # noqa: E402
                           environment, error_row, interleaved_median_ms, run_line, run_rows,
                           write_results)
 from extra_workloads import workload  # noqa: E402
@@ -40,7 +40,7 @@ def bench_one(name, n0, workloads, dim, rounds, flex):
     plan = helper_mask(name, prm, {}).specialize(nq=n, batch=batch, heads=H, device="cuda")
     q, k, v = (torch.randn(batch, H, n, dim, device="cuda", dtype=torch.bfloat16)
                for _ in range(3))
-    slopes = torch.tensor([2.0 ** (-8 * (h + 1) / H) for h in range(H)], device="cuda")
+    slopes = alibi_slopes()
     block_mask = create_block_mask(mm, None, None, n, n, device="cuda")
     score_mod = alibi_score_mod(slopes, n, n)
     fns = {"ours": lambda q, k, v: cm.attention(q, k, v, plan, layout="bhsd"),

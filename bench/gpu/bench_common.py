@@ -27,6 +27,11 @@ TOKENS = 32768  # B * N
 BWD_FACTOR = 3.5
 
 
+def alibi_slopes():
+    """The H heads' ALiBi slopes, 2^(-8 (h + 1) / H) (Press et al.)."""
+    return torch.tensor([2.0 ** (-8 * (h + 1) / H) for h in range(H)], device="cuda")
+
+
 def argument_parser(lens, budget, kernels=True,
                     masks="causal,hstu,shared_prefix,clear,clear_strips,doc_causal,sliding"):
     """--cli, --lib and --examples (with kernels: the benchmarks that call the kernels through
