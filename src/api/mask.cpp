@@ -138,14 +138,7 @@ TileCounts Mask::count_tiles(const Params& params, const Dims& dims, const Tilin
 std::vector<AttnSlice> Mask::slices(const Params& params, const Dims& dims, int32_t b,
                                     int32_t h) const {
   const Bindings bindings = bind(*program_, params, dims);
-  if (b < 0 || b >= dims.batch) {
-    throw Error("slices: b " + std::to_string(b) + " must be in [0, batch " +
-                std::to_string(dims.batch) + ")");
-  }
-  if (h < 0 || h >= dims.heads) {
-    throw Error("slices: h " + std::to_string(h) + " must be in [0, heads " +
-                std::to_string(dims.heads) + ")");
-  }
+  descriptor::check_mask_index("slices", b, h, dims.batch, dims.heads);
   const InstanceRows rows = evaluate_rows(*program_, code_->code, bindings, dims, b, h);
   return slices_from_rows(rows.formulas.empty() ? rows.all : complete_rows(rows));
 }

@@ -1,6 +1,8 @@
 // Dense decoding of a descriptor, from the forward or the transposed form (see decode.h).
 #include "descriptor/decode.h"
 
+#include "descriptor/input_checks.h"
+
 #include <compilemask/compilemask.h>
 #include <compilemask/descriptor.h>
 
@@ -68,11 +70,7 @@ class TilePainter {
 std::vector<uint8_t> decode_dense(const void* blob, int32_t b, int32_t h, DescriptorForm form,
                                   RowWindow rows) {
   const desc::Header& hd = desc::header(blob);
-  if (b < 0 || b >= hd.batch || h < 0 || h >= hd.heads) {
-    throw Error("descriptor: (b, h) = (" + std::to_string(b) + ", " + std::to_string(h) +
-                ") is outside the " + std::to_string(hd.batch) + " x " + std::to_string(hd.heads) +
-                " instance map");
-  }
+  descriptor::check_mask_index("descriptor", b, h, hd.batch, hd.heads);
   if (rows.end < 0) rows.end = hd.nq;
   if (rows.begin < 0 || rows.begin > rows.end || rows.end > hd.nq) {
     throw Error("descriptor: rows [" + std::to_string(rows.begin) + ", " +

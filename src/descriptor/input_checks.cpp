@@ -118,6 +118,18 @@ std::string grid_formula_problem(const desc::GridFormula& f, int32_t nq) {
   return "";
 }
 
+void check_mask_index(const std::string& where, int32_t b, int32_t h, int32_t batch,
+                      int32_t heads) {
+  if (b < 0 || b >= batch) {
+    throw Error(where + ": b " + std::to_string(b) + " must be in [0, batch " +
+                std::to_string(batch) + ")");
+  }
+  if (h < 0 || h >= heads) {
+    throw Error(where + ": h " + std::to_string(h) + " must be in [0, heads " +
+                std::to_string(heads) + ")");
+  }
+}
+
 void check_instance_map(const std::vector<int32_t>& instance_map, int32_t batch, int32_t heads,
                         size_t num_instances) {
   if (batch < 1 || heads < 1) fail("batch and heads must be >= 1");

@@ -1,5 +1,5 @@
-// Validation of the descriptor builder's inputs: tiling limits and the RowIntervals invariants.
-// Every failure throws cm::Error naming the place and the rule it breaks.
+// Validation of the inputs of the descriptor builder and readers: tiling limits, the RowIntervals
+// invariants, mask indices. Every failure throws cm::Error naming the place and the rule it breaks.
 #pragma once
 
 #include <compilemask/compilemask.h>
@@ -25,6 +25,10 @@ void check_instance(const InstanceRows& instance, int32_t nq, int32_t nk, size_t
 // grids' token positions in int32, its query rows in [0, nq], a known shape, radii in range for
 // exact 64-bit arithmetic), else the rule it breaks.
 std::string grid_formula_problem(const desc::GridFormula& formula, int32_t nq);
+
+// Checks that mask (b, h) is one of a batch x heads problem's: else throws cm::Error
+// "<where>: b ... must be in [0, batch ...)" (or h).
+void check_mask_index(const std::string& where, int32_t b, int32_t h, int32_t batch, int32_t heads);
 
 // Checks that the (b, h) map has batch*heads entries, each a valid instance index.
 void check_instance_map(const std::vector<int32_t>& instance_map, int32_t batch, int32_t heads,

@@ -374,6 +374,27 @@ TEST(DescriptorUnit, RejectsMalformedRowsAndMaps) {
   EXPECT_NO_THROW(build_descriptor({rows}, {0, 0}, 1, 2, {16, 16}, stats));
 }
 
+TEST(DescriptorUnit, DecodeNamesAMaskOrRowsOutsideTheDescriptor) {
+  PlanStats stats;
+  const auto blob =
+      build_one(dense_of(32, 32, [](int32_t q, int32_t k) { return k <= q; }), {16, 16}, stats);
+  const auto expect_error = [&](int32_t b, int32_t h, RowWindow rows, const std::string& rule) {
+    try {
+      decode_dense(blob.data(), b, h, DescriptorForm::kForward, rows);
+      ADD_FAILURE() << "no error for (" << b << ", " << h << ") rows [" << rows.begin << ", "
+                    << rows.end << ")";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
+  };
+  expect_error(1, 0, {}, "descriptor: b 1 must be in [0, batch 1)");
+  expect_error(-1, 0, {}, "descriptor: b -1 must be in [0, batch 1)");
+  expect_error(0, 1, {}, "descriptor: h 1 must be in [0, heads 1)");
+  expect_error(0, 0, {4, 33}, "rows [4, 33) are not a range inside [0, 32)");
+  expect_error(0, 0, {5, 4}, "rows [5, 4) are not a range inside [0, 32)");
+  EXPECT_EQ(decode_dense(blob.data(), 0, 0, DescriptorForm::kForward, {31, 32}).size(), 32u);
+}
+
 // Expects verification of a damaged `blob` to fail naming `rule`.
 void expect_verify_error(const std::vector<uint64_t>& blob, const std::string& rule) {
   try {
