@@ -235,8 +235,10 @@ def test_segments_helper_errors():
 
 def test_to_dense_outside_the_plan_raises():
     plan = cm.masks.causal().specialize(nq=64)
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(ValueError, match=r"b 2 must be in \[0, batch 1\)"):
         plan.to_dense(b=2)
+    with pytest.raises(ValueError, match=r"h -1 must be in \[0, heads 1\)"):
+        plan.to_dense(h=-1)
 
 
 # ---- bundled helpers vs the shared workload predicates ----------------------------------------
