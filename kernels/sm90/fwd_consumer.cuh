@@ -112,9 +112,10 @@ struct Consumer {
     warpgroup_fence_operand(tSrS);
     arrive_per_warp(k_empty);
     if constexpr (Config::kSoftcap) soft_cap(tSrS, p.softcap_scale);
-    if constexpr (Config::kAlibi) add_alibi(tSrS, alibi, first_key);
+    float row_bias[2] = {0.f, 0.f};
+    if constexpr (Config::kAlibi) add_alibi(tSrS, alibi, first_key, row_bias);
     if (tile.masked) mask_tile(tSrS, visible, part);
-    online_softmax(tSrS, state, correction);
+    online_softmax(tSrS, state, correction, row_bias);
   }
 
   // The ALiBi rows of the thread for work item `item`; with packed heads its two rows may
@@ -134,19 +135,48 @@ struct Consumer {
   }
 
   // Adds the ALiBi bias to the scores of a stage whose first key is first_key: element (e, h, j)
-  // is key first_key + 8j + 2 quad + e (mask_tile). Before masking, which then sets -inf.
+  // is key first_key + 8j + 2 quad + e (mask_tile). Before masking, which then sets -inf. Where
+  // the stage's keys all lie on one side of the positions of all the warp's rows (every stage
+  // but those the diagonal crosses), |k - position| is linear in the key: an element gets only
+  // its column's term, one FFMA instead of an FADD and an FFMA, and the rest, which depends on
+  // the row and the thread's quad, goes to the softmax as row_bias[h]. Positions and keys are
+  // exact in float below 2^24.
   template <class TS>
-  __device__ void add_alibi(TS& tSrS, const AlibiRows& rows, int first_key) const {
+  __device__ void add_alibi(TS& tSrS, const AlibiRows& rows, int first_key,
+                            float (&row_bias)[2]) const {
+    const int last_key = first_key + kStageKeys - 1;
+    const int lowest = min(rows.position[0], rows.position[1]);
+    const int highest = max(rows.position[0], rows.position[1]);
+    // 1: every key at or before every row's position; -1: at or after; 0: neither. Broadcast
+    // from lane 0 so that ptxas sees the branch below as warp-uniform.
+    const int side = __shfl_sync(0xffffffffu,
+                                 __all_sync(0xffffffffu, last_key <= lowest)     ? 1
+                                 : __all_sync(0xffffffffu, first_key >= highest) ? -1
+                                                                                 : 0,
+                                 0);
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
-      // Exact in float for distances below 2^24.
       const auto offset = static_cast<float>(first_key + 2 * (lane % 4) - rows.position[h]);
-      CUTE_UNROLL
-      for (int j = 0; j < kStageKeys / 8; ++j) {
+      if (side != 0) {
+        // -slope |offset + c| = side slope (offset + c) for every column c of the stage.
+        const float slope = static_cast<float>(side) * rows.slope[h];
+        row_bias[h] = slope * offset;
         CUTE_UNROLL
-        for (int e = 0; e < 2; ++e) {
-          float& s = tSrS(make_coord(e, h, j), 0, 0);
-          s = fmaf(-rows.slope[h], fabsf(offset + static_cast<float>(8 * j + e)), s);
+        for (int j = 0; j < kStageKeys / 8; ++j) {
+          CUTE_UNROLL
+          for (int e = 0; e < 2; ++e) {
+            float& s = tSrS(make_coord(e, h, j), 0, 0);
+            s = fmaf(slope, static_cast<float>(8 * j + e), s);
+          }
+        }
+      } else {
+        CUTE_UNROLL
+        for (int j = 0; j < kStageKeys / 8; ++j) {
+          CUTE_UNROLL
+          for (int e = 0; e < 2; ++e) {
+            float& s = tSrS(make_coord(e, h, j), 0, 0);
+            s = fmaf(-rows.slope[h], fabsf(offset + static_cast<float>(8 * j + e)), s);
+          }
         }
       }
     }
@@ -161,31 +191,39 @@ struct Consumer {
   }
 
   // Turns scores into unnormalised probabilities in place; returns, per row, the factor that
-  // rescales what O accumulated under the previous maxima.
+  // rescales what O accumulated under the previous maxima. The thread's scores of row h are
+  // tSrS's plus row_bias[h] (add_alibi; 0 otherwise), added here once per row, not per element.
   template <class TS>
-  __device__ void online_softmax(TS& tSrS, RowState& state, float (&correction)[2]) const {
+  __device__ void online_softmax(TS& tSrS, RowState& state, float (&correction)[2],
+                                 const float (&row_bias)[2]) const {
     const float scale_log2 = p.scale_log2;
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
-      float row_max = state.max[h];
+      // With a row bias the stage's maximum gets it before it meets the running one.
+      float row_max = Config::kAlibi ? kNegInf : state.max[h];
       CUTE_UNROLL
       for (int j = 0; j < kStageKeys / 8; ++j) {
         row_max =
             fmaxf(row_max, fmaxf(tSrS(make_coord(0, h, j), 0, 0), tSrS(make_coord(1, h, j), 0, 0)));
       }
+      // Each thread of the quad has its own row bias (its columns), so it joins before quad_max.
+      if constexpr (Config::kAlibi) row_max += row_bias[h];
       row_max = quad_max(row_max);
+      if constexpr (Config::kAlibi) row_max = fmaxf(state.max[h], row_max);
       // A row that has seen only masked keys keeps max -inf; subtracting 0 then keeps its
       // probabilities at exactly 0 instead of NaN from (-inf) - (-inf).
       const float max_scaled = row_max == kNegInf ? 0.f : row_max * scale_log2;
       correction[h] = exp2_approx(state.max[h] * scale_log2 - max_scaled);
       state.max[h] = row_max;
+      const float exponent_offset =
+          Config::kAlibi ? fmaf(row_bias[h], scale_log2, -max_scaled) : -max_scaled;
       float sum = 0.f;
       CUTE_UNROLL
       for (int j = 0; j < kStageKeys / 8; ++j) {
         CUTE_UNROLL
         for (int e = 0; e < 2; ++e) {
           float& s = tSrS(make_coord(e, h, j), 0, 0);
-          s = exp2_approx(fmaf(s, scale_log2, -max_scaled));
+          s = exp2_approx(fmaf(s, scale_log2, exponent_offset));
           sum += s;
         }
       }
