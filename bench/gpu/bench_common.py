@@ -89,12 +89,17 @@ def cuda_graph(fn):
 
 
 def environment():
-    """Date, GPU, library versions and the command line of this run."""
-    import triton
+    """Date, GPU, library versions and the command line of this run (on a machine without a
+    GPU, for the host-side benchmarks: "no GPU", and triton's version when it is there)."""
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "absent"
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "triton": triton.__version__, "cudnn": torch.backends.cudnn.version(),
-            "command": " ".join(sys.argv)}
+            "gpu": gpu, "torch": torch.__version__, "triton": triton_version,
+            "cudnn": torch.backends.cudnn.version(), "command": " ".join(sys.argv)}
 
 
 def median_ms(fn, grads=None):

@@ -151,6 +151,30 @@ struct AttnSlice {
   friend bool operator==(const AttnSlice&, const AttnSlice&) = default;
 };
 
+// A mask on a uniform grid of blocks: the form of FlexAttention's BlockMask (Mask::block_grid).
+// Block (i, j) holds query rows [i block_q, +block_q) and keys [j block_k, +block_k). Pairs
+// past (nq, nk) count as hidden, so a block the edge cuts is never full, as in the
+// BlockMasks that create_block_mask pads.
+struct BlockGrid {
+  static constexpr int32_t kEmpty = 0;  // the code of a block that sees no pair
+  static constexpr int32_t kFull = 1;   // the code of a block that sees every pair
+
+  int32_t block_q = 0;
+  int32_t block_k = 0;
+  int32_t q_blocks = 0;       // ceil(nq / block_q)
+  int32_t k_blocks = 0;       // ceil(nk / block_k)
+  int32_t words_per_row = 0;  // ceil(block_k / 32)
+  // Per (b, h), b-major: its mask among the distinct masks.
+  std::vector<int32_t> instance_of;
+  // Per distinct mask, q_blocks x k_blocks codes, row-major: kEmpty, kFull, or (>= 2) the
+  // index of the partial block's bitmap.
+  std::vector<int32_t> codes;
+  // Bitmap c, at c * block_q * words_per_row, is block_q rows of words_per_row words: bit x % 32
+  // of word x / 32 of row y is pair (y, x) of the block, 1 = visible. Bitmap kEmpty is all 0
+  // and bitmap kFull has all block_k bits of each row set, so the bits answer for every block.
+  std::vector<uint32_t> bits;
+};
+
 struct ParamInfo {
   std::string name;
   std::string type;         // "int", "int[]", "segment", "segments"
@@ -181,6 +205,12 @@ class Mask {
   // (b, h) outside (dims.batch, dims.heads).
   std::vector<AttnSlice> slices(const Params& params, const Dims& dims, int32_t b = 0,
                                 int32_t h = 0) const;
+
+  // The masks on a uniform grid of tiling.m x tiling.n blocks, for FlexAttention's BlockMask:
+  // each block empty, full or partial, and each partial block's visibility bits. Costs
+  // O(rows + intervals + blocks + partial blocks' words), and builds no descriptor. Throws as
+  // specialize does.
+  BlockGrid block_grid(const Params& params, const Dims& dims, const Tiling& tiling = {}) const;
 
   const ir::Program& program() const { return *program_; }
 

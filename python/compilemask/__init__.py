@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import masks
+from ._block_mask import BlockGrid
 from ._choice import PlanChoice
 from ._errors import Diagnostic, MaskError, MaskMismatch
 from ._layout import strip_order
@@ -23,6 +24,7 @@ from ._plan import Plan
 from ._reference import ReferenceResult, reference_attention
 
 __all__ = [
+    "BlockGrid",
     "BoundMask",
     "Diagnostic",
     "Mask",

@@ -8,6 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _core
+from ._block_mask import BlockGrid
 from ._errors import Diagnostic, MaskError
 from ._params import convert
 from ._plan import Plan
@@ -127,6 +128,36 @@ class Mask:
                 raise IndexError(f"{name} = {index} is outside [0, {extent})")
         return self._core.slices(*self._problem_args(nq, nk, batch, heads, params), b, h)
 
+    def block_grid(
+        self,
+        *,
+        nq: int,
+        nk: int | None = None,
+        batch: int = 1,
+        heads: int = 1,
+        block: int | tuple[int, int] = 128,
+        **params: Any,
+    ) -> BlockGrid:
+        """The masks on a grid of block = (block_q, block_k) blocks (an int for both; multiples
+        of 16 up to 256, as specialize's tile): each block empty, full or partial, and the
+        visibility bits of the partial ones (BlockGrid). Positions are the mask's own (a token
+        order is not applied). Costs O(rows + intervals + blocks + partial blocks' bits) and
+        builds no descriptor. Raises as specialize does."""
+        block = _tile(block if isinstance(block, tuple) else (block, block))
+        nq, nk = _count(nq, "nq"), _count(nq if nk is None else nk, "nk")
+        batch, heads = _count(batch, "batch"), _count(heads, "heads")
+        instance_of, codes, bits = self._core.block_grid(
+            *self._problem_args(nq, nk, batch, heads, params), *block)
+        return BlockGrid(nq, nk, block, instance_of.reshape(batch, heads), codes, bits)
+
+    def block_mask(self, *, device: Any = None, **kwargs: Any) -> Any:
+        """block_grid(**kwargs) as a FlexAttention BlockMask on `device` (default: the GPU if
+        there is one, else the CPU), for flex_attention(q, k, v, block_mask=...) with any
+        score_mod: what create_block_mask(mask_mod, batch, heads, nq, nk, BLOCK_SIZE=block)
+        gives for this mask, found without calling a predicate on every pair or compiling one
+        per length. Needs PyTorch."""
+        return self.block_grid(**kwargs).block_mask(device)
+
     def _core_args(self, nq: Any, nk: Any, batch: Any, heads: Any, tile: Any,
                    params: dict[str, Any]) -> tuple:
         """The checked arguments of _core.Mask.specialize and count_tiles."""
@@ -190,6 +221,16 @@ class BoundMask:
         if self._check is not None:
             self._check(kwargs)
         return self.mask.slices(**{**self.bound, **kwargs})
+
+    def block_grid(self, **kwargs: Any) -> BlockGrid:
+        """Mask.block_grid with the bound parameters added (a parameter given again wins)."""
+        if self._check is not None:
+            self._check(kwargs)
+        return self.mask.block_grid(**{**self.bound, **kwargs})
+
+    def block_mask(self, *, device: Any = None, **kwargs: Any) -> Any:
+        """Mask.block_mask with the bound parameters added (a parameter given again wins)."""
+        return self.block_grid(**kwargs).block_mask(device)
 
 
 def _count(value: Any, name: str) -> int:

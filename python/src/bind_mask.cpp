@@ -93,6 +93,23 @@ std::tuple<Int32Array, Int32Array, Int32Array> slice_arrays(const std::vector<At
           to_numpy(std::move(types), {n})};
 }
 
+using Uint32Array = nb::ndarray<nb::numpy, uint32_t>;
+
+// Mask::block_grid as numpy arrays: instance_of [batch * heads], codes [masks, q_blocks,
+// k_blocks] and bits [bitmaps, block_q, words_per_row].
+std::tuple<Int32Array, Int32Array, Uint32Array> block_grid_arrays(BlockGrid grid) {
+  const size_t blocks = static_cast<size_t>(grid.q_blocks) * static_cast<size_t>(grid.k_blocks);
+  const size_t masks = blocks == 0 ? 0 : grid.codes.size() / blocks;
+  const size_t block_words = static_cast<size_t>(grid.block_q) * grid.words_per_row;
+  const size_t bitmaps = grid.bits.size() / block_words;
+  const size_t instances = grid.instance_of.size();
+  return {to_numpy(std::move(grid.instance_of), {instances}),
+          to_numpy(std::move(grid.codes),
+                   {masks, static_cast<size_t>(grid.q_blocks), static_cast<size_t>(grid.k_blocks)}),
+          to_numpy(std::move(grid.bits), {bitmaps, static_cast<size_t>(grid.block_q),
+                                          static_cast<size_t>(grid.words_per_row)})};
+}
+
 SegmentArrays to_arrays(Segments s) {
   const size_t n = s.size();
   return {to_numpy(std::move(s.starts), {n}), to_numpy(std::move(s.ends), {n})};
@@ -127,6 +144,7 @@ void bind_mask(nb::module_& m) {
   });
   def_problem_method(mask, "specialize", &Mask::specialize, [](Plan plan) { return plan; });
   def_problem_method(mask, "count_tiles", &Mask::count_tiles, &tile_counts_dict);
+  def_problem_method(mask, "block_grid", &Mask::block_grid, &block_grid_arrays);
   mask.def(
       "slices",
       [](const Mask& self, const IntParams& ints, const ArrayParams& arrays,

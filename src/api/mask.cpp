@@ -2,6 +2,7 @@
 // and builds the descriptor. It never re-parses or recompiles the program.
 #include <compilemask/compilemask.h>
 
+#include "descriptor/block_grid.h"
 #include "descriptor/build.h"
 #include "descriptor/expand_rows.h"
 #include "descriptor/hash.h"
@@ -129,6 +130,11 @@ Plan Mask::specialize(const Params& params, const Dims& dims, const Tiling& tili
   stats.build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return Plan(std::move(blob), stats, dims, tiling);
+}
+
+BlockGrid Mask::block_grid(const Params& params, const Dims& dims, const Tiling& tiling) const {
+  Instances instances = evaluate_instances(params, dims, tiling);
+  return descriptor::block_grid(instances.rows, std::move(instances.map), tiling);
 }
 
 TileCounts Mask::count_tiles(const Params& params, const Dims& dims, const Tiling& tiling) const {

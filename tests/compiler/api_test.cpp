@@ -400,6 +400,34 @@ TEST(Api, SlicesNameAnIndexOutsideThePlan) {
   }
 }
 
+TEST(Api, BlockGridsCutTheEdgeBlocksAsFlexPadsThem) {
+  const Mask causal = must_compile("mask causal() {\n  q in all: k in [0, diag]\n}\n");
+  // 300 rows on blocks of 128: the third block row holds 44 rows, so its blocks are partial
+  // even where every row sees every key (block (2, 0) and (2, 1)).
+  const BlockGrid grid = causal.block_grid({}, {300, 300}, {128, 128});
+  constexpr int32_t E = BlockGrid::kEmpty, F = BlockGrid::kFull;
+  EXPECT_EQ(grid.q_blocks, 3);
+  EXPECT_EQ(grid.words_per_row, 4);
+  EXPECT_EQ(grid.instance_of, std::vector<int32_t>{0});
+  ASSERT_EQ(grid.codes.size(), 9u);
+  for (size_t j : {1u, 2u, 5u}) EXPECT_EQ(grid.codes[j], E) << j;
+  EXPECT_EQ(grid.codes[3], F);
+  for (size_t j : {0u, 4u, 6u, 7u, 8u}) EXPECT_GE(grid.codes[j], 2) << j;
+  // Diagonal block (0, 0): row y sees keys [0, y], one bit more per row.
+  const auto diagonal = static_cast<size_t>(grid.codes[0]) * 128 * 4;
+  EXPECT_EQ(grid.bits[diagonal], 1u);
+  EXPECT_EQ(grid.bits[diagonal + 4 * 31], ~0u);
+  EXPECT_EQ(grid.bits[diagonal + 4 * 31 + 1], 0u);
+  EXPECT_EQ(grid.bits[diagonal + 4 * 32 + 1], 1u);
+
+  // One distinct mask per distinct window; (b, h) b-major.
+  const Mask heads = must_compile("mask m(W: int[]) {\n  q in all: k in (q - W[h], q]\n}\n");
+  const BlockGrid per_head =
+      heads.block_grid({{"W", std::vector<int64_t>{4, 8, 4}}}, {64, 64, 2, 3}, {32, 32});
+  EXPECT_EQ(per_head.instance_of, (std::vector<int32_t>{0, 1, 0, 0, 1, 0}));
+  EXPECT_EQ(per_head.codes.size(), 2u * 2 * 2);
+}
+
 TEST(Api, MasksSharedAcrossHeadsAreStoredOnce) {
   const Mask m =
       must_compile("mask m(windows: int[]) {\n  q in all: k in (q - windows[h], q]\n}\n");

@@ -61,6 +61,57 @@ std::vector<uint8_t> dense_from_slices(const std::vector<AttnSlice>& slices, con
   return out;
 }
 
+// Mask (b, h) of a block grid, read back pair by pair from its codes and bits; "" in `error`
+// unless the grid breaks BlockGrid's rules: a code out of range, a full block the edge cuts, a
+// set bit past (nq, nk), or a block coded partial that sees every pair of a whole block or none.
+std::vector<uint8_t> dense_from_block_grid(const BlockGrid& grid, const Dims& dims, int32_t b,
+                                           int32_t h, std::string& error) {
+  std::vector<uint8_t> out(static_cast<size_t>(dims.nq) * static_cast<size_t>(dims.nk), 0);
+  const size_t blocks = static_cast<size_t>(grid.q_blocks) * static_cast<size_t>(grid.k_blocks);
+  const size_t block_words = static_cast<size_t>(grid.block_q) * grid.words_per_row;
+  const auto bitmaps = static_cast<int64_t>(grid.bits.size() / block_words);
+  const int32_t instance = grid.instance_of.at(static_cast<size_t>(b) * dims.heads + h);
+  for (int32_t i = 0; i < grid.q_blocks; ++i) {
+    for (int32_t j = 0; j < grid.k_blocks; ++j) {
+      const std::string name = "block (" + std::to_string(i) + ", " + std::to_string(j) + ")";
+      const int32_t code = grid.codes.at(static_cast<size_t>(instance) * blocks +
+                                         static_cast<size_t>(i) * grid.k_blocks + j);
+      if (code < 0 || code >= bitmaps) {
+        error = name + " has code " + std::to_string(code);
+        return out;
+      }
+      const bool whole = (i + 1) * grid.block_q <= dims.nq && (j + 1) * grid.block_k <= dims.nk;
+      if (code == BlockGrid::kFull && !whole) {
+        error = name + " is full but the edge cuts it";
+        return out;
+      }
+      int64_t seen = 0;
+      for (int32_t y = 0; y < grid.block_q; ++y) {
+        for (int32_t x = 0; x < grid.block_k; ++x) {
+          const uint32_t word =
+              grid.bits[static_cast<size_t>(code) * block_words +
+                        static_cast<size_t>(y) * grid.words_per_row + static_cast<size_t>(x / 32)];
+          if (((word >> (x % 32)) & 1u) == 0) continue;
+          const int64_t q = int64_t{i} * grid.block_q + y;
+          const int64_t k = int64_t{j} * grid.block_k + x;
+          if (q >= dims.nq || k >= dims.nk) {
+            if (code == BlockGrid::kFull) continue;  // the full bitmap serves whole blocks only
+            error = name + " sets a bit past the problem";
+            return out;
+          }
+          out[static_cast<size_t>(q * dims.nk + k)] = 1;
+          ++seen;
+        }
+      }
+      if (code >= 2 && (seen == 0 || (whole && seen == int64_t{grid.block_q} * grid.block_k))) {
+        error = name + " is coded partial but sees " + std::to_string(seen) + " pairs";
+        return out;
+      }
+    }
+  }
+  return out;
+}
+
 std::string first_difference(const char* path, const std::vector<uint8_t>& got,
                              const std::vector<uint8_t>& want, const Dims& dims, int32_t b,
                              int32_t h) {
@@ -92,21 +143,31 @@ std::string disagreement(const Mask& mask, const Params& params, const Dims& dim
     return "the stats read back from the descriptor, " + read.to_json() + ", differ from " +
            built.to_json();
   }
+  const BlockGrid grid = mask.block_grid(params, dims, tiling);
   const Bindings bindings = bind(mask.program(), params, dims);
   const ProgramCode code = compile_program(mask.program());
   for (int32_t b = 0; b < dims.batch; ++b) {
     for (int32_t h = 0; h < dims.heads; ++h) {
       const std::vector<uint8_t> want = brute_force_dense(mask, params, dims, b, h);
       const InstanceRows rows = evaluate_rows(mask.program(), code, bindings, dims, b, h);
+      // A path that breaks its own format's rules reports that instead of a difference.
+      auto compare = [&](const char* path, const std::vector<uint8_t>& got,
+                         const std::string& error) {
+        return error.empty() ? first_difference(path, got, want, dims, b, h)
+                             : std::string(path) + " at b=" + std::to_string(b) +
+                                   " h=" + std::to_string(h) + ": " + error;
+      };
       std::string d =
           first_difference("row intervals", dense_from_rows(complete_rows(rows)), want, dims, b, h);
+      std::string error;
       if (d.empty()) {
-        std::string error;
         const std::vector<uint8_t> sliced =
             dense_from_slices(mask.slices(params, dims, b, h), dims, error);
-        d = error.empty()
-                ? first_difference("slices", sliced, want, dims, b, h)
-                : "slices at b=" + std::to_string(b) + " h=" + std::to_string(h) + ": " + error;
+        d = compare("slices", sliced, error);
+      }
+      if (d.empty()) {
+        const std::vector<uint8_t> blocks = dense_from_block_grid(grid, dims, b, h, error);
+        d = compare("block grid", blocks, error);
       }
       if (d.empty()) {
         d = first_difference("descriptor (forward)", decode_dense(plan.blob(), b, h), want, dims, b,

@@ -1,6 +1,6 @@
 // Test-only check that every production path agrees with the brute-force oracle: the row
-// intervals from specialize's evaluator, Mask::slices, and the descriptor decoded from both of
-// its forms.
+// intervals from specialize's evaluator, Mask::slices, Mask::block_grid, and the descriptor
+// decoded from both of its forms.
 #pragma once
 
 #include <compilemask/compilemask.h>
