@@ -143,7 +143,9 @@ class Mask:
         visibility bits of the partial ones (BlockGrid). Positions are the mask's own (a token
         order is not applied). Costs O(rows + intervals + blocks + partial blocks' bits) and
         builds no descriptor. Raises as specialize does."""
-        block = _tile(block if isinstance(block, tuple) else (block, block))
+        if hasattr(block, "__index__"):
+            block = (block, block)
+        block = _tile(block, "block", "(block_q, block_k)")
         nq, nk = _count(nq, "nq"), _count(nq if nk is None else nk, "nk")
         batch, heads = _count(batch, "batch"), _count(heads, "heads")
         instance_of, codes, bits = self._core.block_grid(
@@ -239,9 +241,9 @@ def _count(value: Any, name: str) -> int:
     return int(value)
 
 
-def _tile(tile: Any) -> tuple[int, int]:
+def _tile(tile: Any, name: str = "tile", parts: str = "(tile_m, tile_n)") -> tuple[int, int]:
     try:
         tile_m, tile_n = tile
     except (TypeError, ValueError):
-        raise TypeError(f"tile must be a (tile_m, tile_n) pair, got {tile!r}") from None
-    return _count(tile_m, "tile[0]"), _count(tile_n, "tile[1]")
+        raise TypeError(f"{name} must be a {parts} pair, got {tile!r}") from None
+    return _count(tile_m, f"{name}[0]"), _count(tile_n, f"{name}[1]")

@@ -70,8 +70,10 @@ def test_bad_blocks_and_sizes_are_named():
     mask = cm.masks.causal()
     with pytest.raises(ValueError, match=r"tile n = 100 must be a multiple of 16"):
         mask.block_grid(nq=300, block=(128, 100))
-    with pytest.raises(TypeError, match=r"tile must be a \(tile_m, tile_n\) pair"):
+    with pytest.raises(TypeError, match=r"block must be a \(block_q, block_k\) pair"):
         mask.block_grid(nq=300, block=(128, 128, 128))
+    with pytest.raises(TypeError, match=r"block\[1\] must be an integer, got str"):
+        mask.block_grid(nq=300, block=[128, "64"])
     with pytest.raises(ValueError, match=r"above 2\^26 cells"):
         mask.block_grid(nq=10000).to_dense()
     # 65,536 x 65,536 codes alone would take 16 GiB: refused before anything is allocated.
