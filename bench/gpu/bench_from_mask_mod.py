@@ -56,6 +56,7 @@ def main():
     sys.path.insert(0, a.workloads)
     import workloads
     device = a.device
+    plan_device = device if device == "cuda" else None  # plans move to CUDA devices only
     rows = []
     for n0 in (int(x) for x in a.lens.split(",")):
         for name in a.masks.split(","):
@@ -77,12 +78,12 @@ def main():
                 if visible != want:
                     raise SystemExit(f"{name} at {n}: {visible} visible pairs, want {want}")
                 times.append(best_ms(lambda: cm.masks.from_mask_mod(mm, n, device=device)
-                                     .specialize(nq=n, device=device if device == "cuda" else None),
+                                     .specialize(nq=n, device=plan_device),
                                      a.repeats, device))
             else:
                 times.append(None)
-            times.append(best_ms(lambda: program.specialize(
-                nq=n, device=device if device == "cuda" else None), a.repeats, device))
+            times.append(best_ms(lambda: program.specialize(nq=n, device=plan_device), a.repeats,
+                                 device))
             rows.append([name, n, *("" if t is None else f"{t:.1f}" for t in times)])
             print(rows[-1], flush=True)
     where = torch.cuda.get_device_name() if device == "cuda" else f"the CPU ({os.cpu_count()} cores)"

@@ -2,6 +2,7 @@
 #include "descriptor/block_grid.h"
 
 #include "descriptor/expand_rows.h"
+#include "descriptor/pattern_encode.h"
 #include "descriptor/tile_axes.h"
 #include "descriptor/tile_classify.h"
 
@@ -10,18 +11,6 @@
 
 namespace cm::descriptor {
 namespace {
-
-// Sets bits [a, b) of a row of words (bit x % 32 of word x / 32).
-void set_bits(uint32_t* row, int32_t a, int32_t b) {
-  while (a < b) {
-    const int32_t word = a / 32;
-    const int32_t end = std::min(b, 32 * (word + 1));
-    const int32_t width = end - a;
-    const uint32_t ones = width == 32 ? ~0u : ((1u << width) - 1u);
-    row[word] |= ones << (a % 32);
-    a = end;
-  }
-}
 
 // Codes and bitmaps together stay below this, as the descriptor does (blob_writer.cpp).
 constexpr int64_t kMaxGridBytes = int64_t{1} << 32;
@@ -125,7 +114,7 @@ BlockGrid block_grid(const std::vector<InstanceRows>& instances, std::vector<int
   grid.block_k = tiling.n;
   grid.q_blocks = (nq + tiling.m - 1) / tiling.m;
   grid.k_blocks = (nk + tiling.n - 1) / tiling.n;
-  grid.words_per_row = (tiling.n + 31) / 32;
+  grid.words_per_row = bitmap_words_per_row(tiling.n);
   grid.instance_of = std::move(instance_map);
   const size_t block_words =
       static_cast<size_t>(tiling.m) * static_cast<size_t>(grid.words_per_row);

@@ -73,16 +73,16 @@ std::vector<uint8_t> dense_from_block_grid(const BlockGrid& grid, const Dims& di
   const int32_t instance = grid.instance_of.at(static_cast<size_t>(b) * dims.heads + h);
   for (int32_t i = 0; i < grid.q_blocks; ++i) {
     for (int32_t j = 0; j < grid.k_blocks; ++j) {
-      const std::string name = "block (" + std::to_string(i) + ", " + std::to_string(j) + ")";
+      auto name = [&] { return "block (" + std::to_string(i) + ", " + std::to_string(j) + ")"; };
       const int32_t code = grid.codes.at(static_cast<size_t>(instance) * blocks +
                                          static_cast<size_t>(i) * grid.k_blocks + j);
       if (code < 0 || code >= bitmaps) {
-        error = name + " has code " + std::to_string(code);
+        error = name() + " has code " + std::to_string(code);
         return out;
       }
       const bool whole = (i + 1) * grid.block_q <= dims.nq && (j + 1) * grid.block_k <= dims.nk;
       if (code == BlockGrid::kFull && !whole) {
-        error = name + " is full but the edge cuts it";
+        error = name() + " is full but the edge cuts it";
         return out;
       }
       int64_t seen = 0;
@@ -96,7 +96,7 @@ std::vector<uint8_t> dense_from_block_grid(const BlockGrid& grid, const Dims& di
           const int64_t k = int64_t{j} * grid.block_k + x;
           if (q >= dims.nq || k >= dims.nk) {
             if (code == BlockGrid::kFull) continue;  // the full bitmap serves whole blocks only
-            error = name + " sets a bit past the problem";
+            error = name() + " sets a bit past the problem";
             return out;
           }
           out[static_cast<size_t>(q * dims.nk + k)] = 1;
@@ -104,7 +104,7 @@ std::vector<uint8_t> dense_from_block_grid(const BlockGrid& grid, const Dims& di
         }
       }
       if (code >= 2 && (seen == 0 || (whole && seen == int64_t{grid.block_q} * grid.block_k))) {
-        error = name + " is coded partial but sees " + std::to_string(seen) + " pairs";
+        error = name() + " is coded partial but sees " + std::to_string(seen) + " pairs";
         return out;
       }
     }
