@@ -146,10 +146,9 @@ class Mask:
         if hasattr(block, "__index__"):
             block = (block, block)
         block = _tile(block, "block", "(block_q, block_k)")
-        nq, nk = _count(nq, "nq"), _count(nq if nk is None else nk, "nk")
-        batch, heads = _count(batch, "batch"), _count(heads, "heads")
-        instance_of, codes, bits = self._core.block_grid(
-            *self._problem_args(nq, nk, batch, heads, params), *block)
+        args = self._problem_args(nq, nk, batch, heads, params)
+        nq, nk, batch, heads = args[-4:]
+        instance_of, codes, bits = self._core.block_grid(*args, *block)
         return BlockGrid(nq, nk, block, instance_of.reshape(batch, heads), codes, bits)
 
     def block_mask(self, *, device: Any = None, **kwargs: Any) -> Any:
