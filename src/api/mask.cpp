@@ -7,7 +7,7 @@
 #include "descriptor/expand_rows.h"
 #include "descriptor/hash.h"
 #include "descriptor/input_checks.h"
-#include "reference/parallel_for.h"
+#include "parallel/parallel_for.h"
 #include "specialize/bind.h"
 #include "specialize/evaluator.h"
 #include "specialize/rows.h"
@@ -72,22 +72,20 @@ Mask::Instances Mask::evaluate_instances(const Params& params, const Dims& dims,
   const int64_t count = int64_t{batches} * heads;
   std::vector<int32_t> distinct(static_cast<size_t>(count));
   // Instances are evaluated on parallel workers (a per-head or per-batch-row mask at 32K rows
-  // takes milliseconds each): one worker per kRowsPerWorker rows at most, so that small masks
-  // start no thread, in chunks of about kRowsPerChunk rows (at least one instance per worker),
-  // so that many small instances start few threads and at most a chunk is held beside the
-  // distinct instances. Each keeps its own error, and the chunk is deduplicated in (b, h)
-  // order: the first failing instance's error is raised, as a sequential loop would.
-  constexpr int64_t kRowsPerWorker = int64_t{1} << 14;
+  // takes milliseconds each; workers_for_rows), in chunks of about kRowsPerChunk rows (at least
+  // one instance per worker), so that many small instances start few threads and at most a
+  // chunk is held beside the distinct instances. Each keeps its own error, and the chunk is
+  // deduplicated in (b, h) order: the first failing instance's error is raised, as a sequential
+  // loop would.
   constexpr int64_t kRowsPerChunk = int64_t{1} << 20;
   const int64_t rows_each = std::max<int64_t>(dims.nq, 1);
-  const int workers = reference::resolve_workers(
-      0, std::min(count, (count * rows_each + kRowsPerWorker - 1) / kRowsPerWorker));
+  const int workers = parallel::workers_for_rows(count, rows_each);
   const int64_t chunk_size = std::max<int64_t>(workers, kRowsPerChunk / rows_each);
   for (int64_t first = 0; first < count; first += chunk_size) {
     const auto chunk = static_cast<size_t>(std::min(chunk_size, count - first));
     std::vector<InstanceRows> rows(chunk);
     std::vector<std::exception_ptr> errors(chunk);
-    reference::parallel_for(static_cast<int64_t>(chunk), workers, {}, [&](int64_t i, int) {
+    parallel::parallel_for(static_cast<int64_t>(chunk), workers, {}, [&](int64_t i, int) {
       const auto at = static_cast<int32_t>(first + i);
       try {
         rows[static_cast<size_t>(i)] =

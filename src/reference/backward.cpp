@@ -4,7 +4,7 @@
 #include <compilemask/compilemask.h>
 #include <compilemask/reference.h>
 
-#include "reference/parallel_for.h"
+#include "parallel/parallel_for.h"
 #include "reference/problem.h"
 #include "reference/row_math.h"
 #include "reference/visible_columns.h"
@@ -206,9 +206,9 @@ void backward(const Problem& p, const BackwardTensors& t, const ReferenceOptions
   const int64_t kv_heads = static_cast<int64_t>(p.shape.batch) * p.shape.heads_kv;
   const int64_t dq_count = q_heads * p.num_q_tiles;
   const int64_t count = dq_count + kv_heads * p.num_k_tiles;
-  const int workers = reference::resolve_workers(options.threads, count);
+  const int workers = parallel::resolve_workers(options.threads, count);
   std::vector<BackwardWorker<Acc>> state(static_cast<size_t>(workers), BackwardWorker<Acc>(p, t));
-  reference::parallel_for(count, workers, options.progress, [&](int64_t item, int worker) {
+  parallel::parallel_for(count, workers, options.progress, [&](int64_t item, int worker) {
     BackwardWorker<Acc>& w = state[static_cast<size_t>(worker)];
     if (item < dq_count) {
       const int64_t bh = item % q_heads;
@@ -222,8 +222,8 @@ void backward(const Problem& p, const BackwardTensors& t, const ReferenceOptions
     }
   });
   if (t.dsinks != nullptr) {
-    const int sink_workers = reference::resolve_workers(options.threads, p.shape.heads_q);
-    reference::parallel_for(p.shape.heads_q, sink_workers, {}, [&](int64_t h, int) {
+    const int sink_workers = parallel::resolve_workers(options.threads, p.shape.heads_q);
+    parallel::parallel_for(p.shape.heads_q, sink_workers, {}, [&](int64_t h, int) {
       t.dsinks[h] = sink_gradient<Acc>(p, t, static_cast<int>(h));
     });
   }

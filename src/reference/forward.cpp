@@ -2,7 +2,7 @@
 // the forward form of the descriptor.
 #include <compilemask/reference.h>
 
-#include "reference/parallel_for.h"
+#include "parallel/parallel_for.h"
 #include "reference/problem.h"
 #include "reference/row_math.h"
 #include "reference/visible_columns.h"
@@ -95,9 +95,9 @@ void forward(const Problem& p, const ForwardTensors& t, const ReferenceOptions& 
   // Item order: query tile outermost, so the heads of one tile spread over the workers.
   const int64_t heads = static_cast<int64_t>(p.shape.batch) * p.shape.heads_q;
   const int64_t count = heads * p.num_q_tiles;
-  const int workers = reference::resolve_workers(options.threads, count);
+  const int workers = parallel::resolve_workers(options.threads, count);
   std::vector<ForwardWorker<Acc>> state(static_cast<size_t>(workers), ForwardWorker<Acc>(p, t));
-  reference::parallel_for(count, workers, options.progress, [&](int64_t item, int worker) {
+  parallel::parallel_for(count, workers, options.progress, [&](int64_t item, int worker) {
     const int64_t bh = item % heads;
     state[static_cast<size_t>(worker)].run(static_cast<int>(bh / p.shape.heads_q),
                                            static_cast<int>(bh % p.shape.heads_q),

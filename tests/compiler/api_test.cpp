@@ -428,6 +428,48 @@ TEST(Api, BlockGridsCutTheEdgeBlocksAsFlexPadsThem) {
   EXPECT_EQ(per_head.codes.size(), 2u * 2 * 2);
 }
 
+// The per-block view of one mask of a grid: its class, and for a partial block its bitmap.
+std::vector<std::vector<uint32_t>> grid_blocks(const BlockGrid& grid, int32_t instance) {
+  const size_t blocks = static_cast<size_t>(grid.q_blocks) * grid.k_blocks;
+  const size_t words = static_cast<size_t>(grid.block_q) * grid.words_per_row;
+  std::vector<std::vector<uint32_t>> out;
+  for (size_t j = 0; j < blocks; ++j) {
+    const int32_t code = grid.codes[static_cast<size_t>(instance) * blocks + j];
+    if (code < 2) {
+      out.push_back({static_cast<uint32_t>(code)});
+    } else {
+      const auto first = grid.bits.begin() + static_cast<ptrdiff_t>(code * words);
+      out.emplace_back(first, first + static_cast<ptrdiff_t>(words));
+    }
+  }
+  return out;
+}
+
+TEST(Api, BlockGridsOfManyMasksEqualEachMaskAlone) {
+  // Enough rows that the distinct masks are classified and filled on several workers, each
+  // numbering its own bitmaps; the windows are intervals, the disks grid formulas expanded
+  // between the two passes.
+  const Mask windows = must_compile("mask m(W: int[]) {\n  q in all: k in (q - W[h], q]\n}\n");
+  const Mask disks = must_compile(
+      "mask m(r: int[]) {\n  let image = grid(0, 100, 160)\n  q in image: k in image.disk(q, "
+      "r[h])\n}\n");
+  const std::vector<int64_t> widths{100, 3000, 700, 128, 5000, 1};
+  const std::vector<int64_t> radii{3, 9, 1, 17, 5, 30};
+  for (const auto& [mask, name, values] :
+       {std::tuple{&windows, "W", widths}, std::tuple{&disks, "r", radii}}) {
+    const auto heads = static_cast<int32_t>(values.size());
+    const BlockGrid all = mask->block_grid({{name, values}}, {16000, 16000, 1, heads}, {128, 64});
+    ASSERT_EQ(all.instance_of.size(), values.size());
+    for (int32_t h = 0; h < heads; ++h) {
+      const BlockGrid alone =
+          mask->block_grid({{name, std::vector<int64_t>{values[static_cast<size_t>(h)]}}},
+                           {16000, 16000}, {128, 64});
+      EXPECT_EQ(grid_blocks(all, all.instance_of[static_cast<size_t>(h)]), grid_blocks(alone, 0))
+          << name << " head " << h;
+    }
+  }
+}
+
 TEST(Api, MasksSharedAcrossHeadsAreStoredOnce) {
   const Mask m =
       must_compile("mask m(windows: int[]) {\n  q in all: k in (q - windows[h], q]\n}\n");

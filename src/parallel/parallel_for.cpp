@@ -1,6 +1,6 @@
 // Work-sharing loop: workers pull item indices from a shared counter; the calling thread only
 // waits and reports progress. One worker runs the items on the calling thread.
-#include "reference/parallel_for.h"
+#include "parallel/parallel_for.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,16 +10,22 @@
 #include <thread>
 #include <vector>
 
-namespace cm::reference {
+namespace cm::parallel {
 
 namespace {
 constexpr int64_t kProgressSteps = 20;
+constexpr int64_t kRowsPerWorker = int64_t{1} << 14;
 }  // namespace
 
 int resolve_workers(int requested, int64_t count) {
   int64_t workers = requested > 0 ? requested : std::thread::hardware_concurrency();
   workers = std::min<int64_t>(workers, count);
   return static_cast<int>(std::max<int64_t>(workers, 1));
+}
+
+int workers_for_rows(int64_t count, int64_t rows_each) {
+  const int64_t rows = count * std::max<int64_t>(rows_each, 1);
+  return resolve_workers(0, std::min(count, (rows + kRowsPerWorker - 1) / kRowsPerWorker));
 }
 
 void parallel_for(int64_t count, int workers, const std::function<void(double)>& progress,
@@ -83,4 +89,4 @@ void parallel_for(int64_t count, int workers, const std::function<void(double)>&
   if (progress && reported_step < kProgressSteps) progress(1.0);
 }
 
-}  // namespace cm::reference
+}  // namespace cm::parallel

@@ -1,16 +1,21 @@
 // A small work-sharing loop over independent items on std::thread workers, with progress
-// reported from the calling thread. Used by the reference attention and by Mask::specialize for
-// its (b, h) instances.
+// reported from the calling thread. Used by the reference attention, by Mask::specialize for its
+// (b, h) instances and by the block grid for its distinct masks.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 
-namespace cm::reference {
+namespace cm::parallel {
 
 // Number of workers to use for `count` items: `requested` (0 means hardware concurrency),
 // capped at `count`, at least 1.
 int resolve_workers(int requested, int64_t count);
+
+// Number of workers for `count` mask instances of `rows_each` query rows each: at most one per
+// 2^14 rows, so that small masks start no thread (a thread costs about as much as evaluating
+// that many rows), and at most hardware concurrency.
+int workers_for_rows(int64_t count, int64_t rows_each);
 
 // Runs body(item, worker) once for every item in [0, count), on `workers` threads (one worker:
 // on the calling thread, in order); `worker` is in [0, workers), so the body can use per-worker
@@ -22,4 +27,4 @@ int resolve_workers(int requested, int64_t count);
 void parallel_for(int64_t count, int workers, const std::function<void(double)>& progress,
                   const std::function<void(int64_t item, int worker)>& body);
 
-}  // namespace cm::reference
+}  // namespace cm::parallel
