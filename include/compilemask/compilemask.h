@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -190,13 +191,20 @@ class Mask {
   std::vector<ParamInfo> params() const;
 
   // Binds parameters and builds the descriptor. Throws cm::Error on bad input.
-  Plan specialize(const Params& params, const Dims& dims, const Tiling& tiling = {}) const;
+  // With `query_positions` (strictly increasing, in [0, dims.nq); empty: every row), the plan
+  // holds only those query rows, against all dims.nk keys: its row i is the mask's query
+  // position query_positions[i], and its nq is their count. That is a context-parallel rank's
+  // plan (its shard of the queries against the gathered keys); Nq in the program stays
+  // dims.nq. count_tiles and block_grid take the same selection.
+  Plan specialize(const Params& params, const Dims& dims, const Tiling& tiling = {},
+                  std::span<const int32_t> query_positions = {}) const;
 
   // The tile counts specialize's plan would report (PlanStats' TileCounts part), found without
   // building the descriptor: what a cost estimate needs, at a fraction of specialize's cost
   // for masks with many distinct partial tiles (grid neighbourhoods in strips). Throws as
   // specialize does, but for the descriptor's own 4 GiB limit, which it does not build.
-  TileCounts count_tiles(const Params& params, const Dims& dims, const Tiling& tiling = {}) const;
+  TileCounts count_tiles(const Params& params, const Dims& dims, const Tiling& tiling = {},
+                         std::span<const int32_t> query_positions = {}) const;
 
   // The visible pairs of mask (b, h) as attention slices that cover each pair once, sorted by
   // (q_begin, k_begin): what MagiAttention's flexible attention and its context-parallel
@@ -210,14 +218,17 @@ class Mask {
   // each block empty, full or partial, and each partial block's visibility bits. Costs
   // O(rows + intervals + blocks + partial blocks' words), and builds no descriptor. Throws as
   // specialize does.
-  BlockGrid block_grid(const Params& params, const Dims& dims, const Tiling& tiling = {}) const;
+  BlockGrid block_grid(const Params& params, const Dims& dims, const Tiling& tiling = {},
+                       std::span<const int32_t> query_positions = {}) const;
 
   const ir::Program& program() const { return *program_; }
 
  private:
-  // The distinct row sets of the (b, h) masks and, per (b, h) (b-major), its index among them.
+  // The distinct row sets of the (b, h) masks, of the query_positions rows (all when empty),
+  // and per (b, h) (b-major) its index among them.
   struct Instances;
-  Instances evaluate_instances(const Params& params, const Dims& dims, const Tiling& tiling) const;
+  Instances evaluate_instances(const Params& params, const Dims& dims, const Tiling& tiling,
+                               std::span<const int32_t> query_positions) const;
 
   std::shared_ptr<const ir::Program> program_;
   std::shared_ptr<const MaskCode> code_;

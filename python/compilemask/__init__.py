@@ -17,7 +17,7 @@ from . import masks
 from ._block_mask import BlockGrid
 from ._choice import PlanChoice
 from ._errors import Diagnostic, MaskError, MaskMismatch
-from ._layout import strip_order
+from ._layout import context_parallel_positions, strip_order
 from ._mask import BoundMask, Mask, compile
 from ._params import Segments, segments
 from ._plan import Plan
@@ -36,6 +36,7 @@ __all__ = [
     "Segments",
     "attention",
     "compile",
+    "context_parallel_positions",
     "cuda_available",
     "masks",
     "reference_attention",

@@ -281,6 +281,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, plan: Plan, scale: Optional[float
         if plan._order_device is not None:
             raise ValueError("alibi_slopes needs a plan without a token_order: its kernels would "
                              "measure the distances between rows in the mask's order")
+        if plan._selects_rows:
+            raise ValueError("alibi_slopes needs a plan of every query row (no query_positions): "
+                             "its kernels measure distances from the plan's own rows")
         alibi_slopes = alibi_slopes.to(torch.float32).contiguous()
 
     if not (isinstance(num_splits, int) and not isinstance(num_splits, bool)

@@ -20,6 +20,7 @@ def check_mask_mod(plan: Any, mask_mod: Callable[..., Any], device: Any,
     indices = Indices(device)
     order = (np.arange(max(plan.nq, plan.nk), dtype=np.int64) if plan.token_order is None
              else plan.token_order)
+    rows = order if plan.query_positions is None else plan.query_positions.astype(np.int64)
     keys = indices.array(order[None, :plan.nk])
     step = rows_per_block(plan.nk)
     counts: dict[tuple[int, int], int] = {}
@@ -28,7 +29,7 @@ def check_mask_mod(plan: Any, mask_mod: Callable[..., Any], device: Any,
         for h in range(plan.heads):
             for q0 in range(0, plan.nq, step):
                 q1 = min(plan.nq, q0 + step)
-                queries = order[q0:q1, None]
+                queries = rows[q0:q1, None]
                 wanted = to_numpy(predicate_rows("check_mask_mod", mask_mod, indices, b, h,
                                                  queries, keys, plan.nk))
                 differ = wanted != plan.to_dense(b, h, rows=(q0, q1))

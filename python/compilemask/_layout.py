@@ -27,6 +27,48 @@ def strip_order(start: int, rows: int, cols: int, strip: int, total: int,
     return _core.strip_order(start, frames, rows, cols, strip, total)
 
 
+def context_parallel_positions(n: int, world_size: int, rank: int,
+                               balanced: bool = True) -> np.ndarray:
+    """The int32 query positions of `rank`'s shard of an n-token sequence split over
+    world_size ranks, for specialize(query_positions=...): with `balanced`, chunks rank and
+    2 * world_size - 1 - rank of 2 * world_size equal chunks (the head-tail order that evens
+    out causal masks, as torch's context parallelism shards them; n a multiple of
+    2 * world_size), else the rank-th of world_size contiguous chunks (n a multiple of
+    world_size). Raises ValueError naming the rule otherwise."""
+    for name, value in (("n", n), ("world_size", world_size), ("rank", rank)):
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise TypeError(f"context_parallel_positions: {name} must be an int, got "
+                            f"{type(value).__name__}")
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"context_parallel_positions: need world_size >= 1 and 0 <= rank < "
+                         f"world_size, got world_size={world_size}, rank={rank}")
+    chunks = 2 * world_size if balanced else world_size
+    if n < 1 or n % chunks:
+        raise ValueError(f"context_parallel_positions: n = {n} must be a positive multiple of "
+                         f"{chunks} ({'2 * ' if balanced else ''}world_size)")
+    size = n // chunks
+    picked = (rank, chunks - 1 - rank) if balanced else (rank,)
+    return np.concatenate([np.arange(c * size, (c + 1) * size, dtype=np.int32) for c in picked])
+
+
+def checked_query_positions(positions: Any) -> np.ndarray:
+    """`positions` as a read-only int32 array of one axis, non-empty; specialize's core checks
+    that they are strictly increasing and inside [0, nq). Raises TypeError or ValueError."""
+    array = np.asarray(positions.cpu() if hasattr(positions, "cpu") else positions)
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"query_positions must be a non-empty array of one axis, got shape "
+                         f"{array.shape}")
+    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"query_positions must be an array of integers, got dtype {array.dtype}")
+    if array.min() < 0 or array.max() >= 2**31:
+        at = int(np.argmax((array < 0) | (array >= 2**31)))
+        raise ValueError(f"query_positions[{at}] = {int(array[at])} is outside the int32 range "
+                         f"of positions")
+    checked = np.ascontiguousarray(array, dtype=np.int32)
+    checked.setflags(write=False)
+    return checked
+
+
 def checked_token_order(order: Any, n: int) -> np.ndarray:
     """`order` as a read-only int64 array, after checking that it is a permutation of range(n);
     raises TypeError or ValueError naming the rule otherwise."""

@@ -10,6 +10,7 @@ import numpy as np
 from . import _core
 from ._block_mask import BlockGrid
 from ._errors import Diagnostic, MaskError
+from ._layout import checked_query_positions
 from ._params import convert
 from ._plan import Plan
 
@@ -71,6 +72,7 @@ class Mask:
         tile: tuple[int, int] = (128, 128),
         device: Any = None,
         token_order: Any = None,
+        query_positions: Any = None,
         **params: Any,
     ) -> Plan:
         """Binds `params` for an nq x nk problem (nk defaults to nq) over batch x heads masks,
@@ -79,10 +81,20 @@ class Mask:
         nq == nk; e.g. compilemask.strip_order), the mask is stated on the tokens in that order:
         position i of its sequence is token token_order[i] of the tensors cm.attention gets,
         which gathers q, k and v into it and returns out, the LSE and the gradients in the
-        tensors' own order. Raises TypeError or ValueError naming the parameter and the rule
-        when a value does not fit."""
-        core = self._core.specialize(*self._core_args(nq, nk, batch, heads, tile, params))
-        plan = Plan(core, self.name, token_order)
+        tensors' own order. With `query_positions` (strictly increasing positions in
+        [0, nq); e.g. compilemask.context_parallel_positions), the plan holds only those query
+        rows against all nk keys: a context-parallel rank's plan, for its shard of q against
+        the gathered k and v (plan.nq is their count; Nq in the program stays nq). Raises
+        TypeError or ValueError naming the parameter and the rule when a value does not fit."""
+        if query_positions is not None and token_order is not None:
+            raise ValueError("specialize: query_positions and token_order do not combine (a "
+                             "token order reorders every query row; gather the rank's rows "
+                             "in the mask's own order instead)")
+        positions = _positions(query_positions)
+        core = self._core.specialize(*self._core_args(nq, nk, batch, heads, tile, params),
+                                     positions)
+        plan = Plan(core, self.name, token_order,
+                    None if query_positions is None else positions)
         return plan if device is None else plan.to(device)
 
     def count_tiles(
@@ -93,13 +105,16 @@ class Mask:
         batch: int = 1,
         heads: int = 1,
         tile: tuple[int, int] = (128, 128),
+        query_positions: Any = None,
         **params: Any,
     ) -> dict[str, int]:
         """The tile counts specialize's plan would report in stats() (instances, tiles,
         full_tiles, partial_tiles, empty_tiles, visible_pairs, computed_pairs), found without
         building its descriptor: what cost estimates need (PlanChoice). A token order does not
-        change them. Raises as specialize does."""
-        return self._core.count_tiles(*self._core_args(nq, nk, batch, heads, tile, params))
+        change them; query_positions selects rows as in specialize. Raises as specialize
+        does."""
+        return self._core.count_tiles(*self._core_args(nq, nk, batch, heads, tile, params),
+                                      _positions(query_positions))
 
     def slices(
         self,
@@ -136,20 +151,24 @@ class Mask:
         batch: int = 1,
         heads: int = 1,
         block: int | tuple[int, int] = 128,
+        query_positions: Any = None,
         **params: Any,
     ) -> BlockGrid:
         """The masks on a grid of block = (block_q, block_k) blocks (an int for both; multiples
         of 16 up to 256, as specialize's tile): each block empty, full or partial, and the
         visibility bits of the partial ones (BlockGrid). Positions are the mask's own (a token
-        order is not applied). Costs O(rows + intervals + blocks + partial blocks' bits) and
-        builds no descriptor. Raises as specialize does."""
+        order is not applied); with query_positions, the grid's rows are those positions, as
+        in specialize (a context-parallel rank's BlockMask). Costs O(rows + intervals +
+        blocks + partial blocks' bits) and builds no descriptor. Raises as specialize does."""
         if hasattr(block, "__index__"):
             block = (block, block)
         block = _tile(block, "block", "(block_q, block_k)")
         args = self._problem_args(nq, nk, batch, heads, params)
         nq, nk, batch, heads = args[-4:]
-        instance_of, codes, bits = self._core.block_grid(*args, *block)
-        return BlockGrid(nq, nk, block, instance_of.reshape(batch, heads), codes, bits)
+        positions = _positions(query_positions)
+        instance_of, codes, bits = self._core.block_grid(*args, *block, positions)
+        rows = nq if query_positions is None else len(positions)
+        return BlockGrid(rows, nk, block, instance_of.reshape(batch, heads), codes, bits)
 
     def block_mask(self, *, device: Any = None, **kwargs: Any) -> Any:
         """block_grid(**kwargs) as a FlexAttention BlockMask on `device` (default: the GPU if
@@ -238,6 +257,13 @@ def _count(value: Any, name: str) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
     return int(value)
+
+
+def _positions(query_positions: Any) -> np.ndarray:
+    """specialize's query_positions as the core takes them: checked, or empty for all rows."""
+    if query_positions is None:
+        return np.empty(0, dtype=np.int32)
+    return checked_query_positions(query_positions)
 
 
 def _tile(tile: Any, name: str = "tile", parts: str = "(tile_m, tile_n)") -> tuple[int, int]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _core
 from ._check import check_mask_mod
-from ._layout import checked_token_order
+from ._layout import checked_query_positions, checked_token_order
 
 
 class Plan:
@@ -18,9 +18,12 @@ class Plan:
 
     Attributes: mask_name, nq, nk, batch, heads, tile (tile_m, tile_n), device (None or a
     torch.device), token_order (None, or the int64 permutation from specialize: position i of
-    the mask's sequence is token token_order[i] of the tensors given to cm.attention)."""
+    the mask's sequence is token token_order[i] of the tensors given to cm.attention),
+    query_positions (None, or the int32 positions from specialize: row i of the plan is the
+    mask's query position query_positions[i])."""
 
-    def __init__(self, core: _core.Plan, mask_name: str, token_order: Any = None):
+    def __init__(self, core: _core.Plan, mask_name: str, token_order: Any = None,
+                 query_positions: Any = None):
         self._core = core
         self.mask_name = mask_name
         if token_order is not None and core.nq != core.nk:
@@ -28,6 +31,14 @@ class Plan:
                              f"nq={core.nq}, nk={core.nk}")
         self.token_order = (None if token_order is None else
                             checked_token_order(token_order, core.nq))
+        self.query_positions = (None if query_positions is None else
+                                checked_query_positions(query_positions))
+        if self.query_positions is not None and len(self.query_positions) != core.nq:
+            raise ValueError(f"query_positions must have one entry per query row ({core.nq}), "
+                             f"got {len(self.query_positions)}")
+        # A plain flag for cm.attention, which must not read the array (torch.compile would
+        # guard on its values).
+        self._selects_rows = self.query_positions is not None
         self.nq, self.nk = core.nq, core.nk
         self.batch, self.heads = core.batch, core.heads
         self.tile = (core.tile_m, core.tile_n)
@@ -43,7 +54,7 @@ class Plan:
 
     @classmethod
     def from_descriptor(cls, data: Any, mask_name: str = "descriptor",
-                        token_order: Any = None) -> "Plan":
+                        token_order: Any = None, query_positions: Any = None) -> "Plan":
         """The plan of descriptor bytes (bytes, bytearray or a uint8 array: a plan's
         `descriptor`, or a file of `compilemask compile --emit descriptor -o FILE`), on the
         host. The bytes are checked against every rule of docs/descriptor.md first (ValueError
@@ -53,13 +64,13 @@ class Plan:
         except TypeError:
             raise TypeError(f"Plan.from_descriptor takes bytes or a uint8 array, got "
                             f"{type(data).__name__}") from None
-        return cls(_core.Plan.from_descriptor(raw), mask_name, token_order)
+        return cls(_core.Plan.from_descriptor(raw), mask_name, token_order, query_positions)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled as the descriptor bytes, so that plans made in DataLoader workers reach the
         # training process; they come back on the host (call .to(device) there).
         return (Plan.from_descriptor, (self.descriptor.tobytes(), self.mask_name,
-                                       self.token_order))
+                                       self.token_order, self.query_positions))
 
     def __copy__(self) -> "Plan":
         copied = Plan.__new__(Plan)
@@ -102,7 +113,8 @@ class Plan:
         shape [1, nk], a block of rows at a time: torch tensors on `device` (default: the
         plan's device, else the CPU) when torch imports, numpy arrays otherwise. Indices are
         the tensors' tokens: with a token order, mask position i is token token_order[i], so
-        the model's row-major predicate checks a strip plan. The error names the differing
+        the model's row-major predicate checks a strip plan; with query_positions, plan row i is
+        q_idx query_positions[i]. The error names the differing
         pairs' count per (b, h) and the first `examples` of them. Cost: one predicate call
         and one decode per 2^24 pairs."""
         check_mask_mod(self, mask_mod, self.device if device is None else device, examples)
@@ -122,6 +134,8 @@ class Plan:
         s = self.stats()
         where = "host" if self.device is None else str(self.device)
         order = "" if self.token_order is None else " token_order"
+        if self.query_positions is not None:
+            order += " query_positions"
         return (
             f"<compilemask.Plan {self.mask_name} nq={self.nq} nk={self.nk} batch={self.batch} "
             f"heads={self.heads} tile={self.tile[0]}x{self.tile[1]} density={s['density']:.4f} "

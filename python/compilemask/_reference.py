@@ -67,6 +67,9 @@ def reference_attention(
     slopes32 = None if alibi_slopes is None else _per_head("alibi_slopes", "slope", alibi_slopes)
     if slopes32 is not None and plan.token_order is not None:
         raise ValueError("alibi_slopes needs a plan without a token_order (as cm.attention)")
+    if slopes32 is not None and plan.query_positions is not None:
+        raise ValueError("alibi_slopes needs a plan of every query row (no query_positions; "
+                         "as cm.attention)")
     out, lse = _core.reference_forward(plan._core, q32, k32, v32, scale32, cap32, sinks32,
                                        slopes32, wide)
     if backward is None:

@@ -54,25 +54,31 @@ Params to_params(const IntParams& ints, const ArrayParams& arrays, const Segment
 
 using SegmentArrays = std::pair<nb::ndarray<nb::numpy, int64_t>, nb::ndarray<nb::numpy, int64_t>>;
 
-// Defines Mask.NAME(ints, arrays, segments, nq, nk, batch, heads, tile_m, tile_n): the
-// parameters as compilemask/_params.py sorts them and the problem's shape. It calls
-// (mask.*run)(params, dims, tiling) without the GIL and returns finish(its result).
+using PositionArray = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// Defines Mask.NAME(ints, arrays, segments, nq, nk, batch, heads, tile_m, tile_n,
+// query_positions): the parameters as compilemask/_params.py sorts them, the problem's shape
+// and the query rows to keep (empty: all). It calls (mask.*run)(params, dims, tiling,
+// query_positions) without the GIL and returns finish(its result).
 template <class Run, class Finish>
 void def_problem_method(nb::class_<Mask>& mask, const char* name, Run run, Finish finish) {
   mask.def(
       name,
       [run, finish](const Mask& self, const IntParams& ints, const ArrayParams& arrays,
                     const SegmentParams& segments, int64_t nq, int64_t nk, int32_t batch,
-                    int32_t heads, int32_t tile_m, int32_t tile_n) {
+                    int32_t heads, int32_t tile_m, int32_t tile_n,
+                    const PositionArray& query_positions) {
         const Params params = to_params(ints, arrays, segments);
         auto result = [&] {
           nb::gil_scoped_release unlocked;
-          return (self.*run)(params, Dims{nq, nk, batch, heads}, Tiling{tile_m, tile_n});
+          return (self.*run)(params, Dims{nq, nk, batch, heads}, Tiling{tile_m, tile_n},
+                             {query_positions.data(), query_positions.shape(0)});
         }();
         return finish(std::move(result));
       },
       nb::arg("ints"), nb::arg("arrays"), nb::arg("segments"), nb::arg("nq"), nb::arg("nk"),
-      nb::arg("batch"), nb::arg("heads"), nb::arg("tile_m"), nb::arg("tile_n"));
+      nb::arg("batch"), nb::arg("heads"), nb::arg("tile_m"), nb::arg("tile_n"),
+      nb::arg("query_positions"));
 }
 
 using Int32Array = nb::ndarray<nb::numpy, int32_t>;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <string>
 #include <unordered_map>
 
 namespace cm {
@@ -26,6 +27,21 @@ uint64_t hash_rows(const InstanceRows& rows) {
   uint64_t h = descriptor::hash_values(rows.all.intervals, 0);
   h = descriptor::hash_values(rows.all.offsets, h);
   return descriptor::hash_values(rows.row_formula, h);
+}
+
+// specialize's query_positions: strictly increasing, in [0, nq) (empty: every row).
+void check_query_positions(std::span<const int32_t> positions, int64_t nq) {
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const std::string at =
+        "specialize: query_positions[" + std::to_string(i) + "] = " + std::to_string(positions[i]);
+    if (positions[i] < 0 || positions[i] >= nq) {
+      throw Error(at + " is outside [0, nq) with nq = " + std::to_string(nq));
+    }
+    if (i > 0 && positions[i] <= positions[i - 1]) {
+      throw Error(at + " does not follow " + std::to_string(positions[i - 1]) +
+                  "; query positions must be strictly increasing");
+    }
+  }
 }
 
 }  // namespace
@@ -58,8 +74,10 @@ struct Mask::Instances {
 };
 
 Mask::Instances Mask::evaluate_instances(const Params& params, const Dims& dims,
-                                         const Tiling& tiling) const {
+                                         const Tiling& tiling,
+                                         std::span<const int32_t> query_positions) const {
   const Bindings bindings = bind(*program_, params, dims);
+  check_query_positions(query_positions, dims.nq);
   // Before any row is evaluated, so that a shape the descriptor cannot tile fails at once
   // rather than after O(nq) work and memory per (b, h).
   descriptor::check_tiling(tiling, static_cast<int32_t>(dims.nq), static_cast<int32_t>(dims.nk));
@@ -88,8 +106,9 @@ Mask::Instances Mask::evaluate_instances(const Params& params, const Dims& dims,
     parallel::parallel_for(static_cast<int64_t>(chunk), workers, {}, [&](int64_t i, int) {
       const auto at = static_cast<int32_t>(first + i);
       try {
+        InstanceRows all = evaluate_rows(*program_, code, bindings, dims, at / heads, at % heads);
         rows[static_cast<size_t>(i)] =
-            evaluate_rows(*program_, code, bindings, dims, at / heads, at % heads);
+            query_positions.empty() ? std::move(all) : select_rows(all, query_positions);
       } catch (...) {
         errors[static_cast<size_t>(i)] = std::current_exception();
       }
@@ -119,24 +138,29 @@ Mask::Instances Mask::evaluate_instances(const Params& params, const Dims& dims,
   return out;
 }
 
-Plan Mask::specialize(const Params& params, const Dims& dims, const Tiling& tiling) const {
+Plan Mask::specialize(const Params& params, const Dims& dims, const Tiling& tiling,
+                      std::span<const int32_t> query_positions) const {
   const auto started = std::chrono::steady_clock::now();
-  const Instances instances = evaluate_instances(params, dims, tiling);
+  const Instances instances = evaluate_instances(params, dims, tiling, query_positions);
   PlanStats stats;
   std::vector<uint64_t> blob =
       build_descriptor(instances.rows, instances.map, dims.batch, dims.heads, tiling, stats);
   stats.build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  return Plan(std::move(blob), stats, dims, tiling);
+  Dims plan_dims = dims;
+  if (!query_positions.empty()) plan_dims.nq = static_cast<int64_t>(query_positions.size());
+  return Plan(std::move(blob), stats, plan_dims, tiling);
 }
 
-BlockGrid Mask::block_grid(const Params& params, const Dims& dims, const Tiling& tiling) const {
-  Instances instances = evaluate_instances(params, dims, tiling);
+BlockGrid Mask::block_grid(const Params& params, const Dims& dims, const Tiling& tiling,
+                           std::span<const int32_t> query_positions) const {
+  Instances instances = evaluate_instances(params, dims, tiling, query_positions);
   return descriptor::block_grid(instances.rows, std::move(instances.map), tiling);
 }
 
-TileCounts Mask::count_tiles(const Params& params, const Dims& dims, const Tiling& tiling) const {
-  return cm::count_tiles(evaluate_instances(params, dims, tiling).rows, tiling);
+TileCounts Mask::count_tiles(const Params& params, const Dims& dims, const Tiling& tiling,
+                             std::span<const int32_t> query_positions) const {
+  return cm::count_tiles(evaluate_instances(params, dims, tiling, query_positions).rows, tiling);
 }
 
 std::vector<AttnSlice> Mask::slices(const Params& params, const Dims& dims, int32_t b,

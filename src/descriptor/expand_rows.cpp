@@ -44,4 +44,14 @@ RowIntervals complete_rows(const InstanceRows& instance) {
   return out;
 }
 
+InstanceRows select_rows(const InstanceRows& instance, std::span<const int32_t> positions) {
+  InstanceRows out;
+  out.all.nq = static_cast<int32_t>(positions.size());
+  out.all.nk = instance.listed().nk;
+  out.all.offsets.assign(1, 0);
+  std::vector<Interval> scratch;
+  for (int32_t q : positions) descriptor::append_complete_row(instance, q, scratch, out.all);
+  return out;
+}
+
 }  // namespace cm

@@ -5,6 +5,7 @@
 #include "specialize/row_intervals.h"
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace cm::descriptor {
@@ -22,5 +23,11 @@ namespace cm {
 // The complete visible sets of every row of `instance` (row_intervals.h); equal to
 // instance.all when there are no formulas.
 RowIntervals complete_rows(const InstanceRows& instance);
+
+// Rows `positions` of `instance` as an instance of positions.size() rows against the same keys:
+// plan row i is the mask's query position positions[i]. Grid formulas are expanded (they are
+// stated on a row's own position). Pre: instance valid, positions in [0, nq). Cost: as
+// complete_rows on the selected rows.
+InstanceRows select_rows(const InstanceRows& instance, std::span<const int32_t> positions);
 
 }  // namespace cm

@@ -470,6 +470,37 @@ TEST(Api, BlockGridsOfManyMasksEqualEachMaskAlone) {
   }
 }
 
+TEST(Api, QueryPositionsKeepThoseRowsOfTheWholeMask) {
+  const Mask doc = must_compile(
+      "mask m(docs: segments) {\n  for d in docs {\n    q in d: k in [d.start, q]\n  }\n}\n");
+  const Params params{{"docs", Segments::from_boundaries({0, 100, 230, 300})}};
+  const Dims dims{300, 300};
+  const Plan whole = doc.specialize(params, dims, {32, 32});
+  const std::vector<int32_t> positions{0, 99, 100, 101, 229, 250, 299};
+  const Plan rank = doc.specialize(params, dims, {32, 32}, positions);
+  EXPECT_EQ(rank.dims().nq, 7);
+  EXPECT_EQ(rank.dims().nk, 300);
+  const std::vector<uint8_t> all = whole.dense(), mine = rank.dense();
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const auto row = all.begin() + static_cast<ptrdiff_t>(positions[i]) * 300;
+    EXPECT_TRUE(std::equal(row, row + 300, mine.begin() + static_cast<ptrdiff_t>(i) * 300)) << i;
+  }
+  EXPECT_EQ(doc.count_tiles(params, dims, {32, 32}, positions).visible_pairs,
+            rank.stats().visible_pairs);
+  EXPECT_EQ(doc.block_grid(params, dims, {32, 32}, positions).q_blocks, 1);
+  for (const auto& [bad, rule] :
+       {std::pair{std::vector<int32_t>{4, 4}, "query_positions[1] = 4 does not follow 4"},
+        std::pair{std::vector<int32_t>{300}, "query_positions[0] = 300 is outside [0, nq)"},
+        std::pair{std::vector<int32_t>{-2}, "query_positions[0] = -2 is outside [0, nq)"}}) {
+    try {
+      doc.specialize(params, dims, {32, 32}, bad);
+      ADD_FAILURE() << "no error for " << rule;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Api, MasksSharedAcrossHeadsAreStoredOnce) {
   const Mask m =
       must_compile("mask m(windows: int[]) {\n  q in all: k in (q - windows[h], q]\n}\n");

@@ -42,6 +42,36 @@ def test_forward_and_backward_match_float64(mask, layout, dtype, dim):
     assert_lse_matches(lse, exact[1])
 
 
+@pytest.mark.parametrize("mask", ["causal", "doc_causal", "clear", "hstu"])
+@pytest.mark.parametrize("balanced", [True, False])
+def test_context_parallel_ranks_match_float64(mask, balanced):
+    # Each rank's plan: its shard of the query rows against every key. Its out, LSE and dq are
+    # its rows of the whole attention, and the ranks' dk and dv add up to the whole's.
+    torch.manual_seed(1)
+    n, world, dim = 1024, 4, 128
+    bound = MASKS[mask](n)
+    q, k, v = (torch.randn(1, 2, n, dim, device=DEVICE, dtype=torch.bfloat16) for _ in range(3))
+    dout = torch.randn_like(q)
+    whole = reference(q, k, v, visible_of(bound.specialize(nq=n)), 1 / math.sqrt(dim), dout)
+    dk, dv = torch.zeros_like(whole[3]), torch.zeros_like(whole[4])
+    for rank in range(world):
+        positions = cm.context_parallel_positions(n, world, rank, balanced=balanced)
+        plan = bound.specialize(nq=n, query_positions=positions, device=DEVICE)
+        rows = torch.from_numpy(positions).long().to(DEVICE)
+        q_rank = q[:, :, rows].clone().requires_grad_()
+        k_rank, v_rank = k.clone().requires_grad_(), v.clone().requires_grad_()
+        out, lse = cm.attention(q_rank, k_rank, v_rank, plan, return_lse=True, layout="bhsd")
+        out.backward(dout[:, :, rows])
+        exact = check_against_references(
+            [out, q_rank.grad, k_rank.grad, v_rank.grad], q_rank, k_rank, v_rank,
+            visible_of(plan), 1 / math.sqrt(dim), dout[:, :, rows])
+        assert_lse_matches(lse, exact[1])
+        torch.testing.assert_close(exact[0], whole[0][:, :, rows])
+        dk, dv = dk + exact[3], dv + exact[4]
+    torch.testing.assert_close(dk, whole[3])
+    torch.testing.assert_close(dv, whole[4])
+
+
 @pytest.mark.parametrize("mask", ["causal", "doc_causal", "clear", "sliding"])
 @pytest.mark.parametrize("dtype, dim", [(torch.bfloat16, 128), (torch.float16, 64),
                                         (torch.bfloat16, 256)])
