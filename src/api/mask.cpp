@@ -31,14 +31,15 @@ uint64_t hash_rows(const InstanceRows& rows) {
 
 // specialize's query_positions: strictly increasing, in [0, nq) (empty: every row).
 void check_query_positions(std::span<const int32_t> positions, int64_t nq) {
+  auto at = [&](size_t i) {
+    return "query_positions[" + std::to_string(i) + "] = " + std::to_string(positions[i]);
+  };
   for (size_t i = 0; i < positions.size(); ++i) {
-    const std::string at =
-        "specialize: query_positions[" + std::to_string(i) + "] = " + std::to_string(positions[i]);
     if (positions[i] < 0 || positions[i] >= nq) {
-      throw Error(at + " is outside [0, nq) with nq = " + std::to_string(nq));
+      throw Error(at(i) + " is outside [0, nq) with nq = " + std::to_string(nq));
     }
     if (i > 0 && positions[i] <= positions[i - 1]) {
-      throw Error(at + " does not follow " + std::to_string(positions[i - 1]) +
+      throw Error(at(i) + " does not follow " + std::to_string(positions[i - 1]) +
                   "; query positions must be strictly increasing");
     }
   }
