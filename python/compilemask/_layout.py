@@ -60,10 +60,11 @@ def checked_query_positions(positions: Any) -> np.ndarray:
                          f"{array.shape}")
     if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f"query_positions must be an array of integers, got dtype {array.dtype}")
-    if array.min() < 0 or array.max() >= 2**31:
-        at = int(np.argmax((array < 0) | (array >= 2**31)))
-        raise ValueError(f"query_positions[{at}] = {int(array[at])} is outside the int32 range "
-                         f"of positions")
+    outside = (array < -2**31) | (array >= 2**31)
+    if outside.any():
+        at = int(np.argmax(outside))
+        raise ValueError(f"query_positions[{at}] = {int(array[at])} is outside [0, nq) (and the "
+                         f"int32 range)")
     checked = np.ascontiguousarray(array, dtype=np.int32)
     checked.setflags(write=False)
     return checked
