@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from ._params import int_array, integer
 
 
 def strip_order(start: int, rows: int, cols: int, strip: int, total: int,
@@ -35,10 +36,8 @@ def context_parallel_positions(n: int, world_size: int, rank: int,
     out causal masks, as torch's context parallelism shards them; n a multiple of
     2 * world_size), else the rank-th of world_size contiguous chunks (n a multiple of
     world_size). Raises ValueError naming the rule otherwise."""
-    for name, value in (("n", n), ("world_size", world_size), ("rank", rank)):
-        if isinstance(value, bool) or not hasattr(value, "__index__"):
-            raise TypeError(f"context_parallel_positions: {name} must be an int, got "
-                            f"{type(value).__name__}")
+    n, world_size, rank = (integer(value, f"context_parallel_positions: {name}") for name, value
+                           in (("n", n), ("world_size", world_size), ("rank", rank)))
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"context_parallel_positions: need world_size >= 1 and 0 <= rank < "
                          f"world_size, got world_size={world_size}, rank={rank}")
@@ -54,18 +53,15 @@ def context_parallel_positions(n: int, world_size: int, rank: int,
 def checked_query_positions(positions: Any) -> np.ndarray:
     """`positions` as a read-only int32 array of one axis, non-empty; specialize's core checks
     that they are strictly increasing and inside [0, nq). Raises TypeError or ValueError."""
-    array = np.asarray(positions.cpu() if hasattr(positions, "cpu") else positions)
-    if array.ndim != 1 or array.size == 0:
-        raise ValueError(f"query_positions must be a non-empty array of one axis, got shape "
-                         f"{array.shape}")
-    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
-        raise TypeError(f"query_positions must be an array of integers, got dtype {array.dtype}")
+    array = int_array(positions, "query_positions")
+    if array.size == 0:
+        raise ValueError("query_positions must not be empty")
     outside = (array < -2**31) | (array >= 2**31)
     if outside.any():
         at = int(np.argmax(outside))
         raise ValueError(f"query_positions[{at}] = {int(array[at])} is outside [0, nq) (and the "
                          f"int32 range)")
-    checked = np.ascontiguousarray(array, dtype=np.int32)
+    checked = array.astype(np.int32)
     checked.setflags(write=False)
     return checked
 

@@ -11,7 +11,7 @@ from . import _core
 from ._block_mask import BlockGrid
 from ._errors import Diagnostic, MaskError
 from ._layout import checked_query_positions
-from ._params import convert
+from ._params import convert, integer
 from ._plan import Plan
 
 
@@ -136,9 +136,9 @@ class Mask:
         mask's own (a token order is not applied). Costs O(rows + intervals) and builds no
         descriptor. Raises as specialize does, and IndexError for (b, h) outside
         (batch, heads)."""
-        b, h = _count(b, "b"), _count(h, "h")
-        for name, index, extent in (("b", b, _count(batch, "batch")),
-                                    ("h", h, _count(heads, "heads"))):
+        b, h = integer(b, "b"), integer(h, "h")
+        for name, index, extent in (("b", b, integer(batch, "batch")),
+                                    ("h", h, integer(heads, "heads"))):
             if not 0 <= index < extent:
                 raise IndexError(f"{name} = {index} is outside [0, {extent})")
         return self._core.slices(*self._problem_args(nq, nk, batch, heads, params), b, h)
@@ -187,8 +187,8 @@ class Mask:
                       params: dict[str, Any]) -> tuple:
         """The checked parameters and shape, the arguments every _core.Mask method starts with."""
         ints, arrays, segs = convert(self.params, self.name, params)
-        return (ints, arrays, segs, _count(nq, "nq"), _count(nq if nk is None else nk, "nk"),
-                _count(batch, "batch"), _count(heads, "heads"))
+        return (ints, arrays, segs, integer(nq, "nq"), integer(nq if nk is None else nk, "nk"),
+                integer(batch, "batch"), integer(heads, "heads"))
 
 
 class BoundMask:
@@ -253,12 +253,6 @@ class BoundMask:
         return self.block_grid(**kwargs).block_mask(device)
 
 
-def _count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    return int(value)
-
-
 def _positions(query_positions: Any) -> np.ndarray:
     """specialize's query_positions as the core takes them: checked, or empty for all rows."""
     if query_positions is None:
@@ -271,4 +265,4 @@ def _tile(tile: Any, name: str = "tile", parts: str = "(tile_m, tile_n)") -> tup
         tile_m, tile_n = tile
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a {parts} pair, got {tile!r}") from None
-    return _count(tile_m, f"{name}[0]"), _count(tile_n, f"{name}[1]")
+    return integer(tile_m, f"{name}[0]"), integer(tile_n, f"{name}[1]")

@@ -86,6 +86,13 @@ def _to_segments(value: Any, name: str) -> Segments:
     )
 
 
+def integer(value: Any, name: str) -> int:
+    """`value` as an int; TypeError naming `name` for a bool or anything without __index__."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    return int(value)
+
+
 def _host(value: Any) -> Any:
     return value.detach().cpu().numpy() if _is_torch_tensor(value) else value
 

@@ -123,9 +123,9 @@ def test_rank_plans_pickle_with_their_positions():
     ([0, N], ValueError, rf"query_positions\[1\] = {N} is outside \[0, nq\)"),
     ([-1, 0], ValueError, r"query_positions\[0\] = -1 is outside \[0, nq\) with nq = 1024"),
     ([0, 2**40], ValueError, r"query_positions\[1\] = 1099511627776 is outside \[0, nq\)"),
-    ([], ValueError, r"non-empty array of one axis"),
-    ([[0, 1]], ValueError, r"non-empty array of one axis"),
-    ([0.5, 1.0], TypeError, r"array of integers"),
+    ([], ValueError, r"query_positions must not be empty"),
+    ([[0, 1]], ValueError, r"query_positions must be 1-D, got shape \(1, 2\)"),
+    ([0.5, 1.0], TypeError, r"query_positions must hold integers, got dtype float64"),
 ])
 def test_bad_positions_are_named(positions, error, match):
     with pytest.raises(error, match=match):
