@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace cm::descriptor {
 namespace {
@@ -26,47 +27,88 @@ void check_size(int64_t codes, int64_t bitmaps, size_t block_words) {
   }
 }
 
-// Codes and bitmaps of one instance at a time, in two passes, so that the grid's bitmaps are
-// allocated once for all instances: classify writes an instance's codes, numbering its
-// partial blocks from kFirstBitmap; fill, once every instance's count is known, moves them to
-// the instance's first bitmap in the grid and sets their bits. One writer per worker (its
-// classifier keeps state between rows); all share the grid's key axis.
-class InstanceGridWriter {
+// Rows of one work item: a band of whole block rows of one instance, about this many query
+// rows, so that one large mask spreads over the workers as many small ones do.
+constexpr int32_t kBandRows = 2048;
+
+// Block rows [first, end) of instance `instance`.
+struct Band {
+  size_t instance;
+  int32_t first;
+  int32_t end;
+};
+
+// Rows [q0, q1) of an instance: the instance's own rows when it lists them all, or its grid
+// formulas expanded to intervals (append_complete_row) for these rows only.
+class BandRows {
+ public:
+  BandRows() = default;
+  BandRows(const InstanceRows& instance, int32_t q0, int32_t q1) {
+    if (instance.formulas.empty()) {
+      whole_ = &instance.all;
+      return;
+    }
+    base_ = q0;
+    expanded_.nq = q1 - q0;
+    expanded_.nk = instance.listed().nk;
+    expanded_.offsets.assign(1, 0);
+    std::vector<Interval> scratch;
+    for (int32_t q = q0; q < q1; ++q) append_complete_row(instance, q, scratch, expanded_);
+  }
+
+  const RowIntervals& rows() const { return whole_ ? *whole_ : expanded_; }
+  int32_t index(int32_t q) const { return q - base_; }  // query row q's index in rows()
+
+ private:
+  const RowIntervals* whole_ = nullptr;  // the instance's own rows, when it lists them all
+  RowIntervals expanded_;                // otherwise rows [base_, base_ + expanded_.nq)
+  int32_t base_ = 0;
+};
+
+// Codes and bitmaps of one band at a time, in two passes, so that the grid's bitmaps are
+// allocated once for all bands: classify writes a band's codes, numbering its partial blocks
+// from kFirstBitmap; fill, once every band's count is known, moves them to the band's first
+// bitmap in the grid and sets their bits. One writer per worker (its classifier and lists are
+// scratch); all share the grid's key axis.
+class BandGridWriter {
  public:
   static constexpr int32_t kFirstBitmap = 2;  // after kEmpty and kFull
 
-  InstanceGridWriter(const BlockGrid& grid, int32_t nq, const TileAxis& keys)
+  BandGridWriter(const BlockGrid& grid, int32_t nq, const TileAxis& keys)
       : grid_(grid),
         nq_(nq),
         keys_(keys),
         classifier_(keys),
         block_words_(static_cast<size_t>(grid.block_q) * static_cast<size_t>(grid.words_per_row)) {}
 
-  // Writes the instance's q_blocks x k_blocks codes to `codes`; returns its partial blocks.
-  int64_t classify(const RowIntervals& rows, int32_t* codes) {
+  // Writes the band's codes to `codes` (those of its first block row); returns its partial
+  // blocks.
+  int64_t classify(const BandRows& rows, const Band& band, int32_t* codes) {
     int64_t partial = 0;
-    for (int32_t i = 0; i < grid_.q_blocks; ++i) {
+    for (int32_t i = band.first; i < band.end; ++i) {
       const int32_t q0 = i * grid_.block_q;
       const int32_t q1 = std::min(nq_, q0 + grid_.block_q);
-      classifier_.add_rows(rows, q0, q1);
+      classifier_.add_rows(rows.rows(), rows.index(q0), rows.index(q1));
       classifier_.finish(q1 - q0, segments_);
-      classify_segments(q1 - q0 == grid_.block_q, codes + static_cast<size_t>(i) * grid_.k_blocks,
-                        partial);
+      classify_segments(q1 - q0 == grid_.block_q,
+                        codes + static_cast<size_t>(i - band.first) * grid_.k_blocks, partial);
     }
     return partial;
   }
 
   // Renumbers classify's partial codes from `first_bitmap` on and sets their visible bits in
   // `bits`, the grid's bitmaps.
-  void fill(const RowIntervals& rows, int32_t* codes, int64_t first_bitmap, uint32_t* bits) {
+  void fill(const BandRows& rows, const Band& band, int32_t* codes, int64_t first_bitmap,
+            uint32_t* bits) {
     const auto shift = static_cast<int32_t>(first_bitmap - kFirstBitmap);
-    for (size_t c = 0; c < static_cast<size_t>(grid_.q_blocks) * grid_.k_blocks; ++c) {
+    const size_t count = static_cast<size_t>(band.end - band.first) * grid_.k_blocks;
+    for (size_t c = 0; c < count; ++c) {
       if (codes[c] >= kFirstBitmap) codes[c] += shift;
     }
-    for (int32_t i = 0; i < grid_.q_blocks; ++i) {
+    for (int32_t i = band.first; i < band.end; ++i) {
       const int32_t q0 = i * grid_.block_q;
       fill_partial(rows, q0, std::min(nq_, q0 + grid_.block_q),
-                   codes + static_cast<size_t>(i) * grid_.k_blocks, bits);
+                   codes + static_cast<size_t>(i - band.first) * grid_.k_blocks, bits);
     }
   }
 
@@ -85,17 +127,19 @@ class InstanceGridWriter {
 
   // Sets the visible bits of rows [q0, q1), whose block row has `codes`, in its partial blocks'
   // bitmaps.
-  void fill_partial(const RowIntervals& rows, int32_t q0, int32_t q1, const int32_t* codes,
+  void fill_partial(const BandRows& band_rows, int32_t q0, int32_t q1, const int32_t* codes,
                     uint32_t* bits) {
     partial_.clear();
     for (int32_t j = 0; j < grid_.k_blocks; ++j) {
       if (codes[j] >= kFirstBitmap) partial_.push_back(j);
     }
     if (partial_.empty()) return;
+    const RowIntervals& rows = band_rows.rows();
     const int32_t bk = grid_.block_k;
     for (int32_t q = q0; q < q1; ++q) {
       const size_t row_offset = static_cast<size_t>(q - q0) * grid_.words_per_row;
-      for (const Interval* it = rows.row(q); it != rows.row(q) + rows.row_size(q); ++it) {
+      const int32_t r = band_rows.index(q);
+      for (const Interval* it = rows.row(r); it != rows.row(r) + rows.row_size(r); ++it) {
         // The partial blocks meeting [lo, hi), in key order.
         auto p = std::lower_bound(partial_.begin(), partial_.end(), it->lo / bk);
         for (; p != partial_.end() && *p * bk < it->hi; ++p) {
@@ -115,6 +159,19 @@ class InstanceGridWriter {
   std::vector<TileSegment> segments_;
   std::vector<int32_t> partial_;  // fill_partial's block row's partial blocks, ascending
 };
+
+// The grid's work in parallel::workers_for_work's units (rows): each row, and each interval it
+// lists or its grid formula reaches (at most one per grid line within the radii).
+int64_t grid_work(const std::vector<InstanceRows>& instances) {
+  int64_t work = 0;
+  for (const InstanceRows& instance : instances) {
+    work += instance.listed().nq + static_cast<int64_t>(instance.listed().intervals.size());
+    for (const desc::GridFormula& f : instance.formulas) {
+      work += int64_t{f.q_hi - f.q_lo} * (2 * f.rt + 1) * (2 * f.ry + 1);
+    }
+  }
+  return work;
+}
 
 }  // namespace
 
@@ -139,35 +196,44 @@ BlockGrid block_grid(const std::vector<InstanceRows>& instances, std::vector<int
     set_bits(grid.bits.data() + block_words + static_cast<size_t>(y) * grid.words_per_row, 0,
              tiling.n);
   }
-  // Distinct masks are independent: each worker classifies, then fills, whole instances.
-  // Instances given as formulas are expanded once (complete_rows) and kept between the passes.
-  const size_t count = instances.size();
-  grid.codes.assign(count * static_cast<size_t>(grid.q_blocks) * grid.k_blocks, BlockGrid::kEmpty);
-  auto codes_of = [&](size_t i) {
-    return grid.codes.data() + i * static_cast<size_t>(grid.q_blocks) * grid.k_blocks;
-  };
-  std::vector<RowIntervals> expanded(count);
-  auto rows_of = [&](size_t i) -> const RowIntervals& {
-    return instances[i].formulas.empty() ? instances[i].all : expanded[i];
+  // Bands are independent: each worker classifies, then fills, whole bands, and the bitmaps
+  // are numbered in the grid's order, as one thread would number them. Bands of rows given as
+  // formulas are expanded once and kept between the passes.
+  const int32_t band_blocks = std::max(1, kBandRows / tiling.m);
+  std::vector<Band> bands;
+  for (size_t i = 0; i < instances.size(); ++i) {
+    for (int32_t first = 0; first < grid.q_blocks; first += band_blocks) {
+      bands.push_back({i, first, std::min(grid.q_blocks, first + band_blocks)});
+    }
+  }
+  grid.codes.assign(instances.size() * static_cast<size_t>(grid.q_blocks) * grid.k_blocks,
+                    BlockGrid::kEmpty);
+  auto codes_of = [&](const Band& band) {
+    return grid.codes.data() +
+           (band.instance * static_cast<size_t>(grid.q_blocks) + static_cast<size_t>(band.first)) *
+               grid.k_blocks;
   };
   const TileAxis keys = TileAxis::uniform(nk, tiling.n);
-  const int workers = parallel::workers_for_rows(static_cast<int64_t>(count), nq);
-  std::vector<InstanceGridWriter> writers(static_cast<size_t>(workers),
-                                          InstanceGridWriter(grid, nq, keys));
-  std::vector<int64_t> first_bitmap(count);
-  parallel::parallel_for(static_cast<int64_t>(count), workers, {}, [&](int64_t item, int worker) {
+  const auto count = static_cast<int64_t>(bands.size());
+  const int workers = parallel::workers_for_work(count, grid_work(instances));
+  std::vector<BandGridWriter> writers(static_cast<size_t>(workers), BandGridWriter(grid, nq, keys));
+  std::vector<BandRows> rows(bands.size());
+  std::vector<int64_t> first_bitmap(bands.size());
+  parallel::parallel_for(count, workers, {}, [&](int64_t item, int worker) {
     const auto i = static_cast<size_t>(item);
-    if (!instances[i].formulas.empty()) expanded[i] = complete_rows(instances[i]);
-    first_bitmap[i] = writers[static_cast<size_t>(worker)].classify(rows_of(i), codes_of(i));
+    const Band& band = bands[i];
+    rows[i] = BandRows(instances[band.instance], band.first * tiling.m,
+                       std::min(nq, band.end * tiling.m));
+    first_bitmap[i] = writers[static_cast<size_t>(worker)].classify(rows[i], band, codes_of(band));
   });
-  int64_t bitmaps = InstanceGridWriter::kFirstBitmap;
+  int64_t bitmaps = BandGridWriter::kFirstBitmap;
   for (int64_t& first : first_bitmap) bitmaps += std::exchange(first, bitmaps);
   check_size(static_cast<int64_t>(grid.codes.size()), bitmaps, block_words);
   grid.bits.resize(static_cast<size_t>(bitmaps) * block_words, 0u);
-  parallel::parallel_for(static_cast<int64_t>(count), workers, {}, [&](int64_t item, int worker) {
+  parallel::parallel_for(count, workers, {}, [&](int64_t item, int worker) {
     const auto i = static_cast<size_t>(item);
-    writers[static_cast<size_t>(worker)].fill(rows_of(i), codes_of(i), first_bitmap[i],
-                                              grid.bits.data());
+    writers[static_cast<size_t>(worker)].fill(rows[i], bands[i], codes_of(bands[i]),
+                                              first_bitmap[i], grid.bits.data());
   });
   return grid;
 }

@@ -16,9 +16,9 @@ namespace cm::descriptor {
 // Post: BlockGrid's rules (compilemask.h): instance_of = instance_map; codes per instance; a
 // block is full only when it holds tiling.m x tiling.n pairs, all visible, and a partial
 // block sees at least one pair and misses at least one.
-// Cost: O(rows + intervals + blocks + the partial blocks' words), the distinct instances on
-// parallel workers (workers_for_rows); instances with grid formulas are expanded to intervals
-// (complete_rows) once, and held until their bits are set.
+// Cost: O(rows + intervals + blocks + the partial blocks' words), on parallel workers in bands
+// of whole block rows (workers_for_work); rows given as grid formulas are expanded to
+// intervals band by band, once, and held until their bits are set.
 BlockGrid block_grid(const std::vector<InstanceRows>& instances, std::vector<int32_t> instance_map,
                      const Tiling& tiling);
 

@@ -23,9 +23,13 @@ int resolve_workers(int requested, int64_t count) {
   return static_cast<int>(std::max<int64_t>(workers, 1));
 }
 
+int workers_for_work(int64_t count, int64_t work) {
+  const int64_t wanted = (std::max<int64_t>(work, 1) + kRowsPerWorker - 1) / kRowsPerWorker;
+  return resolve_workers(0, std::min(count, wanted));
+}
+
 int workers_for_rows(int64_t count, int64_t rows_each) {
-  const int64_t rows = count * std::max<int64_t>(rows_each, 1);
-  return resolve_workers(0, std::min(count, (rows + kRowsPerWorker - 1) / kRowsPerWorker));
+  return workers_for_work(count, count * std::max<int64_t>(rows_each, 1));
 }
 
 void parallel_for(int64_t count, int workers, const std::function<void(double)>& progress,

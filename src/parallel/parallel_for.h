@@ -1,6 +1,6 @@
 // A small work-sharing loop over independent items on std::thread workers, with progress
 // reported from the calling thread. Used by the reference attention, by Mask::specialize for its
-// (b, h) instances and by the block grid for its distinct masks.
+// (b, h) instances and by the block grid for its bands of block rows.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +12,13 @@ namespace cm::parallel {
 // capped at `count`, at least 1.
 int resolve_workers(int requested, int64_t count);
 
-// Number of workers for `count` mask instances of `rows_each` query rows each: at most one per
-// 2^14 rows, so that small masks start no thread (a thread costs about as much as evaluating
-// that many rows), and at most hardware concurrency.
+// Number of workers for `count` items of `work` in all, counted in rows evaluated (or a row's
+// worth of work each): at most one per 2^14, so that small jobs start no thread (a thread
+// costs about as much as evaluating that many rows), at most `count` and at most hardware
+// concurrency.
+int workers_for_work(int64_t count, int64_t work);
+
+// workers_for_work for `count` mask instances of `rows_each` query rows each.
 int workers_for_rows(int64_t count, int64_t rows_each);
 
 // Runs body(item, worker) once for every item in [0, count), on `workers` threads (one worker:

@@ -470,6 +470,33 @@ TEST(Api, BlockGridsOfManyMasksEqualEachMaskAlone) {
   }
 }
 
+TEST(Api, BlockGridsInBandsEqualTheGridsOfTheirRows) {
+  // A grid is built in bands of about 2048 rows on several workers, rows given as grid
+  // formulas expanded band by band. The grid of 1024 consecutive rows (query_positions; one
+  // band, its formulas expanded by select_rows) must equal the whole grid's block rows there.
+  const Mask windows = must_compile("mask m(W: int) {\n  q in all: k in (q - W, q]\n}\n");
+  const Mask disks = must_compile(
+      "mask m(r: int) {\n  let image = grid(37, 120, 130)\n  q in image: k in image.disk(q, "
+      "r)\n}\n");
+  constexpr int32_t kRows = 15963;  // the last block row is cut
+  constexpr int32_t kChunk = 1024;
+  const Tiling tiling{128, 64};
+  for (const auto& [mask, name, value] :
+       {std::tuple{&windows, "W", int64_t{3000}}, std::tuple{&disks, "r", int64_t{11}}}) {
+    const Params params{{name, value}};
+    const BlockGrid whole = mask->block_grid(params, {kRows, kRows}, tiling);
+    std::vector<std::vector<uint32_t>> stacked;
+    for (int32_t q0 = 0; q0 < kRows; q0 += kChunk) {
+      std::vector<int32_t> positions(static_cast<size_t>(std::min(kChunk, kRows - q0)));
+      std::iota(positions.begin(), positions.end(), q0);
+      const std::vector<std::vector<uint32_t>> rows =
+          grid_blocks(mask->block_grid(params, {kRows, kRows}, tiling, positions), 0);
+      stacked.insert(stacked.end(), rows.begin(), rows.end());
+    }
+    EXPECT_EQ(grid_blocks(whole, 0), stacked) << name;
+  }
+}
+
 TEST(Api, QueryPositionsKeepThoseRowsOfTheWholeMask) {
   const Mask doc = must_compile(
       "mask m(docs: segments) {\n  for d in docs {\n    q in d: k in [d.start, q]\n  }\n}\n");
