@@ -119,10 +119,13 @@ class Plan {
   const Dims& dims() const { return dims_; }
   const Tiling& tiling() const { return tiling_; }
 
+  // The most elements one dense() call returns (64 MiB).
+  static constexpr int64_t kMaxDenseElements = int64_t{1} << 26;
+
   // Row-major visibility (1 = visible) of mask (b, h), decoded from the descriptor: its query
   // rows [q_begin, q_end) (q_end < 0: to nq) against all nk keys. For debugging and for
   // checking a mask against another statement of it, a window of rows at a time; throws
-  // cm::Error for a window outside [0, nq) or above 2^26 elements.
+  // cm::Error for a window outside [0, nq) or above kMaxDenseElements.
   std::vector<uint8_t> dense(int32_t b = 0, int32_t h = 0, int32_t q_begin = 0,
                              int32_t q_end = -1) const;
 

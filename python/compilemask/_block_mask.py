@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-_DENSE_LIMIT = 1 << 26  # as Plan.to_dense
+from . import _core
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class BlockGrid:
     def to_dense(self, b: int = 0, h: int = 0) -> np.ndarray:
         """Mask (b, h) as an [nq, nk] bool array, read from the codes and bits (at most 2^26
         cells)."""
-        if self.nq * self.nk > _DENSE_LIMIT:
+        if self.nq * self.nk > _core.MAX_DENSE_ELEMENTS:
             raise ValueError(f"to_dense: {self.nq} x {self.nk} is above 2^26 cells")
         block_q, block_k = self.block
         words = self.bits[self.codes[self.instance_of[b, h]]]  # [q_blocks, k_blocks, bq, words]

@@ -69,9 +69,7 @@ def checked_query_positions(positions: Any) -> np.ndarray:
 def checked_token_order(order: Any, n: int) -> np.ndarray:
     """`order` as a read-only int64 array, after checking that it is a permutation of range(n);
     raises TypeError or ValueError naming the rule otherwise."""
-    array = np.asarray(order.cpu() if hasattr(order, "cpu") else order)
-    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
-        raise TypeError(f"token_order must be an array of integers, got dtype {array.dtype}")
+    array = int_array(order, "token_order")
     if array.shape != (n,):
         raise ValueError(f"token_order must have shape ({n},) (one entry per token), got "
                          f"{array.shape}")
@@ -84,6 +82,6 @@ def checked_token_order(order: Any, n: int) -> np.ndarray:
     if not seen.all():
         raise ValueError(f"token_order is not a permutation of range({n}): token "
                          f"{int(np.argmin(seen))} is missing")
-    checked = array.astype(np.int64)
+    checked = array.copy()  # int_array may hand back the caller's own array
     checked.setflags(write=False)
     return checked

@@ -58,6 +58,7 @@ TileCounts tile_counts_from(const nb::dict& d) {
 }
 
 void bind_plan(nb::module_& m) {
+  m.attr("MAX_DENSE_ELEMENTS") = Plan::kMaxDenseElements;
   m.def(
       "strip_order",
       [](int64_t start, int64_t frames, int64_t rows, int64_t cols, int64_t strip, int64_t total) {

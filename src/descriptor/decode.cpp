@@ -11,8 +11,6 @@
 namespace cm {
 namespace {
 
-constexpr int64_t kMaxDenseElements = int64_t{1} << 26;
-
 // Writes the visible pairs of tile (m, n) that lie in the row window [q_begin, q_end) into
 // the dense (q_end - q_begin) x nk mask.
 class TilePainter {
@@ -78,7 +76,7 @@ std::vector<uint8_t> decode_dense(const void* blob, int32_t b, int32_t h, Descri
                 ")");
   }
   const int64_t elements = int64_t{rows.end - rows.begin} * hd.nk;
-  if (elements > kMaxDenseElements) {
+  if (elements > Plan::kMaxDenseElements) {
     throw Error("descriptor: dense decoding of " + std::to_string(rows.end - rows.begin) + " x " +
                 std::to_string(hd.nk) +
                 " exceeds the 2^26-element limit (decode fewer rows at a time)");

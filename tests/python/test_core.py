@@ -425,11 +425,15 @@ def test_a_token_order_is_kept_checked_and_carried_by_the_plan():
     plan = mask.specialize(nq=13, token_order=order)
     np.testing.assert_array_equal(plan.token_order, order)
     assert plan.token_order.dtype == np.int64 and not plan.token_order.flags.writeable
+    mine = order.copy()
+    kept = mask.specialize(nq=13, token_order=mine)
+    mine[:] = 0  # the plan keeps its own copy
+    np.testing.assert_array_equal(kept.token_order, order)
     assert "token_order" in repr(plan)
     assert mask.specialize(nq=13).token_order is None
     cases = [
         (order[:-1], ValueError, "token_order must have shape \\(13,\\)"),
-        (order.astype(np.float32), TypeError, "array of integers"),
+        (order.astype(np.float32), TypeError, "token_order must hold integers"),
         (np.where(order == 5, 13, order), ValueError, "token_order\\[5\\] = 13 is outside"),
         (np.where(order == 5, 4, order), ValueError, "token 5 is missing"),
     ]
