@@ -38,16 +38,7 @@ def context_parallel_positions(n: int, world_size: int, rank: int,
     world_size). Raises ValueError naming the rule otherwise."""
     n, world_size, rank = (integer(value, f"context_parallel_positions: {name}") for name, value
                            in (("n", n), ("world_size", world_size), ("rank", rank)))
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"context_parallel_positions: need world_size >= 1 and 0 <= rank < "
-                         f"world_size, got world_size={world_size}, rank={rank}")
-    chunks = 2 * world_size if balanced else world_size
-    if n < 1 or n % chunks:
-        raise ValueError(f"context_parallel_positions: n = {n} must be a positive multiple of "
-                         f"{chunks} ({'2 * ' if balanced else ''}world_size)")
-    size = n // chunks
-    picked = (rank, chunks - 1 - rank) if balanced else (rank,)
-    return np.concatenate([np.arange(c * size, (c + 1) * size, dtype=np.int32) for c in picked])
+    return _core.context_parallel_positions(n, world_size, rank, bool(balanced))
 
 
 def checked_query_positions(positions: Any) -> np.ndarray:

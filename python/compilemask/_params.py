@@ -87,10 +87,14 @@ def _to_segments(value: Any, name: str) -> Segments:
 
 
 def integer(value: Any, name: str) -> int:
-    """`value` as an int; TypeError naming `name` for a bool or anything without __index__."""
+    """`value` as an int the core's int64 takes; TypeError naming `name` for a bool or anything
+    without __index__, ValueError past int64."""
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    return int(value)
+    value = operator.index(value)
+    if not -2**63 <= value < 2**63:
+        raise ValueError(f"{name} = {value} is outside the int64 range")
+    return value
 
 
 def _host(value: Any) -> Any:

@@ -2,6 +2,7 @@
 // renderings of src/render; the kernel time estimates from tile counts (estimate.h); and the
 // strip token order (token_order.h).
 #include <compilemask/compilemask.h>
+#include <compilemask/context_parallel.h>
 #include <compilemask/estimate.h>
 #include <compilemask/token_order.h>
 
@@ -68,6 +69,15 @@ void bind_plan(nb::module_& m) {
       },
       nb::arg("start"), nb::arg("frames"), nb::arg("rows"), nb::arg("cols"), nb::arg("strip"),
       nb::arg("total"));
+  m.def(
+      "context_parallel_positions",
+      [](int64_t n, int64_t world_size, int64_t rank, bool balanced) {
+        std::vector<int32_t> positions =
+            context_parallel_positions({n, world_size, rank, balanced});
+        const size_t size = positions.size();
+        return to_numpy(std::move(positions), {size});
+      },
+      nb::arg("n"), nb::arg("world_size"), nb::arg("rank"), nb::arg("balanced"));
   m.def(
       "estimated_forward_seconds",
       [](const nb::dict& counts, int32_t tile_m, int32_t tile_n, int64_t masks) {

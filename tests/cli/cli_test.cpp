@@ -369,6 +369,27 @@ TEST(Cli, RunTakesAlibi) {
   }
 }
 
+// --cp plans a context-parallel rank's query rows against all keys: causal's rank 1 of 4 holds
+// rows [128, 256) and [768, 896) of 1024 (balanced) or [256, 512) (contiguous), where row q
+// sees q + 1 keys; show draws the rank's rows and run attends with them.
+TEST(Cli, CompileShowAndRunTakeAContextParallelRank) {
+  auto visible = [](double first, double end) { return (first + 1 + end) * (end - first) / 2; };
+  std::vector<std::string> args = {"compile", example("causal"), "-n", "1024", "--cp", "1/4"};
+  EXPECT_EQ(value_after(expect_ok(args).out, "pairs:", "visible pairs:"),
+            visible(128, 256) + visible(768, 896));
+  args.push_back("--cp-contiguous");
+  EXPECT_EQ(value_after(expect_ok(args).out, "pairs:", "visible pairs:"), visible(256, 512));
+  const CliResult shown = expect_ok({"show", example("causal"), "-n", "1024", "--cp", "0/2"});
+  EXPECT_TRUE(contains(shown.out, "nq=512 nk=1024")) << shown.out;
+  const CliResult r = expect_ok({"run", example("causal"), "-n", "1024", "--cp", "3/4", "--heads",
+                                 "2", "--dim", "32", "--backward", "--threads", "2"});
+  EXPECT_TRUE(contains(r.out, "nq 256, nk 1024")) << r.out;
+  EXPECT_TRUE(contains(r.out, ", context-parallel rank 3/4\n")) << r.out;
+  for (const char* label : {"O", "LSE", "dQ", "dK", "dV"}) {
+    EXPECT_LT(value_after(r.out, label), 1e-3) << label << "\n" << r.out;
+  }
+}
+
 // --dim-v gives V and O their own head dim (MLA): both references take it, and the header
 // names it.
 TEST(Cli, RunTakesAValueHeadDim) {

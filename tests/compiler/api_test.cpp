@@ -2,6 +2,7 @@
 // evaluation errors with source positions, instance deduplication across heads, attention
 // slices, and the kernel time estimates from tile counts.
 #include <compilemask/compilemask.h>
+#include <compilemask/context_parallel.h>
 #include <compilemask/estimate.h>
 #include <compilemask/token_order.h>
 
@@ -29,6 +30,17 @@ Mask must_compile(const std::string& source) {
   CompileResult r = compile(source, "test.mask");
   EXPECT_TRUE(r) << (r.diagnostics.empty() ? "" : r.diagnostics[0].format());
   return *r.mask;
+}
+
+// The message of the cm::Error that `call` throws, or "" when it throws none.
+template <class Call>
+std::string error_of(Call call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 std::string specialize_error(const Mask& m, const Params& p, const Dims& d, const Tiling& t = {}) {
@@ -494,6 +506,39 @@ TEST(Api, BlockGridsInBandsEqualTheGridsOfTheirRows) {
       stacked.insert(stacked.end(), rows.begin(), rows.end());
     }
     EXPECT_EQ(grid_blocks(whole, 0), stacked) << name;
+  }
+}
+
+TEST(Api, ContextParallelShardsPartitionTheRows) {
+  constexpr int64_t kRows = 96;
+  for (const bool balanced : {true, false}) {
+    std::vector<int32_t> all;
+    std::vector<int64_t> causal_pairs;  // row q sees q + 1 keys
+    for (int64_t rank = 0; rank < 3; ++rank) {
+      const std::vector<int32_t> rows = context_parallel_positions({kRows, 3, rank, balanced});
+      EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+      EXPECT_EQ(rows.size(), 32u);
+      all.insert(all.end(), rows.begin(), rows.end());
+      causal_pairs.push_back(
+          std::accumulate(rows.begin(), rows.end(), static_cast<int64_t>(rows.size())));
+    }
+    std::sort(all.begin(), all.end());
+    std::vector<int32_t> every(kRows);
+    std::iota(every.begin(), every.end(), 0);
+    EXPECT_EQ(all, every) << "balanced " << balanced;
+    // Head-tail chunks give every rank the same causal work; contiguous ones do not.
+    EXPECT_EQ(causal_pairs[0] == causal_pairs[2], balanced);
+  }
+  EXPECT_EQ(context_parallel_positions({8, 2, 1}), (std::vector<int32_t>{2, 3, 4, 5}));
+  const std::pair<ContextParallelShard, std::string> bad[] = {
+      {{96, 0, 0}, "need world_size >= 1 and 0 <= rank < world_size, got world_size=0, rank=0"},
+      {{96, 3, 3}, "got world_size=3, rank=3"},
+      {{100, 3, 0}, "n = 100 must be a positive multiple of 6 (2 * world_size) below 2^31"},
+      {{int64_t{1} << 31, 1, 0, false}, "must be a positive multiple of 1 (world_size) below 2^31"},
+  };
+  for (const auto& [shard, message] : bad) {
+    EXPECT_NE(error_of([&] { context_parallel_positions(shard); }).find(message), std::string::npos)
+        << message;
   }
 }
 

@@ -148,6 +148,8 @@ def test_positions_do_not_combine_with_a_token_order_or_alibi():
     ((N, 0, 0), r"world_size >= 1"),
     ((N, 4, 4), r"0 <= rank < world_size"),
     ((1000, 16, 0), r"n = 1000 must be a positive multiple of 32 \(2 \* world_size\)"),
+    ((2**31, 1, 0), r"n = 2147483648 must be a positive multiple of 2 .* below 2\^31"),
+    ((2**64, 1, 0), r"context_parallel_positions: n = 18446744073709551616 is outside the int64"),
 ])
 def test_bad_shards_are_named(args, match):
     with pytest.raises(ValueError, match=match):

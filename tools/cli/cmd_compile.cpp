@@ -11,6 +11,7 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <span>
 
 namespace cm::cli {
 namespace {
@@ -41,11 +42,13 @@ struct Estimate {
   double backward_seconds;
 };
 
-Estimate estimate(const Mask& mask, const Params& params, const Dims& dims, const Plan& plan) {
+Estimate estimate(const Mask& mask, const Params& params, const Dims& dims, const Plan& plan,
+                  std::span<const int32_t> query_positions) {
   const int64_t masks = int64_t{dims.batch} * dims.heads;
   const Tiling halves = backward_halves(plan.tiling());
   return {estimated_forward_seconds(plan.stats(), plan.tiling(), masks),
-          estimated_backward_seconds(mask.count_tiles(params, dims, halves), halves, masks)};
+          estimated_backward_seconds(mask.count_tiles(params, dims, halves, query_positions),
+                                     halves, masks)};
 }
 
 std::string milliseconds(double seconds) {
@@ -96,14 +99,15 @@ int run_compile(const ParsedArgs& args) {
 
   const Mask mask = load_mask(file);
   const Params params = mask_params(mask, args);
-  const Plan plan = mask.specialize(params, dims, tiling);
+  const std::vector<int32_t> positions = rank_positions(args, dims.nq);
+  const Plan plan = mask.specialize(params, dims, tiling, positions);
   if (emit == "descriptor") {
     write_output_file(*out_path, plan.blob(), plan.size_bytes());
     std::cout << "wrote " << plan.size_bytes() << " bytes to " << *out_path << "\n";
     return kExitOk;
   }
   std::optional<Estimate> times;
-  if (args.has("estimate")) times = estimate(mask, params, dims, plan);
+  if (args.has("estimate")) times = estimate(mask, params, dims, plan, positions);
   const std::string text =
       emit == "json"
           ? plan_json(plan, times ? ",\n\"estimate\": " + estimate_json(*times) : std::string())
@@ -116,6 +120,7 @@ int run_compile(const ParsedArgs& args) {
 
 Command compile_command() {
   std::vector<FlagSpec> flags = plan_flags();
+  for (FlagSpec& f : context_parallel_flags()) flags.push_back(std::move(f));
   flags.insert(
       flags.end(),
       {

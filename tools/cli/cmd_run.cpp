@@ -185,7 +185,7 @@ void round_inputs(AttentionProblem& p, const std::function<float(float)>& round)
 
 int run_attention(const ParsedArgs& args) {
   const Dims lengths = parse_lengths(args);
-  const AttentionShape shape = parse_shape(args, lengths);
+  AttentionShape shape = parse_shape(args, lengths);
   const Tiling tiling = parse_tiling(args);
   const uint64_t seed = static_cast<uint64_t>(integer_flag(args, "seed", 0, 0, kMaxInt));
   const float softcap = static_cast<float>(positive_number_flag(args, "softcap", 0));
@@ -205,7 +205,13 @@ int run_attention(const ParsedArgs& args) {
   Dims dims = lengths;
   dims.batch = shape.batch;
   dims.heads = shape.heads_q;
+  if (args.has("alibi") && args.value("cp")) {
+    throw UsageError(
+        "--alibi needs a plan of every query row (its bias measures distances "
+        "from the plan's own rows): leave out --cp");
+  }
   const Plan plan = make_plan(mask, args, dims, tiling);
+  shape.nq = static_cast<int32_t>(plan.dims().nq);  // the rank's rows under --cp
   AttentionProblem problem = random_problem(shape, seed, options.backward, args.has("sinks"));
   problem.softcap = softcap;
   if (args.has("alibi")) problem.alibi_slopes = alibi_slopes_for(shape.heads_q);
@@ -224,6 +230,10 @@ int run_attention(const ParsedArgs& args) {
   if (problem.softcap > 0) std::printf(", softcap %g", problem.softcap);
   if (!problem.sinks.empty()) std::printf(", attention sinks");
   if (!problem.alibi_slopes.empty()) std::printf(", ALiBi");
+  if (const std::optional<std::string> cp = args.value("cp")) {
+    std::printf(", context-parallel rank %s%s", cp->c_str(),
+                args.has("cp-contiguous") ? " (contiguous)" : "");
+  }
   if (options.page_size > 0) std::printf(", K/V in pages of %d rows", options.page_size);
   std::printf("\n");
   std::fflush(stdout);
@@ -253,6 +263,7 @@ int run_attention(const ParsedArgs& args) {
 
 Command run_command() {
   std::vector<FlagSpec> flags = plan_flags();
+  for (FlagSpec& f : context_parallel_flags()) flags.push_back(std::move(f));
   flags.insert(
       flags.end(),
       {

@@ -35,6 +35,7 @@ int run_show(const ParsedArgs& args) {
 
 Command show_command() {
   std::vector<FlagSpec> flags = plan_flags();
+  for (FlagSpec& f : context_parallel_flags()) flags.push_back(std::move(f));
   for (FlagSpec& f : one_mask_flags("to show")) flags.push_back(std::move(f));
   flags.insert(flags.end(), {
                                 {"max-width", 0, "COLS", false,

@@ -4,6 +4,8 @@
 #include "cli_error.h"
 #include "params.h"
 
+#include <compilemask/context_parallel.h>
+
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -134,8 +136,34 @@ Params mask_params(const Mask& mask, const ParsedArgs& args) {
   return parse_params(args.values("param"), mask.params(), mask.name());
 }
 
+std::vector<FlagSpec> context_parallel_flags() {
+  return {
+      {"cp", 0, "RANK/WORLD", false,
+       "plan only the query rows of context-parallel rank RANK of WORLD (chunks RANK and "
+       "2 WORLD - 1 - RANK of 2 WORLD; the query length a multiple of 2 WORLD)"},
+      {"cp-contiguous", 0, "", false, "with --cp, the RANK-th of WORLD contiguous chunks instead"},
+  };
+}
+
+std::vector<int32_t> rank_positions(const ParsedArgs& args, int64_t nq) {
+  const std::optional<std::string> text = args.value("cp");
+  if (!text) {
+    if (args.has("cp-contiguous")) throw UsageError("--cp-contiguous applies only with --cp");
+    return {};
+  }
+  const size_t slash = text->find('/');
+  const std::optional<int64_t> rank = to_integer(text->substr(0, slash));
+  const std::optional<int64_t> world =
+      slash == std::string::npos ? std::nullopt : to_integer(text->substr(slash + 1));
+  if (!rank || !world) {
+    throw UsageError("--cp: expected RANK/WORLD with integers RANK and WORLD (e.g. 3/8), got '" +
+                     *text + "'");
+  }
+  return context_parallel_positions({nq, *world, *rank, !args.has("cp-contiguous")});
+}
+
 Plan make_plan(const Mask& mask, const ParsedArgs& args, const Dims& dims, const Tiling& tiling) {
-  return mask.specialize(mask_params(mask, args), dims, tiling);
+  return mask.specialize(mask_params(mask, args), dims, tiling, rank_positions(args, dims.nq));
 }
 
 }  // namespace cm::cli

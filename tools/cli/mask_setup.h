@@ -61,7 +61,17 @@ std::vector<FlagSpec> one_mask_flags(const std::string& what);
 // The -p flags parsed against `mask`'s parameters (parse_params, whose errors propagate).
 Params mask_params(const Mask& mask, const ParsedArgs& args);
 
-// Parses the -p flags against `mask` and specializes it. cm::Error from specialize propagates.
+// The flags of the commands whose plan may hold a context-parallel rank's query rows (compile,
+// run, show): --cp RANK/WORLD and --cp-contiguous.
+std::vector<FlagSpec> context_parallel_flags();
+
+// The query positions of --cp's rank among nq query rows (cm::context_parallel_positions,
+// balanced unless --cp-contiguous), or none without --cp. Throws UsageError for a --cp that is
+// not RANK/WORLD or --cp-contiguous without --cp; cm::Error names the shard's rules.
+std::vector<int32_t> rank_positions(const ParsedArgs& args, int64_t nq);
+
+// Parses the -p flags against `mask` and specializes it, for the rank's rows under --cp.
+// cm::Error from specialize propagates.
 Plan make_plan(const Mask& mask, const ParsedArgs& args, const Dims& dims, const Tiling& tiling);
 
 }  // namespace cm::cli
