@@ -1,6 +1,6 @@
 // Bindings of cm::Plan: the descriptor bytes, stats, dense decoding, and the ASCII and PNG
-// renderings of src/render; the kernel time estimates from tile counts (estimate.h); and the
-// strip token order (token_order.h).
+// renderings of src/render; the kernel time estimates from tile counts (estimate.h); the strip
+// token order (token_order.h); and a context-parallel rank's query rows (context_parallel.h).
 #include <compilemask/compilemask.h>
 #include <compilemask/context_parallel.h>
 #include <compilemask/estimate.h>
