@@ -573,17 +573,25 @@ CM_HD bool grid_center(const GridFormula& f, int q, GridCell& c, Divisor by_stri
 
 // Calls emit(lo, hi) for each visible key interval of query row q within the key columns
 // [k0, k1), in increasing order, for a grid formula. Intervals are absolute and non-empty.
-template <class Emit>
-CM_HD void for_each_grid_interval(const GridFormula& f, int q, int k0, int k1, Emit&& emit) {
+// half_width as for for_each_neighbourhood_run.
+template <class HalfWidth, class Emit>
+CM_HD void for_each_grid_interval(const GridFormula& f, int q, int k0, int k1,
+                                  HalfWidth&& half_width, Emit&& emit) {
   GridCell c;
   if (!grid_center(f, q, c)) return;
   const long long a = static_cast<long long>(k0) - f.start,
                   b = static_cast<long long>(k1) - f.start;
   if (b <= 0 || a >= grid_extent(f)) return;
-  for_each_neighbourhood_run(
-      f, c, static_cast<int>(a < 0 ? 0 : a), static_cast<int>(b),
-      [&](int dt, int dy) { return static_cast<int>(grid_half_width(f, dt, dy)); },
-      [&](int lo, int hi) { emit(f.start + lo, f.start + hi); });
+  for_each_neighbourhood_run(f, c, static_cast<int>(a < 0 ? 0 : a), static_cast<int>(b), half_width,
+                             [&](int lo, int hi) { emit(f.start + lo, f.start + hi); });
+}
+
+// As above, each half-width computed (grid_half_width).
+template <class Emit>
+CM_HD void for_each_grid_interval(const GridFormula& f, int q, int k0, int k1, Emit&& emit) {
+  for_each_grid_interval(
+      f, q, k0, k1, [&](int dt, int dy) { return static_cast<int>(grid_half_width(f, dt, dy)); },
+      emit);
 }
 
 // True if some query row in [q0, q1) sees some key in [k0, k1) through the formula. Exact.

@@ -39,7 +39,7 @@ struct Band {
 };
 
 // Rows [q0, q1) of an instance: the instance's own rows when it lists them all, or its grid
-// formulas expanded to intervals (append_complete_row) for these rows only.
+// formulas expanded to intervals (CompleteRowWriter) for these rows only.
 class BandRows {
  public:
   BandRows() = default;
@@ -52,8 +52,8 @@ class BandRows {
     expanded_.nq = q1 - q0;
     expanded_.nk = instance.listed().nk;
     expanded_.offsets.assign(1, 0);
-    std::vector<Interval> scratch;
-    for (int32_t q = q0; q < q1; ++q) append_complete_row(instance, q, scratch, expanded_);
+    CompleteRowWriter writer(instance);
+    for (int32_t q = q0; q < q1; ++q) writer.append(q, expanded_);
   }
 
   const RowIntervals& rows() const { return whole_ ? *whole_ : expanded_; }

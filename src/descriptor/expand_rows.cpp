@@ -1,25 +1,39 @@
 // Complete-row materialization (see expand_rows.h).
 #include "descriptor/expand_rows.h"
 
+#include "descriptor/half_widths.h"
+
 #include <algorithm>
 
 namespace cm::descriptor {
 
-void append_complete_row(const InstanceRows& instance, int32_t q, std::vector<Interval>& scratch,
-                         RowIntervals& out) {
-  const RowIntervals& listed = instance.listed();
-  scratch.assign(listed.row(q), listed.row(q) + listed.row_size(q));
-  const int32_t f = instance.formulas.empty() ? -1 : instance.row_formula[q];
+CompleteRowWriter::CompleteRowWriter(const InstanceRows& instance)
+    : instance_(instance), half_widths_(instance.formulas.size()) {}
+
+void CompleteRowWriter::append(int32_t q, RowIntervals& out) {
+  const RowIntervals& listed = instance_.listed();
+  scratch_.assign(listed.row(q), listed.row(q) + listed.row_size(q));
+  const int32_t f = instance_.formulas.empty() ? -1 : instance_.row_formula[q];
   if (f >= 0) {
-    desc::for_each_grid_interval(instance.formulas[static_cast<size_t>(f)], q, 0, listed.nk,
-                                 [&](int lo, int hi) {
-                                   scratch.push_back({lo, hi});
-                                 });
-    std::sort(scratch.begin(), scratch.end(),
-              [](const Interval& a, const Interval& b) { return a.lo < b.lo; });
+    const desc::GridFormula& formula = instance_.formulas[static_cast<size_t>(f)];
+    std::vector<int16_t>& table = half_widths_[static_cast<size_t>(f)];
+    if (table.empty()) table = half_width_table(formula);
+    const auto listed_end = static_cast<ptrdiff_t>(scratch_.size());
+    desc::for_each_grid_interval(
+        formula, q, 0, listed.nk,
+        [&](int dt, int dy) {
+          const int i = desc::grid_half_width_index(formula, dt, dy);
+          return i < 0 ? -1 : int{table[static_cast<size_t>(i)]};
+        },
+        [&](int lo, int hi) {
+          scratch_.push_back({lo, hi});
+        });
+    // Both runs are in key order: the listed intervals, then the formula's.
+    std::inplace_merge(scratch_.begin(), scratch_.begin() + listed_end, scratch_.end(),
+                       [](const Interval& a, const Interval& b) { return a.lo < b.lo; });
   }
   const size_t first = out.intervals.size();
-  for (const Interval& x : scratch) {
+  for (const Interval& x : scratch_) {
     if (out.intervals.size() > first && x.lo <= out.intervals.back().hi) {
       out.intervals.back().hi = std::max(out.intervals.back().hi, x.hi);
     } else {
@@ -39,8 +53,8 @@ RowIntervals complete_rows(const InstanceRows& instance) {
   out.nq = instance.residual.nq;
   out.nk = instance.residual.nk;
   out.offsets.assign(1, 0);
-  std::vector<Interval> scratch;
-  for (int32_t q = 0; q < out.nq; ++q) descriptor::append_complete_row(instance, q, scratch, out);
+  descriptor::CompleteRowWriter writer(instance);
+  for (int32_t q = 0; q < out.nq; ++q) writer.append(q, out);
   return out;
 }
 
@@ -49,8 +63,8 @@ InstanceRows select_rows(const InstanceRows& instance, std::span<const int32_t> 
   out.all.nq = static_cast<int32_t>(positions.size());
   out.all.nk = instance.listed().nk;
   out.all.offsets.assign(1, 0);
-  std::vector<Interval> scratch;
-  for (int32_t q : positions) descriptor::append_complete_row(instance, q, scratch, out.all);
+  descriptor::CompleteRowWriter writer(instance);
+  for (int32_t q : positions) writer.append(q, out.all);
   return out;
 }
 

@@ -1,5 +1,5 @@
 // Materializes the complete visible key intervals of InstanceRows rows (residual united with
-// each row's grid formula), for the builder's fallback tile rows, tests and tools.
+// each row's grid formula), for the builder's fallback tile rows, block grids, tests and tools.
 #pragma once
 
 #include "specialize/row_intervals.h"
@@ -10,11 +10,24 @@
 
 namespace cm::descriptor {
 
-// Pre: instance valid (input_checks.h), 0 <= q < nq. Post: appends row q's complete visible
-// set, sorted, disjoint and non-adjacent, to out.intervals and closes the row in out.offsets.
-// `scratch` is working storage. Cost: O(listed intervals + formula grid lines of the row).
-void append_complete_row(const InstanceRows& instance, int32_t q, std::vector<Interval>& scratch,
-                         RowIntervals& out);
+// Appends complete rows of one instance. Each formula's half-widths come from its table
+// (half_width_table, built on the formula's first row), as the kernels read them, instead of
+// a square root per grid line.
+class CompleteRowWriter {
+ public:
+  // Pre: instance valid (input_checks.h); it outlives the writer.
+  explicit CompleteRowWriter(const InstanceRows& instance);
+
+  // Pre: 0 <= q < nq. Post: appends row q's complete visible set, sorted, disjoint and
+  // non-adjacent, to out.intervals and closes the row in out.offsets. Cost: O(listed
+  // intervals + formula grid lines of the row).
+  void append(int32_t q, RowIntervals& out);
+
+ private:
+  const InstanceRows& instance_;
+  std::vector<std::vector<int16_t>> half_widths_;  // per formula, empty until first used
+  std::vector<Interval> scratch_;
+};
 
 }  // namespace cm::descriptor
 

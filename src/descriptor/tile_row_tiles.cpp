@@ -82,7 +82,11 @@ bool tile_fully_visible(const InstanceRows& instance, int32_t f, int32_t q0, int
 }  // namespace
 
 TileRowTileFinder::TileRowTileFinder(const InstanceRows& instance, const TileAxes& axes)
-    : instance_(instance), axes_(axes), classifier_(axes.k), reaches_(instance.formulas.size()) {}
+    : instance_(instance),
+      axes_(axes),
+      classifier_(axes.k),
+      reaches_(instance.formulas.size()),
+      complete_rows_(instance) {}
 
 const TileRowTiles& TileRowTileFinder::find(int32_t m) {
   const RowIntervals& listed = instance_.listed();
@@ -99,7 +103,7 @@ const TileRowTiles& TileRowTileFinder::find(int32_t m) {
     complete_.nk = listed.nk;
     complete_.offsets.assign(1, 0);
     complete_.intervals.clear();
-    for (int32_t q = q0; q < q1; ++q) append_complete_row(instance_, q, scratch_, complete_);
+    for (int32_t q = q0; q < q1; ++q) complete_rows_.append(q, complete_);
     out.rows = &complete_;
     out.r0 = 0;
     out.r1 = q1 - q0;

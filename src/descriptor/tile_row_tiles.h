@@ -4,6 +4,7 @@
 
 #include <compilemask/compilemask.h>
 
+#include "descriptor/expand_rows.h"
 #include "descriptor/grid_reach.h"
 #include "descriptor/tile_axes.h"
 #include "descriptor/tile_classify.h"
@@ -55,6 +56,7 @@ class TileRowTileFinder {
   std::vector<std::unique_ptr<GridReach>> reaches_;  // per formula, on first use
   std::vector<TileSegment> segments_;
   std::vector<Interval> scratch_;
+  CompleteRowWriter complete_rows_;
   RowIntervals complete_;  // complete rows of a tile row that is not closed-form
   TileRowTiles tiles_;
 };
