@@ -49,11 +49,7 @@ class BandRows {
       return;
     }
     base_ = q0;
-    expanded_.nq = q1 - q0;
-    expanded_.nk = instance.listed().nk;
-    expanded_.offsets.assign(1, 0);
-    CompleteRowWriter writer(instance);
-    for (int32_t q = q0; q < q1; ++q) writer.append(q, expanded_);
+    CompleteRowWriter(instance).write_rows(q0, q1, expanded_);
   }
 
   const RowIntervals& rows() const { return whole_ ? *whole_ : expanded_; }

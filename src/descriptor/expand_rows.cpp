@@ -21,10 +21,7 @@ void CompleteRowWriter::append(int32_t q, RowIntervals& out) {
     const auto listed_end = static_cast<ptrdiff_t>(scratch_.size());
     desc::for_each_grid_interval(
         formula, q, 0, listed.nk,
-        [&](int dt, int dy) {
-          const int i = desc::grid_half_width_index(formula, dt, dy);
-          return i < 0 ? -1 : int{table[static_cast<size_t>(i)]};
-        },
+        [&](int dt, int dy) { return half_width_from(formula, table, dt, dy); },
         [&](int lo, int hi) {
           scratch_.push_back({lo, hi});
         });
@@ -43,6 +40,14 @@ void CompleteRowWriter::append(int32_t q, RowIntervals& out) {
   out.offsets.push_back(static_cast<int64_t>(out.intervals.size()));
 }
 
+void CompleteRowWriter::write_rows(int32_t q0, int32_t q1, RowIntervals& out) {
+  out.nq = q1 - q0;
+  out.nk = instance_.listed().nk;
+  out.offsets.assign(1, 0);
+  out.intervals.clear();
+  for (int32_t q = q0; q < q1; ++q) append(q, out);
+}
+
 }  // namespace cm::descriptor
 
 namespace cm {
@@ -50,11 +55,7 @@ namespace cm {
 RowIntervals complete_rows(const InstanceRows& instance) {
   if (instance.formulas.empty()) return instance.all;
   RowIntervals out;
-  out.nq = instance.residual.nq;
-  out.nk = instance.residual.nk;
-  out.offsets.assign(1, 0);
-  descriptor::CompleteRowWriter writer(instance);
-  for (int32_t q = 0; q < out.nq; ++q) writer.append(q, out);
+  descriptor::CompleteRowWriter(instance).write_rows(0, instance.residual.nq, out);
   return out;
 }
 

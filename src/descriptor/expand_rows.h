@@ -23,6 +23,10 @@ class CompleteRowWriter {
   // intervals + formula grid lines of the row).
   void append(int32_t q, RowIntervals& out);
 
+  // Pre: 0 <= q0 <= q1 <= nq. Post: out holds the complete rows [q0, q1), its row i being row
+  // q0 + i (its earlier content dropped).
+  void write_rows(int32_t q0, int32_t q1, RowIntervals& out);
+
  private:
   const InstanceRows& instance_;
   std::vector<std::vector<int16_t>> half_widths_;  // per formula, empty until first used

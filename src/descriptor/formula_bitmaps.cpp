@@ -97,8 +97,7 @@ std::vector<uint32_t> FormulaBitmaps::compute(int32_t m, int32_t n) {
   desc::for_each_grid_segment(
       f, q0 - f.center_start, q1 - f.center_start, [&](const desc::GridSegment& centres) {
         for (const desc::GridSegment& keys : key_segments_) {
-          const int i = desc::grid_half_width_index(f, keys.t - centres.t, keys.y - centres.y);
-          const int w = i < 0 ? -1 : half_widths_[static_cast<size_t>(i)];
+          const int w = half_width_from(f, half_widths_, keys.t - centres.t, keys.y - centres.y);
           if (w < 0) continue;
           // Centres that see some column of [keys.x0, keys.x1).
           const int x_lo = std::max(centres.x0, keys.x0 - w);

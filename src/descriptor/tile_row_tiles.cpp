@@ -99,11 +99,7 @@ const TileRowTiles& TileRowTileFinder::find(int32_t m) {
   out.r0 = q0;
   out.r1 = q1;
   if (f < 0 && any_row_formula(instance_, q0, q1)) {
-    complete_.nq = q1 - q0;
-    complete_.nk = listed.nk;
-    complete_.offsets.assign(1, 0);
-    complete_.intervals.clear();
-    for (int32_t q = q0; q < q1; ++q) complete_rows_.append(q, complete_);
+    complete_rows_.write_rows(q0, q1, complete_);
     out.rows = &complete_;
     out.r0 = 0;
     out.r1 = q1 - q0;
